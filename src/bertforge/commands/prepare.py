@@ -1,0 +1,38 @@
+"""`bertforge prepare`: tokenize a corpus into memory-mapped shards for pre-training."""
+from __future__ import annotations
+
+import argparse
+import json
+
+from bertforge.commands import add_common
+
+
+def register(sub) -> None:
+    p = sub.add_parser("prepare", help="tokenize a text corpus into pre-training shards",
+                       description="Read documents (one sentence per line, or one paragraph per line; blank line "
+                       "between documents), split sentences, tokenize in parallel and write memory-mapped shards "
+                       "with a manifest.json (counts, vocab hash, sha256 per shard, bad lines).")
+    p.add_argument("--input", nargs="+", required=True, metavar="FILE", help="text files or folders (.txt/.gz/.xz)")
+    p.add_argument("--vocab", required=True, metavar="DIR", help="folder with vocab.txt (and tokenizer_config.json)")
+    p.add_argument("--output", required=True, metavar="DIR")
+    p.add_argument("--max-seq-length", type=int, default=128)
+    p.add_argument("--workers", type=int, default=None, help="tokenizer processes (default: all cores)")
+    p.add_argument("--format", dest="input_format", default="auto", choices=["auto", "sentences", "paragraphs"])
+    p.add_argument("--heldout-fraction", type=float, default=0.01, help="documents kept for evaluation")
+    p.add_argument("--heldout-documents", type=int, default=None, help="exact number of held-out documents")
+    add_common(p)
+    p.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from bertforge.data import prepare_corpus
+    manifest = prepare_corpus(args.input, args.vocab, args.output, max_seq_length=args.max_seq_length,
+                              workers=args.workers, input_format=args.input_format,
+                              heldout_fraction=args.heldout_fraction, heldout_documents=args.heldout_documents)
+    counts = manifest.get("counts", {})
+    print(f"prepared {args.output}: " + ", ".join(f"{k} {v:,}" if isinstance(v, int) else f"{k} {v}"
+                                                  for k, v in counts.items()))
+    bad = manifest.get("bad_lines")
+    if bad:
+        print("repaired or skipped: " + json.dumps(bad))
+    return 0

@@ -1,0 +1,169 @@
+"""`BertConfig`: the model's shape, with the field names of Hugging Face's BERT `config.json`.
+
+Keeping HF's names means a `config.json` written by either library is read by the other unchanged; keys we
+do not model (``architectures``, ``transformers_version``, ``use_cache``...) are carried in ``extra`` so a
+round trip does not lose them.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar
+
+CONFIG_NAME = "config.json"
+
+# name -> (layers, hidden, heads); intermediate = 4 x hidden, as in Turc et al. (2019), "Well-Read Students".
+PRESETS: dict[str, tuple[int, int, int]] = {
+    "tiny": (2, 128, 2),
+    "mini": (4, 256, 4),
+    "small": (4, 512, 8),
+    "medium": (8, 512, 8),
+    "base": (12, 768, 12),
+    "large": (24, 1024, 16),
+}
+
+SUPPORTED_ACTIVATIONS = ("gelu", "gelu_new", "gelu_pytorch_tanh", "gelu_fast", "relu", "silu", "swish", "tanh")
+
+
+class ConfigError(ValueError):
+    """A config that cannot describe a model; the message names the field."""
+
+
+@dataclass
+class BertConfig:
+    vocab_size: int = 30522
+    hidden_size: int = 768
+    num_hidden_layers: int = 12
+    num_attention_heads: int = 12
+    intermediate_size: int = 3072
+    hidden_act: str = "gelu"
+    hidden_dropout_prob: float = 0.1
+    attention_probs_dropout_prob: float = 0.1
+    max_position_embeddings: int = 512
+    type_vocab_size: int = 2
+    initializer_range: float = 0.02
+    layer_norm_eps: float = 1e-12
+    pad_token_id: int = 0
+    classifier_dropout: float | None = None
+    # Fine-tuning heads keep their label names here, as HF does, so a saved predictor knows what it predicts.
+    id2label: dict[int, str] | None = None
+    problem_type: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict, repr=False)
+
+    model_type: ClassVar[str] = "bert"
+
+    def __post_init__(self) -> None:
+        for name in ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size",
+                     "max_position_embeddings", "type_vocab_size"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < (0 if name == "type_vocab_size" else 1):
+                raise ConfigError(f"config field '{name}' must be a positive integer, got {value!r}")
+        if self.hidden_size % self.num_attention_heads:
+            raise ConfigError(f"config field 'hidden_size' ({self.hidden_size}) must be divisible by "
+                              f"'num_attention_heads' ({self.num_attention_heads})")
+        if self.hidden_act not in SUPPORTED_ACTIVATIONS:
+            raise ConfigError(f"config field 'hidden_act' is {self.hidden_act!r}; supported: "
+                              f"{', '.join(SUPPORTED_ACTIVATIONS)}")
+        for name in ("hidden_dropout_prob", "attention_probs_dropout_prob"):
+            p = getattr(self, name)
+            if not 0.0 <= float(p) < 1.0:
+                raise ConfigError(f"config field '{name}' must be in [0, 1), got {p!r}")
+        kind = self.extra.get("position_embedding_type", "absolute")
+        if kind not in ("absolute", None):
+            raise ConfigError(f"config field 'position_embedding_type' is {kind!r}; only 'absolute' is supported")
+        if self.id2label is not None:
+            self.id2label = {int(k): str(v) for k, v in self.id2label.items()}
+
+    # ---- presets -------------------------------------------------------------------------------------------
+    @classmethod
+    def preset(cls, name: str, **overrides: Any) -> "BertConfig":
+        """A named size (`tiny` ... `large`); any field can be overridden, e.g. ``vocab_size=8000``."""
+        if name not in PRESETS:
+            raise ConfigError(f"unknown model preset {name!r}; choose one of {', '.join(PRESETS)}")
+        layers, hidden, heads = PRESETS[name]
+        fields = dict(num_hidden_layers=layers, hidden_size=hidden, num_attention_heads=heads,
+                      intermediate_size=4 * hidden)
+        fields.update(overrides)
+        return cls(**fields)
+
+    # ---- (de)serialisation ---------------------------------------------------------------------------------
+    @property
+    def num_labels(self) -> int:
+        return len(self.id2label) if self.id2label else 2
+
+    @property
+    def label2id(self) -> dict[str, int] | None:
+        return {v: k for k, v in self.id2label.items()} if self.id2label else None
+
+    @classmethod
+    def field_names(cls) -> set[str]:
+        return {f.name for f in dataclasses.fields(cls)} - {"extra"}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "BertConfig":
+        known = cls.field_names()
+        kwargs = {k: v for k, v in data.items() if k in known}
+        extra = {k: v for k, v in data.items() if k not in known and k not in ("model_type", "label2id")}
+        return cls(**kwargs, extra=extra)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The HF `config.json` dictionary (unknown keys we were given are written back)."""
+        out: dict[str, Any] = dict(self.extra)
+        out["model_type"] = self.model_type
+        for f in dataclasses.fields(self):
+            if f.name == "extra":
+                continue
+            value = getattr(self, f.name)
+            if value is None and f.name in ("id2label", "problem_type", "classifier_dropout"):
+                continue
+            if f.name == "id2label":
+                out["id2label"] = {str(k): v for k, v in value.items()}
+                out["label2id"] = {v: k for k, v in value.items()}
+                continue
+            out[f.name] = value
+        return out
+
+    @classmethod
+    def from_json_file(cls, path: str | Path) -> "BertConfig":
+        path = Path(path)
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            raise FileNotFoundError(f"{path}: no such config file") from None
+        except json.JSONDecodeError as err:
+            raise ConfigError(f"{path}: not valid JSON (line {err.lineno}, column {err.colno}: {err.msg})") from None
+        if not isinstance(data, dict):
+            raise ConfigError(f"{path}: expected a JSON object of config fields, got {type(data).__name__}")
+        model_type = data.get("model_type", cls.model_type)
+        if model_type != cls.model_type:
+            raise ConfigError(f"{path}: model_type is {model_type!r}, but {cls.__name__} reads {cls.model_type!r}")
+        try:
+            return cls.from_dict(data)
+        except TypeError as err:  # a field of the wrong kind, e.g. a list where a number belongs
+            raise ConfigError(f"{path}: {err}") from None
+        except ConfigError as err:
+            raise ConfigError(f"{path}: {err}") from None
+
+    @classmethod
+    def from_pretrained(cls, path: str | Path) -> "BertConfig":
+        path = Path(path)
+        return cls.from_json_file(path / CONFIG_NAME if path.is_dir() else path)
+
+    def save_pretrained(self, directory: str | Path, architectures: list[str] | None = None) -> Path:
+        directory = Path(directory)
+        directory.mkdir(parents=True, exist_ok=True)
+        data = self.to_dict()
+        if architectures:
+            data["architectures"] = architectures
+        target = directory / CONFIG_NAME
+        target.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+        return target
+
+    def replace(self, **changes: Any) -> "BertConfig":
+        return dataclasses.replace(self, **changes)
+
+    @property
+    def head_dim(self) -> int:
+        return self.hidden_size // self.num_attention_heads

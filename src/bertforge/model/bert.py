@@ -1,0 +1,237 @@
+"""The public BERT classes: `BertModel`, `BertForMaskedLM`, `BertForPreTraining`.
+
+Read top to bottom: the shared base (init, save/load, size and FLOP counts), the encoder model, then the
+pre-training models. Every class works on packed tokens inside (see `packing.py`) and returns padded
+[batch, seq, ...] tensors outside, so callers see the same shapes as in `transformers`.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, ClassVar, Optional
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from bertforge.config import BertConfig
+from bertforge.model.embeddings import Embeddings
+from bertforge.model.encoder import Encoder
+from bertforge.model.flops import count_flops
+from bertforge.model.heads import MaskedLMHead, NextSentenceHead, Pooler
+from bertforge.model.outputs import BertForPreTrainingOutput, BertModelOutput, MaskedLMOutput
+from bertforge.model.packing import PackedBatch
+
+
+class BertPreTrainedModel(nn.Module):
+    """What every model class shares: weight init, checkpoints in the HF layout, size and FLOP counts."""
+
+    config_class: ClassVar[type[BertConfig]] = BertConfig
+    # the HF name of the encoder's sub-module in head classes ("bert.embeddings..."), "" in the bare model
+    base_model_prefix: ClassVar[str] = "bert"
+    # internal -> HF name prefixes of this class's heads (the base model's map lives in checkpoint.py)
+    head_names: ClassVar[dict[str, str]] = {}
+
+    def __init__(self, config: BertConfig) -> None:
+        super().__init__()
+        self.config = config
+        self.loading_info: dict[str, list[str]] = {}
+
+    # ---- initialisation -----------------------------------------------------------------------------------
+    def init_weights(self) -> None:
+        self.apply(self._init_module)
+
+    def _init_module(self, module: nn.Module) -> None:
+        std = self.config.initializer_range
+        if isinstance(module, nn.Linear):
+            nn.init.normal_(module.weight, mean=0.0, std=std)
+            if module.bias is not None:
+                nn.init.zeros_(module.bias)
+        elif isinstance(module, nn.Embedding):
+            nn.init.normal_(module.weight, mean=0.0, std=std)
+            if module.padding_idx is not None:
+                with torch.no_grad():
+                    module.weight[module.padding_idx].zero_()
+        elif isinstance(module, nn.LayerNorm):
+            nn.init.ones_(module.weight)
+            nn.init.zeros_(module.bias)
+        elif isinstance(module, MaskedLMHead):
+            nn.init.zeros_(module.bias)
+
+    # ---- checkpoints ------------------------------------------------------------------------------------------
+    @classmethod
+    def from_pretrained(cls, path: str | Path, config: Optional[BertConfig] = None, *,
+                        strict: bool = False, **config_overrides: Any):
+        """Load an HF-layout folder (`config.json` + `model.safetensors` or `pytorch_model.bin`).
+
+        Parameters the folder lacks (e.g. the MLM head of a sentence-embedding model) are freshly
+        initialised and listed in `model.loading_info["newly_initialized"]` (and logged); `strict=True`
+        makes that an error instead.
+        """
+        from bertforge.checkpoint import load_pretrained
+        return load_pretrained(cls, path, config=config, strict=strict, **config_overrides)
+
+    def save_pretrained(self, directory: str | Path) -> Path:
+        """Write `config.json` + `model.safetensors` with HF's parameter names (loads in `transformers`)."""
+        from bertforge.checkpoint import save_pretrained
+        return save_pretrained(self, directory)
+
+    # ---- sizes -------------------------------------------------------------------------------------------------
+    def num_parameters(self, exclude_embeddings: bool = False) -> int:
+        params = {id(p): p for p in self.parameters()}  # tied weights once
+        if exclude_embeddings:
+            for module in self.modules():
+                if isinstance(module, nn.Embedding):
+                    params.pop(id(module.weight), None)
+        return sum(p.numel() for p in params.values())
+
+    def flops_per_token(self, seq_len: int = 128, masked_fraction: float = 0.15, training: bool = True) -> float:
+        """Matmul FLOPs per real token for full sequences of `seq_len` (3x forward when training)."""
+        heads = self._flop_heads()
+        n_masked = masked_fraction * seq_len if "mlm" in heads else 0.0
+        total = count_flops(self.config, [seq_len], n_masked=n_masked, pooler="pooler" in heads,
+                            nsp="nsp" in heads, training=training)
+        return total / seq_len
+
+    def _flop_heads(self) -> set[str]:
+        return set()
+
+    @property
+    def device(self) -> torch.device:
+        return next(self.parameters()).device
+
+    @property
+    def dtype(self) -> torch.dtype:
+        return next(self.parameters()).dtype
+
+
+class BertModel(BertPreTrainedModel):
+    """The encoder: embeddings -> N post-LN layers -> (pooler). Outputs `BertModelOutput`."""
+
+    base_model_prefix = ""
+
+    def __init__(self, config: BertConfig, add_pooling_layer: bool = True) -> None:
+        super().__init__(config)
+        self.embeddings = Embeddings(config)
+        self.encoder = Encoder(config)
+        self.pooler = Pooler(config) if add_pooling_layer else None
+        self.init_weights()
+
+    def _flop_heads(self) -> set[str]:
+        return {"pooler"} if self.pooler is not None else set()
+
+    def encode(self, input_ids: torch.Tensor, attention_mask: Optional[torch.Tensor] = None,
+               token_type_ids: Optional[torch.Tensor] = None, position_ids: Optional[torch.Tensor] = None,
+               causal: bool = False, unpad: bool = True,
+               output_hidden_states: bool = False) -> tuple[torch.Tensor, PackedBatch, list[torch.Tensor] | None]:
+        """Run the encoder and stay packed: (hidden [tokens, H], the packing, packed hidden states or None).
+
+        Heads use this to pick rows ([CLS], masked tokens) without ever re-padding the whole batch.
+        """
+        if input_ids.dim() != 2:
+            raise ValueError(f"input_ids must be [batch, seq], got shape {tuple(input_ids.shape)}")
+        B, L = input_ids.shape
+        if L > self.config.max_position_embeddings:
+            raise ValueError(f"sequence length {L} exceeds max_position_embeddings "
+                             f"({self.config.max_position_embeddings}); truncate the input")
+        batch = PackedBatch.from_mask(attention_mask, B, L, input_ids.device, causal=causal, unpad=unpad)
+        if position_ids is None:
+            position_ids = torch.arange(L, device=input_ids.device).expand(B, L)
+        x = self.embeddings(batch.pack(input_ids), batch.pack(position_ids),
+                            batch.pack(token_type_ids) if token_type_ids is not None else None)
+        collect: list[torch.Tensor] | None = [] if output_hidden_states else None
+        x = self.encoder(x, batch, collect)
+        return x, batch, collect
+
+    def forward(self, input_ids: torch.Tensor, attention_mask: Optional[torch.Tensor] = None,
+                token_type_ids: Optional[torch.Tensor] = None, position_ids: Optional[torch.Tensor] = None,
+                output_hidden_states: bool = False, causal: bool = False, unpad: bool = True) -> BertModelOutput:
+        x, batch, collect = self.encode(input_ids, attention_mask, token_type_ids, position_ids,
+                                        causal=causal, unpad=unpad, output_hidden_states=output_hidden_states)
+        pooled = self.pooler(x[batch.first_token_rows()]) if self.pooler is not None else None
+        hidden_states = tuple(batch.unpack(h) for h in collect) if collect is not None else None
+        return BertModelOutput(last_hidden_state=batch.unpack(x), pooler_output=pooled, hidden_states=hidden_states)
+
+
+def _mlm_rows(labels: Optional[torch.Tensor], prediction_positions: Optional[torch.Tensor],
+              attention_mask: Optional[torch.Tensor]) -> Optional[torch.Tensor]:
+    """Which [batch, seq] positions the decoder runs on: the labelled ones, or those asked for."""
+    positions = prediction_positions if prediction_positions is not None else (
+        labels != -100 if labels is not None else None)
+    if positions is not None and attention_mask is not None and bool((positions & ~attention_mask.bool()).any()):
+        raise ValueError("MLM labels/prediction positions fall on padding (attention_mask == 0)")
+    return positions
+
+
+class BertForMaskedLM(BertPreTrainedModel):
+    """Encoder (no pooler) + MLM head. With labels, the decoder runs only on labelled positions."""
+
+    head_names = {"mlm.transform": "cls.predictions.transform.dense", "mlm.norm": "cls.predictions.transform.LayerNorm",
+                  "mlm.bias": "cls.predictions.bias"}
+
+    def __init__(self, config: BertConfig) -> None:
+        super().__init__(config)
+        self.bert = BertModel(config, add_pooling_layer=False)
+        self.mlm = MaskedLMHead(config, self.bert.embeddings.word_embeddings)
+        self.init_weights()
+
+    def _flop_heads(self) -> set[str]:
+        return {"mlm"}
+
+    def forward(self, input_ids: torch.Tensor, attention_mask: Optional[torch.Tensor] = None,
+                token_type_ids: Optional[torch.Tensor] = None, position_ids: Optional[torch.Tensor] = None,
+                labels: Optional[torch.Tensor] = None, prediction_positions: Optional[torch.Tensor] = None,
+                output_hidden_states: bool = False, causal: bool = False, unpad: bool = True) -> MaskedLMOutput:
+        x, batch, collect = self.bert.encode(input_ids, attention_mask, token_type_ids, position_ids,
+                                             causal=causal, unpad=unpad, output_hidden_states=output_hidden_states)
+        positions = _mlm_rows(labels, prediction_positions, attention_mask)
+        if positions is None:
+            logits = self.mlm(batch.unpack(x))
+        else:
+            logits = self.mlm(x[batch.rows_of(positions)])
+        loss = None
+        if labels is not None:
+            target = labels[positions] if positions is not None else labels.reshape(-1)
+            loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]).float(), target, ignore_index=-100)
+        hidden_states = tuple(batch.unpack(h) for h in collect) if collect is not None else None
+        return MaskedLMOutput(loss=loss, logits=logits, hidden_states=hidden_states)
+
+
+class BertForPreTraining(BertPreTrainedModel):
+    """Encoder + pooler + MLM head + next-sentence head; loss = MLM + NSP, as in the paper."""
+
+    head_names = {**BertForMaskedLM.head_names, "nsp.classifier": "cls.seq_relationship"}
+
+    def __init__(self, config: BertConfig) -> None:
+        super().__init__(config)
+        self.bert = BertModel(config, add_pooling_layer=True)
+        self.mlm = MaskedLMHead(config, self.bert.embeddings.word_embeddings)
+        self.nsp = NextSentenceHead(config)
+        self.init_weights()
+
+    def _flop_heads(self) -> set[str]:
+        return {"mlm", "pooler", "nsp"}
+
+    def forward(self, input_ids: torch.Tensor, attention_mask: Optional[torch.Tensor] = None,
+                token_type_ids: Optional[torch.Tensor] = None, position_ids: Optional[torch.Tensor] = None,
+                labels: Optional[torch.Tensor] = None, next_sentence_label: Optional[torch.Tensor] = None,
+                prediction_positions: Optional[torch.Tensor] = None, output_hidden_states: bool = False,
+                causal: bool = False, unpad: bool = True) -> BertForPreTrainingOutput:
+        x, batch, collect = self.bert.encode(input_ids, attention_mask, token_type_ids, position_ids,
+                                             causal=causal, unpad=unpad, output_hidden_states=output_hidden_states)
+        positions = _mlm_rows(labels, prediction_positions, attention_mask)
+        prediction_logits = self.mlm(batch.unpack(x) if positions is None else x[batch.rows_of(positions)])
+        nsp_logits = self.nsp(self.bert.pooler(x[batch.first_token_rows()]))
+
+        mlm_loss = nsp_loss = loss = None
+        if labels is not None:
+            target = labels[positions] if positions is not None else labels.reshape(-1)
+            mlm_loss = F.cross_entropy(prediction_logits.reshape(-1, prediction_logits.shape[-1]).float(), target,
+                                       ignore_index=-100)
+            loss = mlm_loss
+        if next_sentence_label is not None:
+            nsp_loss = F.cross_entropy(nsp_logits.float(), next_sentence_label.reshape(-1))
+            loss = nsp_loss if loss is None else loss + nsp_loss
+        hidden_states = tuple(batch.unpack(h) for h in collect) if collect is not None else None
+        return BertForPreTrainingOutput(loss=loss, prediction_logits=prediction_logits,
+                                        seq_relationship_logits=nsp_logits, mlm_loss=mlm_loss, nsp_loss=nsp_loss,
+                                        hidden_states=hidden_states)

@@ -1,0 +1,33 @@
+"""Counting the matmul FLOPs a BERT batch needs, for utilisation figures (MFU-style).
+
+Only useful work counts: real tokens (no padding), attention over each sequence's own length, and the
+vocabulary decoder on the masked rows only. LayerNorm, softmax and embeddings are ignored (< 1%).
+"""
+from __future__ import annotations
+
+from typing import Iterable
+
+from bertforge.config import BertConfig
+
+
+def count_flops(config: BertConfig, seq_lens: Iterable[int], n_masked: float = 0.0, pooler: bool = False,
+                nsp: bool = False, training: bool = False) -> float:
+    """FLOPs (multiply-add = 2) for one batch of sequences with the given real lengths.
+
+    `training=True` counts forward + backward as 3x forward, the usual convention.
+    """
+    H, I, V = config.hidden_size, config.intermediate_size, config.vocab_size
+    E = getattr(config, "embedding_size", None) or H
+    seq_lens = list(seq_lens)
+    tokens = sum(seq_lens)
+    per_token_layer = 2 * (4 * H * H + 2 * H * I)          # QKV + output projection + the two FFN matmuls
+    attention_per_layer = sum(2 * 2 * L * L * H for L in seq_lens)  # QK^T and attention x V
+    flops = config.num_hidden_layers * (tokens * per_token_layer + attention_per_layer)
+    if E != H:
+        flops += tokens * 2 * E * H                          # factorised embedding projection (ALBERT)
+    flops += n_masked * 2 * (H * E + E * V)                  # MLM transform + decoder on masked rows only
+    if pooler:
+        flops += len(seq_lens) * 2 * H * H
+    if nsp:
+        flops += len(seq_lens) * 2 * H * 2
+    return float(flops * (3 if training else 1))

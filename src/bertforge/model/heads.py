@@ -1,0 +1,49 @@
+"""The pre-training heads: pooler, masked-LM head (decoder tied to the word embeddings) and NSP."""
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from bertforge.config import BertConfig
+from bertforge.model.feed_forward import activation
+
+
+class Pooler(nn.Module):
+    """tanh(W h_[CLS] + b): the sentence vector NSP and the classification heads read."""
+
+    def __init__(self, config: BertConfig) -> None:
+        super().__init__()
+        self.dense = nn.Linear(config.hidden_size, config.hidden_size)
+
+    def forward(self, cls_hidden: torch.Tensor) -> torch.Tensor:
+        return torch.tanh(self.dense(cls_hidden))
+
+
+class MaskedLMHead(nn.Module):
+    """transform (dense + act + LayerNorm), then the vocabulary decoder whose weight IS the word embedding."""
+
+    def __init__(self, config: BertConfig, word_embeddings: nn.Embedding) -> None:
+        super().__init__()
+        self.transform = nn.Linear(config.hidden_size, config.hidden_size)
+        self.act = activation(config.hidden_act)
+        self.norm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
+        self.word_embeddings = [word_embeddings]  # a list: tied, not a second registered parameter
+        self.bias = nn.Parameter(torch.zeros(config.vocab_size))
+
+    @property
+    def decoder_weight(self) -> torch.Tensor:
+        return self.word_embeddings[0].weight
+
+    def forward(self, hidden: torch.Tensor) -> torch.Tensor:
+        """`hidden` holds only the rows to predict: the 30k-wide matmul never sees unmasked tokens."""
+        h = self.norm(self.act(self.transform(hidden)))
+        return torch.nn.functional.linear(h, self.decoder_weight, self.bias)
+
+
+class NextSentenceHead(nn.Module):
+    def __init__(self, config: BertConfig) -> None:
+        super().__init__()
+        self.classifier = nn.Linear(config.hidden_size, 2)
+
+    def forward(self, pooled: torch.Tensor) -> torch.Tensor:
+        return self.classifier(pooled)

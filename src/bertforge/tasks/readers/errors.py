@@ -1,0 +1,48 @@
+"""The one exception every reader raises for bad input data."""
+from __future__ import annotations
+
+from pathlib import Path
+
+
+class DataError(ValueError):
+    """A data file does not have the shape its format promises.
+
+    The message always names the file, the place (line number, or a JSON path such as
+    ``data[3].paragraphs[0].qas[2]`` for formats without meaningful lines), the field and
+    what was expected, so a broken row in a 400k-line file can be found without a debugger.
+    Subclassing ValueError lets callers that only know "bad value" still catch it.
+    """
+
+    def __init__(
+        self,
+        path: str | Path,
+        line: int | None,
+        field: str | None,
+        expected: str,
+        got: str | None = None,
+        *,
+        where: str | None = None,
+    ) -> None:
+        self.path = str(path)
+        self.line = line
+        self.field = field
+        self.expected = expected
+        self.got = got
+        self.where = where
+        place = [self.path]
+        if line is not None:
+            place.append(f"line {line}")
+        elif where:
+            place.append(f"at {where}")
+        if field is not None:
+            place.append(f"field {field!r}")
+        msg = ", ".join(place) + f": expected {expected}"
+        if got is not None:
+            msg += f", got {got}"
+        super().__init__(msg)
+
+
+def show(value: object, limit: int = 60) -> str:
+    """repr() cut to a readable length, for the `got` part of a DataError."""
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."

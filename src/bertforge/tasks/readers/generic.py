@@ -1,0 +1,185 @@
+"""Reader for a user's own classification/regression data: CSV, TSV or JSON Lines.
+
+Columns: `text` (aliases `sentence`, `sentence1`), optional `text_pair` (alias `sentence2`),
+`label`. CSV uses real CSV quoting; TSV is split on tab with no quoting, like GLUE.
+"""
+from __future__ import annotations
+
+import csv
+import json
+import math
+from pathlib import Path
+from typing import Any, Iterator, Sequence
+
+from bertforge.tasks.readers.base import BadRows, ReadResult, finish, iter_decoded, iter_lines, split_name
+from bertforge.tasks.readers.errors import DataError, show
+from bertforge.tasks.readers.examples import TextExample
+
+TEXT_ALIASES = ("text", "sentence", "sentence1")
+PAIR_ALIASES = ("text_pair", "sentence2")
+FORMATS = {".csv": "csv", ".tsv": "tsv", ".jsonl": "jsonl", ".json": "jsonl"}
+
+
+def infer_label_list(labels: Sequence[str | None]) -> list[str]:
+    """Sorted distinct label names; numerically when all are integers (so "10" comes after "2")."""
+    names = sorted({lab for lab in labels if lab is not None})
+    if names and all(_is_int(n) for n in names):
+        return sorted(names, key=int)
+    return names
+
+
+def read_classification(
+    path: str | Path,
+    *,
+    label_list: Sequence[str] | None = None,
+    text_column: str | None = None,
+    text_pair_column: str | None = None,
+    label_column: str = "label",
+    regression: bool = False,
+    labeled: bool | None = None,
+    format: str | None = None,
+    skip_bad_rows: bool = False,
+) -> ReadResult[TextExample]:
+    """Read a CSV/TSV/JSONL file of (text[, text_pair], label) rows into TextExamples.
+
+    `label_list` fixes the label names (read train first and pass its `.labels` to dev so both
+    share one id mapping); without it the names are inferred from this file, sorted. Labels given
+    as JSON integers become strings. `regression=True` parses labels as floats. `labeled=None`
+    decides from the first row/header whether labels are present; a file that is labeled must
+    have a label on every row. The format comes from the suffix (`.json` is read as JSON Lines)
+    unless `format` says "csv", "tsv" or "jsonl".
+    """
+    path = Path(path)
+    fmt = format or FORMATS.get(Path(path.name.removesuffix(".gz")).suffix.lower())
+    if fmt not in ("csv", "tsv", "jsonl"):
+        raise ValueError(f"{path}: cannot tell the format from the name; pass format='csv'|'tsv'|'jsonl'")
+    bad = BadRows(skip_bad_rows)
+    examples: list[TextExample] = []
+    known = list(label_list) if label_list is not None else None
+    split = split_name(path)
+    columns: tuple[str, str | None, str | None] | None = None
+    saw_rows = False
+    for lineno, record in _records(path, fmt):
+        if columns is None and fmt != "jsonl":
+            assert isinstance(record, dict)  # the header row: pick columns, then go on to the data
+            columns = _pick_columns(record, path, lineno, text_column, text_pair_column, label_column,
+                                    labeled, header=True)
+            continue
+        saw_rows = True
+        try:
+            if isinstance(record, DataError):
+                raise record
+            if columns is None:
+                columns = _pick_columns(record, path, lineno, text_column, text_pair_column, label_column,
+                                        labeled, header=False)
+            text_key, pair_key, label_key = columns
+            text = _text(record, text_key, path, lineno)
+            pair = _text(record, pair_key, path, lineno) if pair_key else None
+            label = _label(record, label_key, path, lineno, regression, known) if label_key else None
+        except DataError as err:
+            bad.handle(err)
+            continue
+        examples.append(TextExample(f"{split}-{len(examples) + bad.count}", text, pair, label, lineno))
+    if known is None and not regression and columns is not None and columns[2] is not None:
+        known = infer_label_list([ex.label for ex in examples])  # type: ignore[misc]
+    return finish(path, examples, None if regression else known, bad, saw_rows=saw_rows)
+
+
+def _records(path: Path, fmt: str) -> Iterator[tuple[int, dict[str, Any] | DataError]]:
+    """(line, row-as-dict) pairs; JSON that does not parse comes back as a DataError to skip or raise."""
+    if fmt == "jsonl":
+        for lineno, line in iter_lines(path):
+            if not line.strip():
+                continue
+            try:
+                obj = json.loads(line)
+            except json.JSONDecodeError as exc:
+                yield lineno, DataError(path, lineno, None, "one JSON object per line", f"invalid JSON ({exc.msg})")
+                continue
+            if not isinstance(obj, dict):
+                yield lineno, DataError(path, lineno, None, "a JSON object", type(obj).__name__)
+                continue
+            yield lineno, obj
+        return
+    if fmt == "tsv":
+        rows: Iterator[tuple[int, list[str]]] = ((n, line.split("\t")) for n, line in iter_lines(path) if line)
+    else:
+        rows = _csv_rows(path)
+    header: list[str] | None = None
+    for lineno, fields in rows:
+        if header is None:
+            header = [h.strip() for h in fields]
+            yield lineno, {name: None for name in header}  # the header row: columns are chosen from it
+            continue
+        if len(fields) != len(header):
+            missing = header[len(fields)] if len(fields) < len(header) else f"column {len(header) + 1}"
+            yield lineno, DataError(path, lineno, missing, f"{len(header)} fields ({', '.join(header)})",
+                                    str(len(fields)))
+            continue
+        yield lineno, dict(zip(header, fields))
+
+
+def _csv_rows(path: Path) -> Iterator[tuple[int, list[str]]]:
+    """CSV rows with the line each starts on (a quoted field may span several lines)."""
+    reader = csv.reader(iter_decoded(path))
+    start = 1
+    try:
+        for fields in reader:
+            if fields:
+                yield start, fields
+            start = reader.line_num + 1
+    except csv.Error as exc:
+        raise DataError(path, reader.line_num, None, "well-formed CSV", str(exc)) from exc
+
+
+def _pick_columns(record: dict[str, Any], path: Path, line: int, text: str | None, pair: str | None,
+                  label: str, labeled: bool | None, *, header: bool) -> tuple[str, str | None, str | None]:
+    """Choose the text/pair/label keys from the header (CSV/TSV) or the first object (JSONL)."""
+    keys = list(record)
+    text_key = text or next((k for k in TEXT_ALIASES if k in record), None)
+    if text_key is None or text_key not in record:
+        raise DataError(path, line, text or "text", f"a {'column' if header else 'key'} named one of "
+                        f"{[text] if text else list(TEXT_ALIASES)}", show(keys))
+    pair_key = pair or next((k for k in PAIR_ALIASES if k in record), None)
+    if pair_key is not None and pair_key not in record:
+        raise DataError(path, line, pair_key, f"a {'column' if header else 'key'} {pair_key!r}", show(keys))
+    has_label = label in record and labeled is not False
+    if labeled and not has_label:
+        raise DataError(path, line, label, "a label column/key (the file was declared labeled)", show(keys))
+    return text_key, pair_key, label if has_label else None
+
+
+def _text(record: dict[str, Any], key: str, path: Path, line: int) -> str:
+    value = record.get(key)
+    if not isinstance(value, str):
+        raise DataError(path, line, key, "a string", "nothing" if value is None else show(value))
+    return value
+
+
+def _label(record: dict[str, Any], key: str, path: Path, line: int, regression: bool,
+           known: list[str] | None) -> str | float:
+    value = record.get(key)
+    if regression:
+        try:
+            score = float(value) if not isinstance(value, bool) else math.nan  # type: ignore[arg-type]
+        except (TypeError, ValueError):
+            score = math.nan
+        if not math.isfinite(score):
+            raise DataError(path, line, key, "a finite number", "nothing" if value is None else show(value))
+        return score
+    if isinstance(value, int) and not isinstance(value, bool):
+        value = str(value)
+    if not isinstance(value, str) or value == "":
+        raise DataError(path, line, key, "a label name (string or integer)",
+                        "nothing" if value in (None, "") else show(value))
+    if known is not None and value not in known:
+        raise DataError(path, line, key, f"one of {known}", show(value))
+    return value
+
+
+def _is_int(text: str) -> bool:
+    try:
+        int(text)
+    except ValueError:
+        return False
+    return True

@@ -1,0 +1,155 @@
+"""Task name -> everything the fine-tuning loop needs: reader, files, head kind, labels, metric.
+
+Calling conventions, the same for every task:
+  `spec.reader(path, **options) -> ReadResult` (options: `skip_bad_rows`, ...),
+  `spec.metric(predictions, references, **options) -> dict[str, float]`, where references are
+  label ids/names (GLUE, SWAG, classification), word-level tag lists (CoNLL) or the SQuAD
+  examples/JSON (with `na_probs=` for squad2), and `spec.main_metric` names the headline key.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import partial
+from pathlib import Path
+from typing import Any, Callable, Literal, Sequence
+
+from bertforge.tasks.metrics import (
+    accuracy,
+    glue_metrics,
+    ner_metrics,
+    squad_v1_evaluate,
+    squad_v2_evaluate,
+)
+from bertforge.tasks.readers import (
+    CONLL2003_LABELS,
+    ReadResult,
+    glue_labels,
+    read_classification,
+    read_conll,
+    read_glue,
+    read_squad,
+    read_swag,
+)
+
+HeadKind = Literal["sequence_classification", "regression", "token_classification",
+                   "question_answering", "multiple_choice"]
+
+#: Suffixes tried for a default file name given without one (user data can be any of these).
+GENERIC_SUFFIXES = (".jsonl", ".csv", ".tsv", ".json")
+
+
+@dataclass(frozen=True)
+class TaskSpec:
+    """How to read, model and score one task.
+
+    `labels` is the canonical label list (ids are positions in it); None where there is none
+    (regression, QA) or where it comes from the user's train file (`classification`). For
+    multiple choice it lists the choice indices. File names are relative to `folder`.
+    """
+
+    name: str
+    head: HeadKind
+    reader: Callable[..., ReadResult]
+    metric: Callable[..., dict[str, Any]]
+    main_metric: str
+    folder: str
+    train_files: tuple[str, ...]
+    dev_files: tuple[str, ...]
+    test_files: tuple[str, ...] = ()
+    labels: tuple[str, ...] | None = None
+
+    @property
+    def num_labels(self) -> int | None:
+        """Output size of the head: classes, 1 for regression, None when it depends on data or is a span."""
+        if self.head == "regression":
+            return 1
+        return len(self.labels) if self.labels is not None else None
+
+    def files(self, data_dir: str | Path, split: str = "train") -> list[Path]:
+        """The split's files under `data_dir`, found in `data_dir/<folder>`, `data_dir/<last part of
+        folder>` or `data_dir` itself (so the shared-data root, a `glue_data` folder and the task
+        folder all work); `name.gz` is accepted for `name`."""
+        names = {"train": self.train_files, "dev": self.dev_files, "test": self.test_files}.get(split)
+        if names is None:
+            raise ValueError(f"split must be 'train', 'dev' or 'test', got {split!r}")
+        if not names:
+            raise FileNotFoundError(f"task {self.name!r} has no default {split} file")
+        root = Path(data_dir)
+        dirs = list(dict.fromkeys([root / self.folder, root / Path(self.folder).name, root]))
+        found = []
+        for name in names:
+            tried = [d / cand for d in dirs for cand in _candidates(name)]
+            hit = next((p for p in tried if p.is_file()), None)
+            if hit is None:
+                raise FileNotFoundError(f"{self.name} {split} file {name!r} not found; tried: "
+                                        + ", ".join(str(p) for p in tried))
+            found.append(hit)
+        return found
+
+    def read(self, data_dir: str | Path, split: str = "train", **options: Any) -> list[ReadResult]:
+        """Read every file of a split (MNLI dev gives two results: matched, then mismatched)."""
+        return [self.reader(path, **options) for path in self.files(data_dir, split)]
+
+
+def _candidates(name: str) -> list[str]:
+    base = [name] if Path(name).suffix else [name + s for s in GENERIC_SUFFIXES]
+    return [c for b in base for c in (b, b + ".gz")]
+
+
+def swag_metrics(predictions: Sequence[int], labels: Sequence[int]) -> dict[str, float]:
+    """SWAG reports accuracy of the chosen ending."""
+    return {"accuracy": accuracy(predictions, labels)}
+
+
+def classification_metrics(predictions: Sequence, labels: Sequence) -> dict[str, float]:
+    """User classification data: accuracy (the label set is unknown, so no positive class for F1)."""
+    return {"accuracy": accuracy(predictions, labels)}
+
+
+def _glue(name: str, folder: str, main: str, *, dev: tuple[str, ...] = ("dev.tsv",),
+          test: tuple[str, ...] = ("test.tsv",)) -> TaskSpec:
+    labels = glue_labels(name)
+    return TaskSpec(
+        name=name, head="regression" if labels is None else "sequence_classification",
+        reader=partial(read_glue, name), metric=partial(glue_metrics, name), main_metric=main,
+        folder=f"glue/{folder}", train_files=("train.tsv",), dev_files=dev, test_files=test,
+        labels=tuple(labels) if labels is not None else None,
+    )
+
+
+TASKS: dict[str, TaskSpec] = {
+    "sst2": _glue("sst2", "SST-2", "accuracy"),
+    "cola": _glue("cola", "CoLA", "mcc"),
+    # BERT (Devlin et al. 2019, Table 1) reports F1 for MRPC/QQP and Spearman for STS-B.
+    "mrpc": _glue("mrpc", "MRPC", "f1"),
+    "stsb": _glue("stsb", "STS-B", "spearman"),
+    "qqp": _glue("qqp", "QQP", "f1"),
+    "mnli": _glue("mnli", "MNLI", "accuracy", dev=("dev_matched.tsv", "dev_mismatched.tsv"),
+                  test=("test_matched.tsv", "test_mismatched.tsv")),
+    "qnli": _glue("qnli", "QNLI", "accuracy"),
+    "rte": _glue("rte", "RTE", "accuracy"),
+    "wnli": _glue("wnli", "WNLI", "accuracy"),
+    "squad": TaskSpec("squad", "question_answering", partial(read_squad, version="1.1"), squad_v1_evaluate,
+                      "f1", "squad", ("train-v1.1.json",), ("dev-v1.1.json",)),
+    "squad2": TaskSpec("squad2", "question_answering", partial(read_squad, version="2.0"), squad_v2_evaluate,
+                       "f1", "squad", ("train-v2.0.json",), ("dev-v2.0.json",)),
+    "conll2003": TaskSpec("conll2003", "token_classification", read_conll, ner_metrics, "f1", "conll2003",
+                          ("train.txt",), ("valid.txt",), ("test.txt",), tuple(CONLL2003_LABELS)),
+    "swag": TaskSpec("swag", "multiple_choice", read_swag, swag_metrics, "accuracy", "swag",
+                     ("train.csv",), ("val.csv",), ("test.csv",), ("0", "1", "2", "3")),
+    "classification": TaskSpec("classification", "sequence_classification", read_classification,
+                               classification_metrics, "accuracy", ".", ("train",), ("dev",), ("test",)),
+}
+
+_ALIASES = {"sst": "sst2", "stsbenchmark": "stsb", "conll": "conll2003", "squad1": "squad", "squadv1": "squad",
+            "squad11": "squad", "squadv11": "squad", "squadv2": "squad2", "squad20": "squad2",
+            "squadv20": "squad2", "text": "classification"}
+
+
+def get_task(name: str) -> TaskSpec:
+    """Look a task up by any usual spelling (`SST-2`, `sts_b`, `CoNLL-2003`, `squad_v2`)."""
+    key = name.lower().replace("-", "").replace("_", "").replace(".", "")
+    key = _ALIASES.get(key, key)
+    if key not in TASKS:
+        raise KeyError(f"unknown task {name!r}; known: {', '.join(TASKS)}")
+    return TASKS[key]

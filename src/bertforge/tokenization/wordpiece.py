@@ -1,0 +1,806 @@
+"""``BertTokenizer``: the original BERT WordPiece tokenization, exact and fast.
+
+Ordinary text is tokenized entirely by the Rust engine of ``tokenizers``
+(normaliser, pre-tokeniser, WordPiece, template, truncation, padding). A text
+that contains a character on which that engine and the original Python
+tokenizer can disagree (:mod:`.charset`: one regex scan over the batch, nothing
+per token) is split into words by :class:`~.pretokenize.ReferencePreTokenizer`
+instead, and those words go through the same Rust WordPiece, truncation and
+padding. Offsets of such texts are mapped back onto the original string.
+"""
+
+from __future__ import annotations
+
+import json
+import numbers
+import os
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from tokenizers import Encoding, Tokenizer
+
+from .backend import build_fast, build_words
+from .charset import suspect_scanner
+from .encoding import BatchEncoding, to_tensors
+from .pretokenize import ReferencePreTokenizer, Word
+from .vocab import read_vocab_lines, save_vocab
+
+__all__ = ["BertTokenizer"]
+
+CONFIG_FILE = "tokenizer_config.json"
+SPECIAL_TOKENS_MAP_FILE = "special_tokens_map.json"
+VOCAB_FILE = "vocab.txt"
+
+_TRUNCATION_STRATEGIES = ("longest_first", "only_first", "only_second")
+_SPECIAL_NAMES = ("unk_token", "sep_token", "pad_token", "cls_token", "mask_token")
+_INIT_OPTIONS = ("do_lower_case", "tokenize_chinese_chars", "strip_accents", "model_max_length", *_SPECIAL_NAMES)
+
+
+class _MappedRow:
+    """An encoding of words from the Python pre-tokenizer, with offsets and word ids mapped back."""
+
+    __slots__ = (
+        "ids",
+        "type_ids",
+        "attention_mask",
+        "special_tokens_mask",
+        "offsets",
+        "word_ids",
+        "sequence_ids",
+        "tokens",
+    )
+
+    def __init__(self, enc: Encoding, words: tuple[list[Word], ...], origins: tuple[list[int], ...] | None) -> None:
+        self.ids = enc.ids
+        self.type_ids = enc.type_ids
+        self.attention_mask = enc.attention_mask
+        self.special_tokens_mask = enc.special_tokens_mask
+        self.tokens = enc.tokens
+        self.sequence_ids = enc.sequence_ids
+        offsets: list[tuple[int, int]] = []
+        word_ids: list[int | None] = []
+        for (begin, end), wid, sid in zip(enc.offsets, enc.word_ids, self.sequence_ids):
+            if wid is None or sid is None:
+                offsets.append((0, 0))
+                word_ids.append(None)
+                continue
+            offsets.append(words[sid][wid].span(begin, end))
+            word_ids.append(origins[sid][wid] if origins is not None else wid)
+        self.offsets = offsets
+        self.word_ids = word_ids
+
+
+class BertTokenizer:
+    """BERT's WordPiece tokenizer with the ids of the original, at Rust speed.
+
+    ``vocab_file`` is a ``vocab.txt``. ``do_lower_case`` lowercases (and, unless
+    ``strip_accents=False``, strips accents); ``strip_accents=True`` strips them
+    without lowercasing. ``tokenize_chinese_chars`` splits around every CJK
+    ideograph. The five special tokens must be in the vocabulary; typed in a
+    text they map to their ids. ``model_max_length`` is the default length for
+    truncation and ``padding="max_length"``.
+
+    The encoding methods are safe to call from several threads (the call
+    settings of the Rust engine are guarded by a lock).
+    """
+
+    def __init__(
+        self,
+        vocab_file: str | os.PathLike[str],
+        do_lower_case: bool = True,
+        tokenize_chinese_chars: bool = True,
+        strip_accents: bool | None = None,
+        model_max_length: int = 512,
+        unk_token: str = "[UNK]",
+        sep_token: str = "[SEP]",
+        pad_token: str = "[PAD]",
+        cls_token: str = "[CLS]",
+        mask_token: str = "[MASK]",
+    ) -> None:
+        for name, value in (("do_lower_case", do_lower_case), ("tokenize_chinese_chars", tokenize_chinese_chars)):
+            if not isinstance(value, bool):
+                raise TypeError(f"{name} must be True or False, got {value!r}")
+        if strip_accents is not None and not isinstance(strip_accents, bool):
+            raise TypeError(f"strip_accents must be None, True or False, got {strip_accents!r}")
+        if isinstance(model_max_length, bool) or not isinstance(model_max_length, int) or model_max_length < 1:
+            raise ValueError(f"model_max_length must be a positive int, got {model_max_length!r}")
+        specials = {
+            "unk_token": unk_token,
+            "sep_token": sep_token,
+            "pad_token": pad_token,
+            "cls_token": cls_token,
+            "mask_token": mask_token,
+        }
+        for name, token in specials.items():
+            if not isinstance(token, str) or not token:
+                raise TypeError(f"{name} must be a non-empty str, got {token!r}")
+
+        self._vocab_lines = read_vocab_lines(vocab_file)
+        self._vocab = {token: i for i, token in enumerate(self._vocab_lines)}
+        missing = [f"{name}={token!r}" for name, token in specials.items() if token not in self._vocab]
+        if missing:
+            raise ValueError(f"vocabulary {vocab_file} lacks the special token(s) {', '.join(missing)}")
+        self._ids_to_tokens = {i: token for token, i in self._vocab.items()}
+        self._do_lower_case = do_lower_case
+        self._tokenize_chinese_chars = tokenize_chinese_chars
+        self._strip_accents = strip_accents
+        self.model_max_length = model_max_length
+        self.unk_token, self.sep_token, self.pad_token = unk_token, sep_token, pad_token
+        self.cls_token, self.mask_token = cls_token, mask_token
+        self._build_engines()
+
+    def _build_engines(self) -> None:
+        # The reference's order of special tokens (matters only for all_special_* lists).
+        self.all_special_tokens = list(
+            dict.fromkeys([self.unk_token, self.sep_token, self.pad_token, self.cls_token, self.mask_token])
+        )
+        self.all_special_ids = [self._vocab[t] for t in self.all_special_tokens]
+        fast_args = dict(
+            lowercase=self._do_lower_case,
+            strip_accents=self._strip_accents,
+            tokenize_chinese_chars=self._tokenize_chinese_chars,
+            unk_token=self.unk_token,
+            cls_token=self.cls_token,
+            sep_token=self.sep_token,
+            special_tokens=self.all_special_tokens,
+        )
+        words_args = dict(unk_token=self.unk_token, cls_token=self.cls_token, sep_token=self.sep_token)
+        # Two copies of each engine: the "plain" ones are never reconfigured (bulk ids,
+        # `backend`), the "call" ones get truncation/padding per __call__ under the lock.
+        self._plain_fast = build_fast(self._vocab, **fast_args)
+        self._plain_words = build_words(self._vocab, **words_args)
+        self._call_fast = build_fast(self._vocab, **fast_args)
+        self._call_words = build_words(self._vocab, **words_args)
+        self._lock = threading.Lock()
+        self._pretokenizer = ReferencePreTokenizer(
+            lowercase=self._do_lower_case,
+            strip_accents=self._strip_accents,
+            tokenize_chinese_chars=self._tokenize_chinese_chars,
+            special_tokens=self.all_special_tokens,
+        )
+        self._scanner = suspect_scanner()
+
+    # ------------------------------------------------------------------ loading / saving
+
+    @classmethod
+    def from_pretrained(
+        cls, path: str | os.PathLike[str], do_lower_case: bool | None = None, **overrides: Any
+    ) -> BertTokenizer:
+        """Load from a folder with ``vocab.txt`` (+ optional ``tokenizer_config.json``) or from a ``vocab.txt``.
+
+        Settings come from ``tokenizer_config.json`` when present (``do_lower_case``,
+        ``strip_accents``, ``tokenize_chinese_chars``, ``model_max_length`` and the
+        special tokens), then from the arguments given here. A bare ``vocab.txt``
+        path uses only the constructor defaults and the arguments.
+        """
+        unknown = sorted(set(overrides) - set(_INIT_OPTIONS))
+        if unknown:
+            raise TypeError(f"from_pretrained() got unexpected argument(s) {unknown}; allowed: {list(_INIT_OPTIONS)}")
+        p = Path(path)
+        options: dict[str, Any] = {}
+        if p.is_dir():
+            vocab_file = p / VOCAB_FILE
+            if not vocab_file.is_file():
+                raise FileNotFoundError(
+                    f"{p} has no {VOCAB_FILE}; expected a tokenizer folder with {VOCAB_FILE} "
+                    f"(and optionally {CONFIG_FILE}) or the path of a {VOCAB_FILE} file"
+                )
+            config_file = p / CONFIG_FILE
+            if config_file.is_file():
+                options = _options_from_config(config_file)
+        elif p.is_file():
+            vocab_file = p
+        else:
+            raise FileNotFoundError(
+                f"tokenizer path not found: {p} (expected a folder with {VOCAB_FILE} or a {VOCAB_FILE} file)"
+            )
+        options.update(overrides)
+        if do_lower_case is not None:
+            options["do_lower_case"] = do_lower_case
+        return cls(vocab_file, **options)
+
+    def save_pretrained(self, save_directory: str | os.PathLike[str]) -> tuple[Path, Path, Path]:
+        """Write ``vocab.txt``, ``tokenizer_config.json`` and ``special_tokens_map.json``.
+
+        The files follow the Hugging Face layout, so ``transformers.AutoTokenizer``
+        loads the folder as well as :meth:`from_pretrained` does.
+        """
+        out = Path(save_directory)
+        if out.exists() and not out.is_dir():
+            raise NotADirectoryError(f"cannot save the tokenizer into {out}: it is a file")
+        out.mkdir(parents=True, exist_ok=True)
+        vocab_path = save_vocab(self._vocab_lines, out / VOCAB_FILE)
+        specials = {name: getattr(self, name) for name in _SPECIAL_NAMES}
+        config = {
+            "tokenizer_class": "BertTokenizer",
+            "do_lower_case": self._do_lower_case,
+            "do_basic_tokenize": True,
+            "never_split": None,
+            "tokenize_chinese_chars": self._tokenize_chinese_chars,
+            "strip_accents": self._strip_accents,
+            "model_max_length": self.model_max_length,
+            "clean_up_tokenization_spaces": True,
+            **specials,
+        }
+        config_path = out / CONFIG_FILE
+        config_path.write_text(json.dumps(config, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+        map_path = out / SPECIAL_TOKENS_MAP_FILE
+        map_path.write_text(json.dumps(specials, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+        return vocab_path, config_path, map_path
+
+    def __reduce__(self):
+        state = {name: getattr(self, name) for name in _SPECIAL_NAMES}
+        state.update(
+            do_lower_case=self._do_lower_case,
+            tokenize_chinese_chars=self._tokenize_chinese_chars,
+            strip_accents=self._strip_accents,
+            model_max_length=self.model_max_length,
+        )
+        return (_rebuild, (self._vocab_lines, state))
+
+    def __repr__(self) -> str:
+        return (
+            f"BertTokenizer(vocab_size={self.vocab_size}, do_lower_case={self._do_lower_case}, "
+            f"strip_accents={self._strip_accents}, tokenize_chinese_chars={self._tokenize_chinese_chars}, "
+            f"model_max_length={self.model_max_length})"
+        )
+
+    # ------------------------------------------------------------------ vocabulary
+
+    @property
+    def vocab(self) -> dict[str, int]:
+        """Token -> id (a copy)."""
+        return dict(self._vocab)
+
+    @property
+    def ids_to_tokens(self) -> dict[int, str]:
+        """Id -> token (a copy)."""
+        return dict(self._ids_to_tokens)
+
+    @property
+    def vocab_size(self) -> int:
+        return len(self._vocab)
+
+    def __len__(self) -> int:
+        return len(self._vocab)
+
+    @property
+    def do_lower_case(self) -> bool:
+        return self._do_lower_case
+
+    @property
+    def strip_accents(self) -> bool | None:
+        return self._strip_accents
+
+    @property
+    def tokenize_chinese_chars(self) -> bool:
+        return self._tokenize_chinese_chars
+
+    @property
+    def pad_token_id(self) -> int:
+        return self._vocab[self.pad_token]
+
+    @property
+    def cls_token_id(self) -> int:
+        return self._vocab[self.cls_token]
+
+    @property
+    def sep_token_id(self) -> int:
+        return self._vocab[self.sep_token]
+
+    @property
+    def mask_token_id(self) -> int:
+        return self._vocab[self.mask_token]
+
+    @property
+    def unk_token_id(self) -> int:
+        return self._vocab[self.unk_token]
+
+    @property
+    def backend(self) -> Tokenizer:
+        """The all-Rust ``tokenizers.Tokenizer`` (no truncation or padding set).
+
+        It is exact on ordinary text but not on the rare characters that
+        :meth:`encode_batch_ids` and :meth:`__call__` route through Python
+        (see :mod:`bertforge.tokenization.charset`). Changing its settings
+        changes :meth:`encode_batch_ids` and :meth:`tokenize` too.
+        """
+        return self._plain_fast
+
+    def convert_tokens_to_ids(self, tokens: str | Sequence[str]) -> int | list[int]:
+        """Id of a token or list of tokens; unknown tokens give the [UNK] id."""
+        unk = self._vocab[self.unk_token]
+        if isinstance(tokens, str):
+            return self._vocab.get(tokens, unk)
+        out = []
+        for i, token in enumerate(tokens):
+            if not isinstance(token, str):
+                raise TypeError(f"convert_tokens_to_ids expects str tokens; item {i} is {type(token).__name__}")
+            out.append(self._vocab.get(token, unk))
+        return out
+
+    def convert_ids_to_tokens(self, ids: int | Sequence[int], skip_special_tokens: bool = False) -> str | list[str]:
+        """Token of an id or list of ids; ids outside the vocabulary give the [UNK] token, like the original."""
+        if isinstance(ids, numbers.Integral) and not isinstance(ids, bool):
+            return self._ids_to_tokens.get(int(ids), self.unk_token)
+        ids = _as_int_list(ids, "convert_ids_to_tokens")
+        skip = set(self.all_special_ids) if skip_special_tokens else ()
+        return [self._ids_to_tokens.get(i, self.unk_token) for i in ids if i not in skip]
+
+    # ------------------------------------------------------------------ decoding
+
+    def decode(
+        self, ids: int | Sequence[int], skip_special_tokens: bool = False, clean_up_tokenization_spaces: bool = True
+    ) -> str:
+        """Text of ids: tokens joined by spaces, ``##`` pieces glued to the previous token.
+
+        With ``clean_up_tokenization_spaces`` (the original's default) the spaces
+        the join puts before ``. ? ! ,`` and English contractions are removed.
+        """
+        if isinstance(ids, numbers.Integral) and not isinstance(ids, bool):
+            ids = [int(ids)]
+        tokens = self.convert_ids_to_tokens(_as_int_list(ids, "decode"), skip_special_tokens=skip_special_tokens)
+        text = " ".join(tokens).replace(" ##", "").strip()
+        if clean_up_tokenization_spaces:
+            text = _clean_up_spaces(text)
+        return text
+
+    def batch_decode(
+        self,
+        sequences: Sequence[Sequence[int]],
+        skip_special_tokens: bool = False,
+        clean_up_tokenization_spaces: bool = True,
+    ) -> list[str]:
+        """:meth:`decode` of each row (a list of lists, a 2-D tensor or array)."""
+        if hasattr(sequences, "tolist"):
+            sequences = sequences.tolist()
+        return [self.decode(s, skip_special_tokens, clean_up_tokenization_spaces) for s in sequences]
+
+    # ------------------------------------------------------------------ encoding
+
+    def tokenize(self, text: str) -> list[str]:
+        """WordPiece tokens of one text, without special tokens."""
+        _check_text(text, "tokenize")
+        if not self._scanner.contains(text):
+            return self._plain_fast.encode(text, add_special_tokens=False).tokens
+        words = self._pretokenizer.words(text)
+        return self._plain_words.encode([w.text for w in words], is_pretokenized=True, add_special_tokens=False).tokens
+
+    def encode(
+        self,
+        text: str | list[str],
+        text_pair: str | list[str] | None = None,
+        add_special_tokens: bool = True,
+        **kwargs: Any,
+    ) -> list[int]:
+        """Ids of one text (or pair); keyword options as in :meth:`__call__` (no tensors)."""
+        if kwargs.get("return_tensors") is not None or kwargs.get("return_overflowing_tokens"):
+            raise ValueError("encode() returns one list of ids; use __call__ for tensors or overflowing windows")
+        enc = self(text, text_pair, add_special_tokens=add_special_tokens, **kwargs)
+        if enc.is_batched:
+            raise TypeError(
+                "encode() takes one text (or one list of words); use __call__ or encode_batch_ids for batches"
+            )
+        return enc["input_ids"]
+
+    def encode_batch_ids(self, texts: Sequence[str]) -> list[list[int]]:
+        """Ids of many texts, no special tokens, no truncation: the bulk path for pre-training data."""
+        if isinstance(texts, str) or not isinstance(texts, Sequence):
+            raise TypeError(f"encode_batch_ids expects a list of str, got {type(texts).__name__}")
+        _check_texts(texts, "encode_batch_ids")
+        original = texts
+        slow = self._find_suspect(texts, None, False)
+        if slow:
+            texts = ["" if i in slow else t for i, t in enumerate(texts)]
+        out = [e.ids for e in self._plain_fast.encode_batch_fast(texts, add_special_tokens=False)]
+        if slow:
+            slow_idx = sorted(slow)
+            words = [[w.text for w in self._pretokenizer.words(original[i])] for i in slow_idx]
+            for i, e in zip(
+                slow_idx, self._plain_words.encode_batch(words, is_pretokenized=True, add_special_tokens=False)
+            ):
+                out[i] = e.ids
+        return out
+
+    def __call__(
+        self,
+        text: str | Sequence[str] | Sequence[Sequence[str]],
+        text_pair: str | Sequence[str] | Sequence[Sequence[str]] | None = None,
+        *,
+        add_special_tokens: bool = True,
+        max_length: int | None = None,
+        truncation: bool | str = False,
+        padding: bool | str = False,
+        return_tensors: str | None = None,
+        return_offsets_mapping: bool = False,
+        return_word_ids: bool = False,
+        return_special_tokens_mask: bool = False,
+        is_split_into_words: bool = False,
+        return_overflowing_tokens: bool = False,
+        stride: int = 0,
+    ) -> BatchEncoding:
+        """Tokenize a text, a pair, or a batch of them into model inputs.
+
+        ``text`` is a str or a list of str (``text_pair`` the same shape); with
+        ``is_split_into_words=True`` it is a list of words or a list of such
+        lists, word ids then index the given words and offsets are relative to
+        each word. ``truncation`` True/"longest_first"/"only_first"/"only_second"
+        cuts to ``max_length`` (default ``model_max_length``); with
+        ``return_overflowing_tokens`` the cut-off tokens come back as extra rows
+        that overlap the previous row by ``stride`` tokens, and
+        ``overflow_to_sample_mapping`` says which input each row belongs to.
+        ``padding`` True/"longest" pads to the longest row, "max_length" to
+        ``max_length``. Offsets are character offsets into the original strings,
+        (0, 0) for special and padding tokens.
+        """
+        batched, texts, pairs = _prepare_inputs(text, text_pair, is_split_into_words)
+        truncate = _truncation_settings(
+            truncation, max_length, stride, self.model_max_length, pairs is not None, add_special_tokens
+        )
+        pad_length = _padding_settings(padding, max_length, self.model_max_length)
+        if return_overflowing_tokens and truncate is None:
+            raise ValueError(
+                "return_overflowing_tokens=True needs truncation (e.g. truncation='only_second' and max_length)"
+            )
+        if return_tensors not in (None, "pt", "np"):
+            raise ValueError(f"return_tensors must be None, 'pt' or 'np', got {return_tensors!r}")
+
+        rows, sample_of_row = self._encode_rows(
+            texts, pairs, is_split_into_words, add_special_tokens, truncate, pad_length, return_overflowing_tokens
+        )
+
+        data: dict[str, Any] = {
+            "input_ids": [r.ids for r in rows],
+            "token_type_ids": [r.type_ids for r in rows],
+            "attention_mask": [r.attention_mask for r in rows],
+        }
+        if return_special_tokens_mask:
+            data["special_tokens_mask"] = [r.special_tokens_mask for r in rows]
+        if return_offsets_mapping:
+            data["offset_mapping"] = [r.offsets for r in rows]
+            if pairs is not None:
+                data["sequence_ids"] = [r.sequence_ids for r in rows]
+        if return_word_ids:
+            data["word_ids"] = [r.word_ids for r in rows]
+        if return_overflowing_tokens:
+            data["overflow_to_sample_mapping"] = sample_of_row if sample_of_row is not None else list(range(len(rows)))
+        # Overflowing windows always make a batch, even for one input text.
+        batched = batched or return_overflowing_tokens
+        if not batched:
+            data = {k: v[0] for k, v in data.items()}
+        if return_tensors is not None:
+            data = _tensor_ready(data)
+            data = to_tensors(data, return_tensors, batched)
+        return BatchEncoding(
+            data, word_ids=_LazyRows(rows, "word_ids"), sequence_ids=_LazyRows(rows, "sequence_ids"), is_batched=batched
+        )
+
+    # ------------------------------------------------------------------ internals
+
+    def _find_suspect(self, texts: Sequence[Any], pairs: Sequence[Any] | None, pretokenized: bool) -> set[int]:
+        """Indices of the inputs that contain a character the Rust path may get wrong."""
+        if pretokenized:
+            found = {i for i, words in enumerate(texts) if self._scanner.contains("\n".join(words))}
+            if pairs is not None:
+                found.update(i for i, words in enumerate(pairs) if self._scanner.contains("\n".join(words)))
+            return found
+        found = self._scanner.indices(texts)
+        if pairs is not None:
+            found |= self._scanner.indices(pairs)
+        return found
+
+    def _python_words(self, item: Any, pretokenized: bool) -> tuple[list[Word], list[int] | None]:
+        if not pretokenized:
+            return self._pretokenizer.words(item), None
+        words: list[Word] = []
+        origins: list[int] = []
+        for j, user_word in enumerate(item):
+            sub = self._pretokenizer.words(user_word)
+            words.extend(sub)
+            origins.extend([j] * len(sub))
+        return words, origins
+
+    def _encode_rows(self, texts, pairs, pretokenized, add_special_tokens, truncate, pad_length, overflow):
+        """Encode every input, pad, and flatten overflowing windows into rows.
+
+        All inputs go through one Rust call (suspect ones replaced by an empty
+        placeholder); the suspect ones are encoded again from Python-split words
+        and put in their place, so the common case costs no Python per text.
+        """
+        slow = self._find_suspect(texts, pairs, pretokenized)
+        inputs = texts if pairs is None else list(zip(texts, pairs))
+        slow_idx = sorted(slow)
+        slow_words: dict[int, tuple] = {}
+        if slow:
+            placeholder: Any = [] if pretokenized else ""
+            if pairs is not None:
+                placeholder = (placeholder, placeholder)
+            inputs = list(inputs)
+            for i in slow_idx:
+                inputs[i] = placeholder
+                a = self._python_words(texts[i], pretokenized)
+                slow_words[i] = (a, self._python_words(pairs[i], pretokenized) if pairs is not None else None)
+        try:
+            with self._lock:
+                self._configure(truncate, pad_length)
+                encs: list[Any] = self._call_fast.encode_batch(
+                    inputs, is_pretokenized=pretokenized, add_special_tokens=add_special_tokens
+                )
+                if slow:
+                    words_inputs = [
+                        [w.text for w in a[0]] if b is None else ([w.text for w in a[0]], [w.text for w in b[0]])
+                        for a, b in (slow_words[i] for i in slow_idx)
+                    ]
+                    slow_encs = self._call_words.encode_batch(
+                        words_inputs, is_pretokenized=True, add_special_tokens=add_special_tokens
+                    )
+                    if pad_length == "longest":
+                        self._pad_to_common_length(encs, slow_idx, slow_encs)
+                    for i, e in zip(slow_idx, slow_encs):
+                        encs[i] = e
+        except Exception as exc:  # the Rust engine raises a bare Exception
+            if "Truncation error" in str(exc) and truncate is not None:
+                raise ValueError(
+                    f"cannot truncate to max_length={truncate[0]} with truncation={truncate[1]!r}: the sequence "
+                    "that may be cut is too short for at least one input; use a larger max_length or 'longest_first'"
+                ) from exc
+            raise
+        if not overflow and not slow:
+            return encs, None
+        rows: list[Any] = []
+        sample_of_row: list[int] = []
+        for i, e in enumerate(encs):
+            pieces = [e, *e.overflowing] if overflow else [e]
+            if i in slow_words:
+                (words_a, origins_a), b = slow_words[i]
+                words = (words_a,) if b is None else (words_a, b[0])
+                origins = None
+                if pretokenized:
+                    origins = (origins_a,) if b is None else (origins_a, b[1])
+                pieces = [_MappedRow(p, words, origins) for p in pieces]
+            rows.extend(pieces)
+            sample_of_row.extend([i] * len(pieces))
+        return rows, sample_of_row
+
+    def _configure(self, truncate: tuple[int, str, int] | None, pad_length: int | str | None) -> None:
+        """Set truncation and padding of both call engines (caller holds the lock)."""
+        for engine in (self._call_fast, self._call_words):
+            if truncate is None:
+                engine.no_truncation()
+            else:
+                engine.enable_truncation(truncate[0], stride=truncate[2], strategy=truncate[1], direction="right")
+            if pad_length is None:
+                engine.no_padding()
+            else:
+                engine.enable_padding(
+                    direction="right",
+                    pad_id=self.pad_token_id,
+                    pad_type_id=0,
+                    pad_token=self.pad_token,
+                    length=None if pad_length == "longest" else pad_length,
+                )
+
+    def _pad_to_common_length(self, encs: list[Encoding], slow_idx: list[int], slow_encs: list[Encoding]) -> None:
+        """Both engines padded to their own longest row; pad the shorter group up to the other."""
+        slow_set = set(slow_idx)
+        fast_len = next((len(e.ids) for i, e in enumerate(encs) if i not in slow_set), 0)
+        slow_len = len(slow_encs[0].ids) if slow_encs else 0
+        if slow_len == fast_len:
+            return
+        shorter = slow_encs if slow_len < fast_len else [e for i, e in enumerate(encs) if i not in slow_set]
+        for e in shorter:
+            e.pad(
+                max(fast_len, slow_len),
+                direction="right",
+                pad_id=self.pad_token_id,
+                pad_type_id=0,
+                pad_token=self.pad_token,
+            )
+
+
+class _LazyRows:
+    """Row-wise ``word_ids``/``sequence_ids`` read from the encodings only when asked for."""
+
+    __slots__ = ("_rows", "_attr")
+
+    def __init__(self, rows: list[Any], attr: str) -> None:
+        self._rows, self._attr = rows, attr
+
+    def __len__(self) -> int:
+        return len(self._rows)
+
+    def __getitem__(self, index: int) -> list[int | None]:
+        return getattr(self._rows[index], self._attr)
+
+
+def _rebuild(vocab_lines: list[str], state: dict[str, Any]) -> BertTokenizer:
+    tok = BertTokenizer.__new__(BertTokenizer)
+    tok._vocab_lines = list(vocab_lines)
+    tok._vocab = {token: i for i, token in enumerate(tok._vocab_lines)}
+    tok._ids_to_tokens = {i: token for token, i in tok._vocab.items()}
+    tok._do_lower_case = state["do_lower_case"]
+    tok._tokenize_chinese_chars = state["tokenize_chinese_chars"]
+    tok._strip_accents = state["strip_accents"]
+    tok.model_max_length = state["model_max_length"]
+    for name in _SPECIAL_NAMES:
+        setattr(tok, name, state[name])
+    tok._build_engines()
+    return tok
+
+
+def _options_from_config(path: Path) -> dict[str, Any]:
+    try:
+        config = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise ValueError(f"cannot read tokenizer settings from {path}: {exc}") from exc
+    if not isinstance(config, dict):
+        raise ValueError(f"{path} must hold a JSON object, got {type(config).__name__}")
+    options: dict[str, Any] = {}
+    for key in ("do_lower_case", "tokenize_chinese_chars", "strip_accents"):
+        if config.get(key) is not None or (key == "strip_accents" and key in config):
+            options[key] = config[key]
+    length = config.get("model_max_length")
+    if isinstance(length, int) and not isinstance(length, bool) and length > 0:
+        options["model_max_length"] = length
+    for name in _SPECIAL_NAMES:
+        value = config.get(name)
+        if isinstance(value, dict):  # serialised AddedToken
+            value = value.get("content")
+        if isinstance(value, str) and value:
+            options[name] = value
+    return options
+
+
+def _clean_up_spaces(text: str) -> str:
+    for before, after in (
+        (" .", "."),
+        (" ?", "?"),
+        (" !", "!"),
+        (" ,", ","),
+        (" ' ", "'"),
+        (" n't", "n't"),
+        (" 'm", "'m"),
+        (" 's", "'s"),
+        (" 've", "'ve"),
+        (" 're", "'re"),
+    ):
+        text = text.replace(before, after)
+    return text
+
+
+def _as_int_list(ids: Any, where: str) -> list[int]:
+    if hasattr(ids, "tolist"):
+        ids = ids.tolist()
+    if isinstance(ids, (str, bytes)) or not isinstance(ids, Sequence):
+        raise TypeError(f"{where} expects an int or a sequence of ints, got {type(ids).__name__}")
+    out = []
+    for i, v in enumerate(ids):
+        if isinstance(v, bool) or not isinstance(v, numbers.Integral):
+            raise TypeError(f"{where} expects ints; item {i} is {type(v).__name__}")
+        out.append(int(v))
+    return out
+
+
+def _check_text(text: Any, where: str) -> None:
+    if not isinstance(text, str):
+        raise TypeError(f"{where} expects a str, got {type(text).__name__}")
+
+
+def _check_texts(texts: Sequence[Any], where: str) -> None:
+    for i, t in enumerate(texts):
+        if not isinstance(t, str):
+            raise TypeError(f"{where} expects a list of str; item {i} is {type(t).__name__}")
+
+
+def _check_words(words: Any, what: str) -> list[str]:
+    if isinstance(words, str) or not isinstance(words, Sequence):
+        raise TypeError(
+            f"with is_split_into_words=True, {what} must be a list of str words, got {type(words).__name__}"
+        )
+    for j, w in enumerate(words):
+        if not isinstance(w, str):
+            raise TypeError(
+                f"with is_split_into_words=True, {what} must hold str words; word {j} is {type(w).__name__}"
+            )
+    return list(words)
+
+
+def _prepare_inputs(text: Any, text_pair: Any, pretokenized: bool) -> tuple[bool, list[Any], list[Any] | None]:
+    """Validate the inputs of ``__call__``; returns (is_batch, texts, pairs or None)."""
+    if not isinstance(pretokenized, bool):
+        raise TypeError(f"is_split_into_words must be True or False, got {pretokenized!r}")
+    if not pretokenized:
+        if isinstance(text, str):
+            if text_pair is not None and not isinstance(text_pair, str):
+                raise TypeError(f"text is a str, so text_pair must be a str or None, got {type(text_pair).__name__}")
+            return False, [text], None if text_pair is None else [text_pair]
+        if not isinstance(text, Sequence) or isinstance(text, bytes):
+            raise TypeError(f"text must be a str or a list of str, got {type(text).__name__}")
+        _check_texts(text, "text")
+        texts = list(text)
+        if text_pair is None:
+            return True, texts, None
+        if isinstance(text_pair, str) or not isinstance(text_pair, Sequence):
+            raise TypeError(
+                f"text is a list, so text_pair must be a list of str of the same length, got {type(text_pair).__name__}"
+            )
+        _check_texts(text_pair, "text_pair")
+        if len(text_pair) != len(texts):
+            raise ValueError(f"text has {len(texts)} items but text_pair has {len(text_pair)}")
+        return True, texts, list(text_pair)
+
+    if isinstance(text, str) or not isinstance(text, Sequence):
+        raise TypeError(
+            "with is_split_into_words=True, text must be a list of words or a list of such lists, "
+            f"got {type(text).__name__}"
+        )
+    batched = len(text) > 0 and not isinstance(text[0], str)
+    if not batched:
+        texts = [_check_words(text, "text")]
+        pairs = None if text_pair is None else [_check_words(text_pair, "text_pair")]
+        return False, texts, pairs
+    texts = [_check_words(t, f"text[{i}]") for i, t in enumerate(text)]
+    if text_pair is None:
+        return True, texts, None
+    if isinstance(text_pair, str) or not isinstance(text_pair, Sequence) or len(text_pair) != len(texts):
+        raise ValueError("text is a batch of word lists, so text_pair must be a list of word lists of the same length")
+    return True, texts, [_check_words(t, f"text_pair[{i}]") for i, t in enumerate(text_pair)]
+
+
+def _truncation_settings(
+    truncation: Any,
+    max_length: int | None,
+    stride: int,
+    model_max_length: int,
+    has_pair: bool,
+    add_special_tokens: bool,
+) -> tuple[int, str, int] | None:
+    """(max_length, strategy, stride) for the Rust engine, or None for no truncation."""
+    if max_length is not None and (isinstance(max_length, bool) or not isinstance(max_length, int) or max_length < 1):
+        raise ValueError(f"max_length must be a positive int or None, got {max_length!r}")
+    if isinstance(stride, bool) or not isinstance(stride, int) or stride < 0:
+        raise ValueError(f"stride must be a non-negative int, got {stride!r}")
+    if truncation is False or truncation is None or truncation == "do_not_truncate":
+        return None
+    if truncation is True:
+        strategy = "longest_first"
+    elif truncation in _TRUNCATION_STRATEGIES:
+        strategy = truncation
+    else:
+        raise ValueError(f"truncation must be False, True or one of {_TRUNCATION_STRATEGIES}, got {truncation!r}")
+    if strategy == "only_second" and not has_pair:
+        raise ValueError("truncation='only_second' needs text_pair (it truncates the second sequence)")
+    length = model_max_length if max_length is None else max_length
+    n_special = (3 if has_pair else 2) if add_special_tokens else 0
+    if length - n_special < 1:
+        raise ValueError(f"max_length={length} leaves no room for text next to {n_special} special tokens")
+    if stride >= length - n_special:
+        raise ValueError(
+            f"stride ({stride}) must be smaller than max_length minus the special tokens ({length - n_special})"
+        )
+    return length, strategy, stride
+
+
+def _padding_settings(padding: Any, max_length: int | None, model_max_length: int) -> int | str | None:
+    """None (no padding), "longest", or a fixed length."""
+    if padding is False or padding is None or padding == "do_not_pad":
+        return None
+    if padding is True or padding == "longest":
+        return "longest"
+    if padding == "max_length":
+        return model_max_length if max_length is None else max_length
+    raise ValueError(f"padding must be False, True, 'longest' or 'max_length', got {padding!r}")
+
+
+def _tensor_ready(data: dict[str, Any]) -> dict[str, Any]:
+    """Tensors cannot hold None: word and sequence ids of special/padding tokens become -1."""
+    for key in ("word_ids", "sequence_ids"):
+        if key in data:
+            value = data[key]
+            if value and isinstance(value[0], list):
+                data[key] = [[-1 if v is None else v for v in row] for row in value]
+            else:
+                data[key] = [-1 if v is None else v for v in value]
+    return data

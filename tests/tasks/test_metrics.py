@@ -1,0 +1,294 @@
+"""Metrics: hand-checked cases (arithmetic in the comments) and equality with sklearn / scipy / seqeval."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from bertforge.tasks import (
+    TASKS,
+    accuracy,
+    align_predictions_to_words,
+    exact_match,
+    f1_binary,
+    glue_metrics,
+    matthews_corrcoef,
+    mnli_metrics,
+    ner_metrics,
+    normalize_answer,
+    pearson,
+    spearman,
+    squad_v1_evaluate,
+    squad_v2_evaluate,
+    token_f1,
+)
+from bertforge.tasks.readers import SquadAnswer, SquadExample
+
+# --------------------------------------------------------------------------- GLUE metrics
+
+
+def test_hand_checked_binary_metrics() -> None:
+    preds, labels = [1, 1, 0, 1, 0], [1, 0, 0, 1, 1]
+    # right at positions 0, 2, 3 -> 3/5; positive class 1: tp=2 (0, 3), fp=1 (1), fn=1 (4)
+    assert accuracy(preds, labels) == pytest.approx(3 / 5)
+    assert f1_binary(preds, labels) == pytest.approx(2 * 2 / (2 * 2 + 1 + 1))  # 2/3
+    assert f1_binary(["1", "1", "0"], ["1", "0", "0"]) == pytest.approx(2 / 3)  # label names work too
+    assert f1_binary([0, 0], [0, 0]) == 0.0  # no positive anywhere: undefined -> 0, as sklearn
+    # MCC: tp=1, fp=1, tn=2, fn=0 -> (tp*tn - fp*fn) / sqrt((tp+fp)(tp+fn)(tn+fp)(tn+fn)) = 2/sqrt(2*1*3*2)
+    assert matthews_corrcoef([1, 1, 0, 0], [1, 0, 0, 0]) == pytest.approx(2 / math.sqrt(12))
+    assert matthews_corrcoef([1, 1, 1], [1, 0, 1]) == 0.0  # constant prediction: undefined -> 0
+    with pytest.raises(ValueError, match="2 predictions for 3 labels"):
+        accuracy([1, 0], [1, 0, 1])
+    with pytest.raises(ValueError, match="no predictions"):
+        accuracy([], [])
+
+
+@pytest.mark.filterwarnings("ignore:A single label was found")
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 2), st.integers(0, 2)), min_size=1, max_size=40))
+def test_classification_metrics_equal_sklearn(pairs: list[tuple[int, int]]) -> None:
+    sk = pytest.importorskip("sklearn.metrics")
+    preds, labels = [p for p, _ in pairs], [y for _, y in pairs]
+    assert accuracy(preds, labels) == pytest.approx(sk.accuracy_score(labels, preds))
+    assert matthews_corrcoef(preds, labels) == pytest.approx(sk.matthews_corrcoef(labels, preds), abs=1e-12)
+    bp, by = [min(p, 1) for p in preds], [min(y, 1) for y in labels]
+    assert f1_binary(bp, by) == pytest.approx(sk.f1_score(by, bp, zero_division=0))
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 5), st.floats(0, 5, allow_nan=False)), min_size=3, max_size=40))
+def test_correlations_equal_scipy(pairs: list[tuple[int, float]]) -> None:
+    stats = pytest.importorskip("scipy.stats")
+    x = np.array([a for a, _ in pairs], dtype=float)  # few distinct values: many ties
+    y = np.array([b for _, b in pairs])
+    if np.ptp(x) == 0 or np.ptp(y) == 0:
+        assert math.isnan(pearson(x, y))
+        return
+    assert pearson(x, y) == pytest.approx(stats.pearsonr(x, y)[0], abs=1e-9)
+    assert spearman(x, y) == pytest.approx(stats.spearmanr(x, y)[0], abs=1e-9)
+
+
+def test_hand_checked_correlations() -> None:
+    # y = 2x + 1 exactly -> r = 1; ranks of [1, 2, 2, 3] are [1, 2.5, 2.5, 4]
+    assert pearson([1, 2, 3, 4], [3, 5, 7, 9]) == pytest.approx(1.0)
+    assert spearman([1, 2, 3, 4], [1, 8, 27, 64]) == pytest.approx(1.0)  # monotone, not linear
+    assert pearson([1, 2, 3], [3, 2, 1]) == pytest.approx(-1.0)
+
+
+def test_glue_metrics_per_task() -> None:
+    assert set(glue_metrics("CoLA", [1, 0], [1, 0])) == {"mcc"}
+    mrpc = glue_metrics("mrpc", [1, 1, 0, 1, 0], [1, 0, 0, 1, 1])
+    assert mrpc == pytest.approx({"accuracy": 0.6, "f1": 2 / 3, "acc_and_f1": (0.6 + 2 / 3) / 2})
+    assert set(glue_metrics("qqp", [1], [1])) == {"accuracy", "f1", "acc_and_f1"}
+    stsb = glue_metrics("STS-B", [0.1, 0.4, 0.2, 5.0], [0.0, 2.0, 1.0, 4.0])
+    assert stsb["spearman"] == pytest.approx(1.0) and stsb["corr"] == pytest.approx((stsb["pearson"] + 1) / 2)
+    for task in ("sst2", "mnli", "mnli-mm", "qnli", "rte", "wnli"):
+        assert glue_metrics(task, [0, 1], [0, 0]) == {"accuracy": 0.5}
+    assert mnli_metrics([0, 1], [0, 1], [2], [1]) == {"accuracy_matched": 1.0, "accuracy_mismatched": 0.0}
+    with pytest.raises(KeyError):
+        glue_metrics("imdb", [0], [0])
+
+
+def test_registry_main_metric_is_reported() -> None:
+    for name in ("sst2", "cola", "mrpc", "stsb", "qqp", "mnli", "qnli", "rte", "wnli", "swag", "classification"):
+        spec = TASKS[name]
+        preds = [0.5, 1.5, 3.0] if spec.head == "regression" else [0, 1, 1]
+        assert spec.main_metric in spec.metric(preds, [0.0, 2.0, 2.5] if spec.head == "regression" else [0, 1, 0])
+    data = [SquadExample("q", "?", "c", (SquadAnswer("a b", 0),))]
+    assert TASKS["squad"].main_metric in TASKS["squad"].metric({"q": "a b"}, data)
+    assert TASKS["squad2"].main_metric in TASKS["squad2"].metric({"q": "a b"}, data, na_probs={"q": 0.1})
+    assert TASKS["conll2003"].main_metric in TASKS["conll2003"].metric([["B-PER"]], [["B-PER"]])
+    assert (TASKS["cola"].main_metric, TASKS["stsb"].main_metric, TASKS["mrpc"].main_metric) == ("mcc", "spearman", "f1")
+
+
+# --------------------------------------------------------------------------- SQuAD
+
+
+def test_normalize_answer() -> None:
+    # lower -> drop ASCII punctuation ("-" too, so words join) -> drop a/an/the as words -> squash spaces
+    assert normalize_answer("The  Quick, brown-fox!") == "quick brownfox"
+    assert normalize_answer("An apple a day") == "apple day"
+    assert normalize_answer("theater (Athens)") == "theater athens"  # 'the' inside a word stays
+    assert normalize_answer("Nobel Prize–winning") == "nobel prize–winning"  # an en dash is not ASCII punctuation
+    assert exact_match("the Denver Broncos.", "Denver Broncos") == 1
+
+
+def test_token_f1_partial_overlap_and_empties() -> None:
+    # pred "Santa Clara" vs gold "Santa Clara, California": same=2, P=2/2, R=2/3 -> F1 = 2*1*(2/3)/(5/3) = 0.8
+    assert token_f1("Santa Clara", "Santa Clara, California") == pytest.approx(0.8)
+    # tokens count with multiplicity: pred [b, b] vs gold [b]: same=1, P=1/2, R=1 -> 2*(1/2)/(3/2) = 2/3
+    assert token_f1("b b", "b") == pytest.approx(2 / 3)
+    # pred [x, b, b] vs gold [b, y]: same=1, P=1/3, R=1/2 -> 2*(1/6)/(5/6) = 0.4
+    assert token_f1("x b b", "b y") == pytest.approx(0.4)
+    assert token_f1("", "") == 0.0 and token_f1("", "", v2=True) == 1.0  # v1.1 vs v2.0
+    assert token_f1("the", "", v2=True) == 1.0  # "the" normalises to nothing
+    assert token_f1("Broncos", "", v2=True) == 0.0
+
+
+def three_questions() -> list[SquadExample]:
+    def q(qid: str, *golds: str) -> SquadExample:
+        return SquadExample(qid, "?", "ctx", tuple(SquadAnswer(g, 0) for g in golds))
+
+    return [q("q1", "Denver Broncos", "The Denver Broncos"),
+            q("q2", "Santa Clara, California"),
+            q("q3", "Carolina Panthers", "the Panthers")]
+
+
+def test_squad_v1_three_questions_by_hand() -> None:
+    preds = {"q1": "the Denver Broncos.", "q2": "Santa Clara", "q3": "Panthers of Carolina", "zzz": "ignored"}
+    # q1: normalises to "denver broncos" = gold -> EM 1, F1 1
+    # q2: EM 0; F1 0.8 (see the partial-overlap test)
+    # q3: vs "carolina panthers": same=2, P=2/3, R=1 -> 0.8; vs "panthers": same=1, P=1/3, R=1 -> 0.5; max 0.8
+    # EM = 100 * 1/3 = 33.33; F1 = 100 * (1 + 0.8 + 0.8)/3 = 86.67
+    assert squad_v1_evaluate(preds, three_questions()) == pytest.approx({"exact_match": 100 / 3, "f1": 260 / 3})
+    # a missing prediction scores 0 and still counts: EM 100*1/3, F1 100*1/3
+    assert squad_v1_evaluate({"q1": "Denver Broncos"}, three_questions()) == pytest.approx(
+        {"exact_match": 100 / 3, "f1": 100 / 3})
+
+
+def test_squad_v1_accepts_raw_json() -> None:
+    raw = {"version": "1.1", "data": [{"title": "t", "paragraphs": [{"context": "c", "qas": [
+        {"id": "a", "question": "?", "answers": [{"text": "Broncos", "answer_start": 0}]}]}]}]}
+    assert squad_v1_evaluate({"a": "broncos"}, raw) == {"exact_match": 100.0, "f1": 100.0}
+    assert squad_v1_evaluate({"a": "broncos"}, raw["data"])["f1"] == 100.0
+
+
+def v2_data() -> list[SquadExample]:
+    def q(qid: str, gold: str | None) -> SquadExample:
+        answers = (SquadAnswer(gold, 0),) if gold else ()
+        return SquadExample(qid, "?", "ctx", answers, is_impossible=gold is None)
+
+    return [q("q1", "Denver Broncos"), q("q2", "the Carolina Panthers"), q("q3", None), q("q4", None)]
+
+
+V2_PREDS = {"q1": "Denver Broncos", "q2": "Panthers", "q3": "Santa Clara", "q4": ""}
+V2_NA = {"q1": 0.1, "q2": 0.6, "q3": 0.7, "q4": 0.2}
+
+
+def test_squad_v2_two_answerable_two_unanswerable_by_hand() -> None:
+    # raw per question (exact, f1): q1 (1, 1); q2 "panthers" vs "carolina panthers": (0, 2/3);
+    # q3 answers an unanswerable question: (0, 0); q4 correctly empty: (1, 1)
+    out = squad_v2_evaluate(V2_PREDS, v2_data())
+    assert out == pytest.approx({
+        "exact": 50.0, "f1": 100 * (8 / 3) / 4, "total": 4,  # (1+0+0+1)/4, (1+2/3+0+1)/4
+        "HasAns_exact": 50.0, "HasAns_f1": 100 * (5 / 3) / 2, "HasAns_total": 2,
+        "NoAns_exact": 50.0, "NoAns_f1": 50.0, "NoAns_total": 2,
+    })
+    # threshold 0.65 flips q3 (na 0.7 > 0.65) to "no answer", which is right: exact 3/4, f1 (1+2/3+1+1)/4
+    flipped = squad_v2_evaluate(V2_PREDS, v2_data(), V2_NA, na_prob_thresh=0.65)
+    assert flipped["exact"] == pytest.approx(75.0) and flipped["f1"] == pytest.approx(100 * 11 / 12)
+    assert flipped["NoAns_exact"] == 100.0 and flipped["HasAns_f1"] == pytest.approx(100 * 5 / 6)
+    # scan by increasing na: start = #unanswerable = 2 (answer nothing)
+    #   q1 (0.1) +1 -> 3 (best, thresh 0.1); q4 (0.2) empty -> +0; q2 (0.6) exact +0 / f1 +2/3;
+    #   q3 (0.7) non-empty on unanswerable -> -1
+    # exact: best 3 at 0.1 -> 75.0; f1: 3 at 0.1, then 3 2/3 at 0.6 -> 100 * (11/3) / 4
+    assert flipped["best_exact"] == pytest.approx(75.0) and flipped["best_exact_thresh"] == 0.1
+    assert flipped["best_f1"] == pytest.approx(100 * 11 / 12) and flipped["best_f1_thresh"] == 0.6
+    # below 0.6 also q2 becomes "no answer" and is wrong: exact (1+0+1+1)/4, f1 the same
+    assert squad_v2_evaluate(V2_PREDS, v2_data(), V2_NA, na_prob_thresh=0.5)["f1"] == pytest.approx(75.0)
+
+
+def test_squad_v2_threshold_scan_keeps_official_quirks() -> None:
+    data = [SquadExample("a", "?", "c", (SquadAnswer("x", 0),)),
+            SquadExample("b", "?", "c", (), is_impossible=True),
+            SquadExample("c", "?", "c", (SquadAnswer("y", 0),))]
+    preds = {"a": "x", "b": "wrong", "c": "no"}
+    # a and b tie at 0.5. Start 1 (b unanswered is right). Order a, b: a +1 -> 2 beats 1 at 0.5, b -1 -> 1,
+    # c +0 -> 1; so best 2/3 at 0.5 although *applying* 0.5 answers both a and b (1/3): ties are not grouped.
+    first = squad_v2_evaluate(preds, data, {"a": 0.5, "b": 0.5, "c": 0.9})
+    assert first["best_exact"] == pytest.approx(200 / 3) and first["best_exact_thresh"] == 0.5
+    # order b, a (same values): b -1 -> 0, a +1 -> 1 (not > 1), c -> 1: best stays 1/3 at the initial 0.0
+    second = squad_v2_evaluate(preds, data, {"b": 0.5, "a": 0.5, "c": 0.9})
+    assert second["best_exact"] == pytest.approx(100 / 3) and second["best_exact_thresh"] == 0.0
+    # A non-empty prediction on an unanswerable question counts -1 in the scan even when it normalises
+    # to "" ("the"), although its own exact score is 1.
+    quirk = squad_v2_evaluate({"a": "x", "b": "the", "c": "y"}, data, {"a": 0.5, "b": 0.1, "c": 0.6})
+    assert quirk["exact"] == 100.0
+    # start 1; b -1 -> 0; a +1 -> 1 (not > 1); c +1 -> 2 at 0.6 -> 2/3
+    assert quirk["best_exact"] == pytest.approx(200 / 3) and quirk["best_exact_thresh"] == 0.6
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.lists(st.tuples(st.booleans(), st.sampled_from(["", "x", "y z", "x y"])), min_size=1, max_size=7),
+       st.randoms(use_true_random=False))
+def test_squad_v2_best_matches_brute_force(questions: list[tuple[bool, str]], rng) -> None:
+    data = [SquadExample(f"q{i}", "?", "c", (SquadAnswer("x y", 0),) if has else (), is_impossible=not has)
+            for i, (has, _) in enumerate(questions)]
+    preds = {f"q{i}": p for i, (_, p) in enumerate(questions)}
+    values = [(k + 1) / 10 for k in range(len(questions))]
+    rng.shuffle(values)  # distinct na_probs: no ties, so the scan equals trying every threshold
+    na = {f"q{i}": v for i, v in enumerate(values)}
+    out = squad_v2_evaluate(preds, data, na)
+    for key in ("exact", "f1"):
+        tried = [(-1.0, squad_v2_evaluate(preds, data, na, na_prob_thresh=-1.0)[key])]  # answer nothing
+        tried += [(t, squad_v2_evaluate(preds, data, na, na_prob_thresh=t)[key]) for t in sorted(values)]
+        best = max(score for _, score in tried)
+        first_t = next(t for t, score in tried if score == pytest.approx(best))
+        assert out[f"best_{key}"] == pytest.approx(best)
+        assert out[f"best_{key}_thresh"] == (0.0 if first_t == -1.0 else first_t)
+
+
+def test_squad_v2_needs_every_prediction() -> None:
+    with pytest.raises(ValueError, match="1 questions have no prediction"):
+        squad_v2_evaluate({k: v for k, v in V2_PREDS.items() if k != "q2"}, v2_data())
+    with pytest.raises(ValueError, match="no na_prob"):
+        squad_v2_evaluate(V2_PREDS, v2_data(), {"q1": 0.0})
+
+
+# --------------------------------------------------------------------------- NER
+
+SENT = ["John", "Smith", "visited", "New", "York", "with", "Acme", "Corp", "yesterday", "."]
+GOLD = ["B-PER", "I-PER", "O", "B-LOC", "I-LOC", "O", "B-ORG", "I-ORG", "O", "O"]
+PRED = ["B-PER", "I-PER", "O", "B-LOC", "I-LOC", "O", "B-MISC", "I-MISC", "B-MISC", "O"]
+
+
+def test_ner_hand_checked() -> None:
+    # gold entities: PER(0-1), LOC(3-4), ORG(6-7) = 3; predicted: PER(0-1) ok, LOC(3-4) ok,
+    # MISC(6-7) wrong type, MISC(8) spurious = 4. P = 2/4, R = 2/3, F1 = 2*(1/2)(2/3)/(1/2+2/3) = 4/7
+    out = ner_metrics([PRED], [GOLD])
+    assert (out["n_gold"], out["n_pred"]) == (3, 4)
+    assert out["precision"] == pytest.approx(0.5) and out["recall"] == pytest.approx(2 / 3)
+    assert out["f1"] == pytest.approx(4 / 7)
+    assert out["accuracy"] == pytest.approx(7 / 10)  # tokens 6, 7, 8 wrong
+    assert out["per_type"]["ORG"] == {"precision": 0.0, "recall": 0.0, "f1": 0.0, "support": 1}
+    assert out["per_type"]["PER"]["f1"] == 1.0
+
+
+def test_ner_equals_seqeval_and_conlleval_starts() -> None:
+    seqeval = pytest.importorskip("seqeval.metrics")
+    gold = [["O", "I-PER", "I-PER", "O"], ["B-LOC", "I-ORG"]]  # I- after O / another type starts an entity
+    pred = [["O", "B-PER", "I-PER", "O"], ["B-LOC", "B-ORG"]]
+    out = ner_metrics(pred, gold)
+    assert out["f1"] == pytest.approx(seqeval.f1_score(gold, pred)) and out["f1"] == 1.0
+    with pytest.raises(ValueError, match="align to words first"):
+        ner_metrics([["O"]], [["O", "O"]])
+
+
+def test_align_predictions_to_words() -> None:
+    labels = ["O", "B-LOC", "I-LOC"]
+    # [CLS] Wash ##ington visited [SEP] [PAD]
+    word_ids = [None, 0, 0, 1, None, None]
+    assert align_predictions_to_words([0, 1, 2, 0, 0, 0], word_ids, labels) == ["B-LOC", "O"]
+    assert align_predictions_to_words(np.array([0, 1, 1, 0, 0, 0]), word_ids, labels) == ["B-LOC", "O"]
+    # word 2 was truncated away: tagged O when the word count is known, an error otherwise
+    assert align_predictions_to_words([0, 1, 0, 0], [None, 0, 1, None], labels, num_words=3) == ["B-LOC", "O", "O"]
+    with pytest.raises(ValueError, match="have no token"):
+        align_predictions_to_words([0, 1, 0, 0], [None, 0, 2, None], labels)
+
+
+def test_sub_tokens_would_inflate_counts() -> None:
+    # Word level: one gold LOC ("Washington"), predicted right -> 1 gold, 1 predicted, F1 1.
+    words = ner_metrics([["B-LOC", "O"]], [["B-LOC", "O"]])
+    assert (words["n_gold"], words["n_pred"], words["f1"]) == (1, 1, 1.0)
+    # Scored on tokens instead (Wash ##ington visited), with the word label copied to each piece,
+    # the same sentence counts two gold and two predicted entities.
+    tokens = ner_metrics([["B-LOC", "B-LOC", "O"]], [["B-LOC", "B-LOC", "O"]])
+    assert (tokens["n_gold"], tokens["n_pred"]) == (2, 2)
+    # and a model that tags the second piece I-LOC is "wrong" at token level though right per word
+    mixed = ner_metrics([["B-LOC", "I-LOC", "O"]], [["B-LOC", "B-LOC", "O"]])
+    assert mixed["f1"] == 0.0
+    aligned = align_predictions_to_words([0, 1, 2, 0, 0], [None, 0, 0, 1, None], ["O", "B-LOC", "I-LOC"])
+    assert ner_metrics([aligned], [["B-LOC", "O"]])["f1"] == 1.0
