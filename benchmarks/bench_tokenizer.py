@@ -149,7 +149,8 @@ def main(argv: list[str] | None = None) -> int:
         f"RAYON_NUM_THREADS={os.environ.get('RAYON_NUM_THREADS', 'unset')}"
     )
     print(
-        f"{len(texts)} single texts (Wikipedia + SST-2), {len(first)} GLUE pairs, vocab {vocab_dir.name}, "
+        f"{len(texts)} single texts (Wikipedia + SST-2), {len(first)} GLUE pairs, "
+        f"vocab of {ours.vocab_size} tokens (do_lower_case={ours.do_lower_case}), "
         f"{args.repeats} interleaved repeats, medians\n"
     )
     print("| scenario | bertforge lines/s | HF fast lines/s | ratio |")

@@ -81,8 +81,9 @@ def test_tensors(uncased):
     assert tuple(enc["input_ids"].shape) == (2, 5)
     assert tuple(enc["offset_mapping"].shape) == (2, 5, 2)
     assert enc["word_ids"][1].tolist() == [-1, 0, -1, -1, -1]  # None becomes -1 in tensors
-    enc = uncased("a b c", return_tensors="np")
-    assert isinstance(enc["input_ids"], np.ndarray) and enc["input_ids"].shape == (5,)
+    enc = uncased("a b c", return_tensors="np")  # one text still gets a batch dimension, as in HF
+    assert isinstance(enc["input_ids"], np.ndarray) and enc["input_ids"].shape == (1, 5)
+    assert enc.is_batched and enc.word_ids(0) == [None, 0, 1, 2, None]
     with pytest.raises(ValueError, match="padding"):
         uncased(["a b c", "d"], return_tensors="pt")
     with pytest.raises(ValueError, match="return_tensors"):

@@ -19,12 +19,16 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import NamedTuple
 
 from .charset import NFC_JOINING_STARTERS
 
 __all__ = ["Word", "ReferencePreTokenizer", "is_cjk", "is_punctuation"]
+
+_NOT_PRINTABLE_ASCII = re.compile(r"[^\x20-\x7e]")
+_NON_SPACE_RUN = re.compile(r"\S+")  # for str patterns, \s is exactly str.isspace()
+_SPACE = re.compile(r"\s")
 
 _category = unicodedata.category
 _combining = unicodedata.combining
@@ -188,7 +192,7 @@ def _canonical_order(items: list[tuple[str, int, int]]) -> None:
         i = j
 
 
-def _split_where(piece: _Piece, is_boundary, keep_boundary: bool) -> list[_Piece]:
+def _split_where(piece: _Piece, is_boundary: Callable[[str], bool], keep_boundary: bool) -> list[_Piece]:
     """Split a piece at characters matching ``is_boundary``; keep them as 1-char pieces or drop them."""
     text, starts, ends = piece
     out: list[_Piece] = []
@@ -249,34 +253,54 @@ class ReferencePreTokenizer:
         return out
 
     def _chunk_words(self, text: str, begin: int, end: int, out: list[Word]) -> None:
-        chars: list[str] = []
+        chunk = text[begin:end]
+        parts: list[str] = []
         starts: list[int] = []
         chinese = self.tokenize_chinese_chars
-        for i in range(begin, end):
-            ch = text[i]
+        pos = 0
+        # Printable ASCII needs no cleaning: copy it in runs and look only at the rest.
+        for match in _NOT_PRINTABLE_ASCII.finditer(chunk):
+            i = match.start()
+            if i > pos:
+                parts.append(chunk[pos:i])
+                starts.extend(range(begin + pos, begin + i))
+            pos = i + 1
+            ch = match.group()
             if _is_removed(ch):
                 continue
             if _is_space(ch):
                 ch = " "
             elif chinese and is_cjk(ord(ch)):
                 # The padding spaces map to the ideograph; whitespace never reaches a word.
-                chars.extend((" ", ch, " "))
-                starts.extend((i, i, i))
+                parts.append(f" {ch} ")
+                starts.extend((begin + i,) * 3)
                 continue
-            chars.append(ch)
-            starts.append(i)
-        if not chars:
+            parts.append(ch)
+            starts.append(begin + i)
+        if pos < len(chunk):
+            parts.append(chunk[pos:])
+            starts.extend(range(begin + pos, end))
+        if not starts:
             return
-        piece = _nfc("".join(chars), starts, [s + 1 for s in starts])
-        for token in _split_where(piece, _isspace, keep_boundary=False):
+        cleaned, starts, ends = _nfc("".join(parts), starts, [s + 1 for s in starts])
+        for match in _NON_SPACE_RUN.finditer(cleaned):  # \S+ splits exactly like str.split()
+            a, b = match.span()
+            token: _Piece = (match.group(), starts[a:b], ends[a:b])
             if token[0] in self.special_tokens:
                 out.append(Word(*token))
                 continue
             if self.lowercase:
                 token = _lower(*token)
-            if self.strip_accents:
+            if self.strip_accents and not token[0].isascii():
                 token = _strip_accents(*token)
-            for sub in _split_where(token, is_punctuation, keep_boundary=True):
+            if token[0].isalnum():  # no punctuation inside: the common case
+                subs = [token]
+            else:
+                subs = _split_where(token, is_punctuation, keep_boundary=True)
+            for sub in subs:
                 # The original joins and re-splits on whitespace at the end; case
                 # mapping and NFD never create whitespace, but stay faithful.
-                out.extend(Word(*w) for w in _split_where(sub, _isspace, keep_boundary=False))
+                if _SPACE.search(sub[0]) is None:
+                    out.append(Word(*sub))
+                else:
+                    out.extend(Word(*w) for w in _split_where(sub, _isspace, keep_boundary=False))

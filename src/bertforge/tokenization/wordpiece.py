@@ -21,6 +21,15 @@ from typing import Any
 
 from tokenizers import Encoding, Tokenizer
 
+from .arguments import (
+    as_int_list,
+    check_text,
+    check_texts,
+    padding_settings,
+    prepare_inputs,
+    tensor_ready,
+    truncation_settings,
+)
 from .backend import build_fast, build_words
 from .charset import suspect_scanner
 from .encoding import BatchEncoding, to_tensors
@@ -33,7 +42,6 @@ CONFIG_FILE = "tokenizer_config.json"
 SPECIAL_TOKENS_MAP_FILE = "special_tokens_map.json"
 VOCAB_FILE = "vocab.txt"
 
-_TRUNCATION_STRATEGIES = ("longest_first", "only_first", "only_second")
 _SPECIAL_NAMES = ("unk_token", "sep_token", "pad_token", "cls_token", "mask_token")
 _INIT_OPTIONS = ("do_lower_case", "tokenize_chinese_chars", "strip_accents", "model_max_length", *_SPECIAL_NAMES)
 
@@ -127,16 +135,14 @@ class BertTokenizer:
         self._tokenize_chinese_chars = tokenize_chinese_chars
         self._strip_accents = strip_accents
         self.model_max_length = model_max_length
-        self.unk_token, self.sep_token, self.pad_token = unk_token, sep_token, pad_token
-        self.cls_token, self.mask_token = cls_token, mask_token
+        self._special_tokens = specials
         self._build_engines()
 
     def _build_engines(self) -> None:
         # The reference's order of special tokens (matters only for all_special_* lists).
-        self.all_special_tokens = list(
+        self._all_special_tokens = list(
             dict.fromkeys([self.unk_token, self.sep_token, self.pad_token, self.cls_token, self.mask_token])
         )
-        self.all_special_ids = [self._vocab[t] for t in self.all_special_tokens]
         fast_args = dict(
             lowercase=self._do_lower_case,
             strip_accents=self._strip_accents,
@@ -144,7 +150,7 @@ class BertTokenizer:
             unk_token=self.unk_token,
             cls_token=self.cls_token,
             sep_token=self.sep_token,
-            special_tokens=self.all_special_tokens,
+            special_tokens=self._all_special_tokens,
         )
         words_args = dict(unk_token=self.unk_token, cls_token=self.cls_token, sep_token=self.sep_token)
         # Two copies of each engine: the "plain" ones are never reconfigured (bulk ids,
@@ -158,7 +164,7 @@ class BertTokenizer:
             lowercase=self._do_lower_case,
             strip_accents=self._strip_accents,
             tokenize_chinese_chars=self._tokenize_chinese_chars,
-            special_tokens=self.all_special_tokens,
+            special_tokens=self._all_special_tokens,
         )
         self._scanner = suspect_scanner()
 
@@ -278,6 +284,37 @@ class BertTokenizer:
     def tokenize_chinese_chars(self) -> bool:
         return self._tokenize_chinese_chars
 
+    # The special tokens are fixed at construction: the Rust engines depend on them.
+    @property
+    def unk_token(self) -> str:
+        return self._special_tokens["unk_token"]
+
+    @property
+    def sep_token(self) -> str:
+        return self._special_tokens["sep_token"]
+
+    @property
+    def pad_token(self) -> str:
+        return self._special_tokens["pad_token"]
+
+    @property
+    def cls_token(self) -> str:
+        return self._special_tokens["cls_token"]
+
+    @property
+    def mask_token(self) -> str:
+        return self._special_tokens["mask_token"]
+
+    @property
+    def all_special_tokens(self) -> list[str]:
+        """The special tokens ([UNK], [SEP], [PAD], [CLS], [MASK] by default)."""
+        return list(self._all_special_tokens)
+
+    @property
+    def all_special_ids(self) -> list[int]:
+        """Their ids, in the same order."""
+        return [self._vocab[t] for t in self._all_special_tokens]
+
     @property
     def pad_token_id(self) -> int:
         return self._vocab[self.pad_token]
@@ -323,9 +360,11 @@ class BertTokenizer:
 
     def convert_ids_to_tokens(self, ids: int | Sequence[int], skip_special_tokens: bool = False) -> str | list[str]:
         """Token of an id or list of ids; ids outside the vocabulary give the [UNK] token, like the original."""
+        if hasattr(ids, "tolist"):  # tensors and arrays, including 0-d ones
+            ids = ids.tolist()
         if isinstance(ids, numbers.Integral) and not isinstance(ids, bool):
             return self._ids_to_tokens.get(int(ids), self.unk_token)
-        ids = _as_int_list(ids, "convert_ids_to_tokens")
+        ids = as_int_list(ids, "convert_ids_to_tokens")
         skip = set(self.all_special_ids) if skip_special_tokens else ()
         return [self._ids_to_tokens.get(i, self.unk_token) for i in ids if i not in skip]
 
@@ -339,9 +378,11 @@ class BertTokenizer:
         With ``clean_up_tokenization_spaces`` (the original's default) the spaces
         the join puts before ``. ? ! ,`` and English contractions are removed.
         """
+        if hasattr(ids, "tolist"):
+            ids = ids.tolist()
         if isinstance(ids, numbers.Integral) and not isinstance(ids, bool):
             ids = [int(ids)]
-        tokens = self.convert_ids_to_tokens(_as_int_list(ids, "decode"), skip_special_tokens=skip_special_tokens)
+        tokens = self.convert_ids_to_tokens(as_int_list(ids, "decode"), skip_special_tokens=skip_special_tokens)
         text = " ".join(tokens).replace(" ##", "").strip()
         if clean_up_tokenization_spaces:
             text = _clean_up_spaces(text)
@@ -362,7 +403,7 @@ class BertTokenizer:
 
     def tokenize(self, text: str) -> list[str]:
         """WordPiece tokens of one text, without special tokens."""
-        _check_text(text, "tokenize")
+        check_text(text, "tokenize")
         if not self._scanner.contains(text):
             return self._plain_fast.encode(text, add_special_tokens=False).tokens
         words = self._pretokenizer.words(text)
@@ -389,7 +430,7 @@ class BertTokenizer:
         """Ids of many texts, no special tokens, no truncation: the bulk path for pre-training data."""
         if isinstance(texts, str) or not isinstance(texts, Sequence):
             raise TypeError(f"encode_batch_ids expects a list of str, got {type(texts).__name__}")
-        _check_texts(texts, "encode_batch_ids")
+        check_texts(texts, "encode_batch_ids")
         original = texts
         slow = self._find_suspect(texts, None, False)
         if slow:
@@ -435,11 +476,11 @@ class BertTokenizer:
         ``max_length``. Offsets are character offsets into the original strings,
         (0, 0) for special and padding tokens.
         """
-        batched, texts, pairs = _prepare_inputs(text, text_pair, is_split_into_words)
-        truncate = _truncation_settings(
+        batched, texts, pairs = prepare_inputs(text, text_pair, is_split_into_words)
+        truncate = truncation_settings(
             truncation, max_length, stride, self.model_max_length, pairs is not None, add_special_tokens
         )
-        pad_length = _padding_settings(padding, max_length, self.model_max_length)
+        pad_length = padding_settings(padding, max_length, self.model_max_length)
         if return_overflowing_tokens and truncate is None:
             raise ValueError(
                 "return_overflowing_tokens=True needs truncation (e.g. truncation='only_second' and max_length)"
@@ -466,12 +507,13 @@ class BertTokenizer:
             data["word_ids"] = [r.word_ids for r in rows]
         if return_overflowing_tokens:
             data["overflow_to_sample_mapping"] = sample_of_row if sample_of_row is not None else list(range(len(rows)))
-        # Overflowing windows always make a batch, even for one input text.
-        batched = batched or return_overflowing_tokens
+        # Overflowing windows always make a batch, and so do tensors (a model wants a
+        # leading batch dimension even for one text, as with Hugging Face).
+        batched = batched or return_overflowing_tokens or return_tensors is not None
         if not batched:
             data = {k: v[0] for k, v in data.items()}
         if return_tensors is not None:
-            data = _tensor_ready(data)
+            data = tensor_ready(data)
             data = to_tensors(data, return_tensors, batched)
         return BatchEncoding(
             data, word_ids=_LazyRows(rows, "word_ids"), sequence_ids=_LazyRows(rows, "sequence_ids"), is_batched=batched
@@ -624,8 +666,7 @@ def _rebuild(vocab_lines: list[str], state: dict[str, Any]) -> BertTokenizer:
     tok._tokenize_chinese_chars = state["tokenize_chinese_chars"]
     tok._strip_accents = state["strip_accents"]
     tok.model_max_length = state["model_max_length"]
-    for name in _SPECIAL_NAMES:
-        setattr(tok, name, state[name])
+    tok._special_tokens = {name: state[name] for name in _SPECIAL_NAMES}
     tok._build_engines()
     return tok
 
@@ -668,139 +709,3 @@ def _clean_up_spaces(text: str) -> str:
     ):
         text = text.replace(before, after)
     return text
-
-
-def _as_int_list(ids: Any, where: str) -> list[int]:
-    if hasattr(ids, "tolist"):
-        ids = ids.tolist()
-    if isinstance(ids, (str, bytes)) or not isinstance(ids, Sequence):
-        raise TypeError(f"{where} expects an int or a sequence of ints, got {type(ids).__name__}")
-    out = []
-    for i, v in enumerate(ids):
-        if isinstance(v, bool) or not isinstance(v, numbers.Integral):
-            raise TypeError(f"{where} expects ints; item {i} is {type(v).__name__}")
-        out.append(int(v))
-    return out
-
-
-def _check_text(text: Any, where: str) -> None:
-    if not isinstance(text, str):
-        raise TypeError(f"{where} expects a str, got {type(text).__name__}")
-
-
-def _check_texts(texts: Sequence[Any], where: str) -> None:
-    for i, t in enumerate(texts):
-        if not isinstance(t, str):
-            raise TypeError(f"{where} expects a list of str; item {i} is {type(t).__name__}")
-
-
-def _check_words(words: Any, what: str) -> list[str]:
-    if isinstance(words, str) or not isinstance(words, Sequence):
-        raise TypeError(
-            f"with is_split_into_words=True, {what} must be a list of str words, got {type(words).__name__}"
-        )
-    for j, w in enumerate(words):
-        if not isinstance(w, str):
-            raise TypeError(
-                f"with is_split_into_words=True, {what} must hold str words; word {j} is {type(w).__name__}"
-            )
-    return list(words)
-
-
-def _prepare_inputs(text: Any, text_pair: Any, pretokenized: bool) -> tuple[bool, list[Any], list[Any] | None]:
-    """Validate the inputs of ``__call__``; returns (is_batch, texts, pairs or None)."""
-    if not isinstance(pretokenized, bool):
-        raise TypeError(f"is_split_into_words must be True or False, got {pretokenized!r}")
-    if not pretokenized:
-        if isinstance(text, str):
-            if text_pair is not None and not isinstance(text_pair, str):
-                raise TypeError(f"text is a str, so text_pair must be a str or None, got {type(text_pair).__name__}")
-            return False, [text], None if text_pair is None else [text_pair]
-        if not isinstance(text, Sequence) or isinstance(text, bytes):
-            raise TypeError(f"text must be a str or a list of str, got {type(text).__name__}")
-        _check_texts(text, "text")
-        texts = list(text)
-        if text_pair is None:
-            return True, texts, None
-        if isinstance(text_pair, str) or not isinstance(text_pair, Sequence):
-            raise TypeError(
-                f"text is a list, so text_pair must be a list of str of the same length, got {type(text_pair).__name__}"
-            )
-        _check_texts(text_pair, "text_pair")
-        if len(text_pair) != len(texts):
-            raise ValueError(f"text has {len(texts)} items but text_pair has {len(text_pair)}")
-        return True, texts, list(text_pair)
-
-    if isinstance(text, str) or not isinstance(text, Sequence):
-        raise TypeError(
-            "with is_split_into_words=True, text must be a list of words or a list of such lists, "
-            f"got {type(text).__name__}"
-        )
-    batched = len(text) > 0 and not isinstance(text[0], str)
-    if not batched:
-        texts = [_check_words(text, "text")]
-        pairs = None if text_pair is None else [_check_words(text_pair, "text_pair")]
-        return False, texts, pairs
-    texts = [_check_words(t, f"text[{i}]") for i, t in enumerate(text)]
-    if text_pair is None:
-        return True, texts, None
-    if isinstance(text_pair, str) or not isinstance(text_pair, Sequence) or len(text_pair) != len(texts):
-        raise ValueError("text is a batch of word lists, so text_pair must be a list of word lists of the same length")
-    return True, texts, [_check_words(t, f"text_pair[{i}]") for i, t in enumerate(text_pair)]
-
-
-def _truncation_settings(
-    truncation: Any,
-    max_length: int | None,
-    stride: int,
-    model_max_length: int,
-    has_pair: bool,
-    add_special_tokens: bool,
-) -> tuple[int, str, int] | None:
-    """(max_length, strategy, stride) for the Rust engine, or None for no truncation."""
-    if max_length is not None and (isinstance(max_length, bool) or not isinstance(max_length, int) or max_length < 1):
-        raise ValueError(f"max_length must be a positive int or None, got {max_length!r}")
-    if isinstance(stride, bool) or not isinstance(stride, int) or stride < 0:
-        raise ValueError(f"stride must be a non-negative int, got {stride!r}")
-    if truncation is False or truncation is None or truncation == "do_not_truncate":
-        return None
-    if truncation is True:
-        strategy = "longest_first"
-    elif truncation in _TRUNCATION_STRATEGIES:
-        strategy = truncation
-    else:
-        raise ValueError(f"truncation must be False, True or one of {_TRUNCATION_STRATEGIES}, got {truncation!r}")
-    if strategy == "only_second" and not has_pair:
-        raise ValueError("truncation='only_second' needs text_pair (it truncates the second sequence)")
-    length = model_max_length if max_length is None else max_length
-    n_special = (3 if has_pair else 2) if add_special_tokens else 0
-    if length - n_special < 1:
-        raise ValueError(f"max_length={length} leaves no room for text next to {n_special} special tokens")
-    if stride >= length - n_special:
-        raise ValueError(
-            f"stride ({stride}) must be smaller than max_length minus the special tokens ({length - n_special})"
-        )
-    return length, strategy, stride
-
-
-def _padding_settings(padding: Any, max_length: int | None, model_max_length: int) -> int | str | None:
-    """None (no padding), "longest", or a fixed length."""
-    if padding is False or padding is None or padding == "do_not_pad":
-        return None
-    if padding is True or padding == "longest":
-        return "longest"
-    if padding == "max_length":
-        return model_max_length if max_length is None else max_length
-    raise ValueError(f"padding must be False, True, 'longest' or 'max_length', got {padding!r}")
-
-
-def _tensor_ready(data: dict[str, Any]) -> dict[str, Any]:
-    """Tensors cannot hold None: word and sequence ids of special/padding tokens become -1."""
-    for key in ("word_ids", "sequence_ids"):
-        if key in data:
-            value = data[key]
-            if value and isinstance(value[0], list):
-                data[key] = [[-1 if v is None else v for v in row] for row in value]
-            else:
-                data[key] = [-1 if v is None else v for v in value]
-    return data

@@ -1,0 +1,60 @@
+"""The command line: every verb has --help, errors are one readable line, the core verbs work end to end."""
+from __future__ import annotations
+
+import pytest
+
+from bertforge.cli import VERBS, build_parser, main
+
+
+def registered_verbs() -> list[str]:
+    parser = build_parser()
+    sub = next(a for a in parser._actions if a.dest == "verb")
+    return sorted(sub.choices)
+
+
+def test_core_verbs_are_registered():
+    assert {"vocab", "prepare", "fill-mask", "info"} <= set(registered_verbs()) <= set(VERBS)
+
+
+@pytest.mark.parametrize("verb", registered_verbs())
+def test_every_verb_has_help(verb, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        main([verb, "--help"])
+    assert exit_info.value.code == 0
+    assert "usage: bertforge " + verb in capsys.readouterr().out
+
+
+def test_no_verb_prints_help(capsys):
+    assert main([]) == 2
+    assert "<verb>" in capsys.readouterr().out
+
+
+def test_info_counts_a_preset(capsys):
+    assert main(["info", "--model", "mini"]) == 0
+    out = capsys.readouterr().out
+    assert "encoder 11.17M" in out
+
+
+def test_errors_are_one_line_not_a_traceback(tmp_path, capsys):
+    assert main(["info", "--model", str(tmp_path / "nope")]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("bertforge info: error:") and "Traceback" not in err
+    assert main(["fill-mask", "--model", str(tmp_path / "missing"), "a [MASK] b"]) == 1
+    assert "missing" in capsys.readouterr().err
+
+
+def test_vocab_then_fill_mask(tmp_path, capsys):
+    """Train a vocabulary, save a (random) MLM model beside it, and ask it to fill a mask."""
+    from bertforge import BertConfig, BertForMaskedLM
+    from bertforge.tokenization import BertTokenizer
+    text = tmp_path / "corpus.txt"
+    text.write_text("\n".join(f"the cat number {i} sat on the mat and looked at the dog ." for i in range(300)))
+    assert main(["vocab", "--input", str(text), "--output", str(tmp_path / "m"), "--vocab-size", "200",
+                 "--unused", "0"]) == 0
+    tok = BertTokenizer.from_pretrained(tmp_path / "m")
+    BertForMaskedLM(BertConfig.preset("tiny", vocab_size=tok.vocab_size)).save_pretrained(tmp_path / "m")
+    capsys.readouterr()
+    assert main(["fill-mask", "--model", str(tmp_path / "m"), "--top-k", "3", "the cat [MASK] on the mat",
+                 "no mask here"]) == 0
+    out = capsys.readouterr().out
+    assert out.count("[MASK] #1:") == 1 and "no [MASK] token" in out
