@@ -106,20 +106,12 @@ def _base_prefix(model: "BertPreTrainedModel") -> tuple[str, str]:
 
 
 def internal_to_hf_state_dict(model: "BertPreTrainedModel") -> dict[str, torch.Tensor]:
-    names = _name_map(model)
-    inner_prefix, hf_prefix = _base_prefix(model)
-    head_names = type(model).head_names
+    state = model.state_dict()
     out: dict[str, torch.Tensor] = {}
-    for name, tensor in model.state_dict().items():
-        if inner_prefix and name.startswith(inner_prefix):
-            hf_names = [hf_prefix + n for n in names.to_hf(name[len(inner_prefix):])]
-        elif not inner_prefix and not _is_head(name, head_names):
-            hf_names = names.to_hf(name)
-        else:
-            hf_names = [_rename_head(name, head_names)]
-        parts = tensor.chunk(len(hf_names), dim=0) if len(hf_names) > 1 else [tensor]
-        for hf_name, part in zip(hf_names, parts):
-            out[hf_name] = part.detach().contiguous()
+    for hf_name, (name, index, n_chunks) in _expected_hf_names(model).items():
+        tensor = state[name]
+        part = tensor.chunk(n_chunks, dim=0)[index] if n_chunks > 1 else tensor
+        out[hf_name] = part.detach().contiguous()
     return out
 
 
