@@ -3,10 +3,14 @@ and checkpoint-compatible with Hugging Face `transformers`."""
 from bertforge.checkpoint import CheckpointError
 from bertforge.config import BertConfig
 from bertforge.model import BertForMaskedLM, BertForPreTraining, BertModel
+from bertforge.model import (BertForMultipleChoice, BertForQuestionAnswering, BertForSequenceClassification,
+                             BertForTokenClassification)
 
 __version__ = "0.1.0"
 
-__all__ = ["BertConfig", "BertModel", "BertForMaskedLM", "BertForPreTraining", "CheckpointError", "__version__"]
+__all__ = ["BertConfig", "BertModel", "BertForMaskedLM", "BertForPreTraining", "CheckpointError", "__version__",
+           "BertForSequenceClassification", "BertForTokenClassification", "BertForQuestionAnswering",
+           "BertForMultipleChoice"]
 
 
 def __getattr__(name: str):

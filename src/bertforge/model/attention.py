@@ -24,15 +24,21 @@ class SelfAttention(nn.Module):
         self.dropout_p = config.attention_probs_dropout_prob
 
     def forward(self, x: torch.Tensor, batch: PackedBatch) -> torch.Tensor:
-        qkv = batch.unpack(self.qkv(x))                                   # [B, L, 3H]
-        B, L, _ = qkv.shape
-        q, k, v = qkv.view(B, L, 3, self.num_heads, self.head_dim).permute(2, 0, 3, 1, 4).unbind(0)
-        mask = batch.attention_mask
+        B, L, T = batch.batch_size, batch.seq_len, x.shape[0]
+        qkv = self.qkv(x).view(T, 3, self.num_heads, self.head_dim)
+        if batch.is_packed:
+            # One scatter from packed tokens into [3, B, heads, L, head_dim]: q, k and v come out contiguous
+            # and padded keys are zeros (masked anyway), with no intermediate [B, L, 3H] copy.
+            qkv_padded = qkv.new_zeros(3, B, self.num_heads, L, self.head_dim)
+            qkv_padded.permute(1, 3, 0, 2, 4)[batch.rows, batch.cols] = qkv
+        else:
+            qkv_padded = qkv.view(B, L, 3, self.num_heads, self.head_dim).permute(2, 0, 3, 1, 4)
+        q, k, v = qkv_padded.unbind(0)                                    # each [B, heads, L, head_dim]
         y = F.scaled_dot_product_attention(
             q, k, v,
-            attn_mask=mask,
+            attn_mask=batch.attention_mask,
             dropout_p=self.dropout_p if self.training else 0.0,
-            is_causal=False,
-        )                                                                  # [B, heads, L, head_dim]
-        y = y.transpose(1, 2).reshape(B, L, self.num_heads * self.head_dim)
-        return self.out(batch.pack(y))
+        )
+        y = y.permute(0, 2, 1, 3)                                          # [B, L, heads, head_dim] (a view)
+        y = y[batch.rows, batch.cols] if batch.is_packed else y.reshape(B * L, self.num_heads, self.head_dim)
+        return self.out(y.reshape(T, self.num_heads * self.head_dim))

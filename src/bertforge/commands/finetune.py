@@ -1,0 +1,69 @@
+"""`bertforge finetune`: fine-tune a pre-trained checkpoint on a task and save the best run as a predictor."""
+from __future__ import annotations
+
+import argparse
+
+from bertforge.commands import add_common
+
+TASK_CHOICES = ("sst2", "cola", "mrpc", "stsb", "qqp", "mnli", "qnli", "rte", "wnli", "squad", "squad2",
+                "conll2003", "swag", "classification")
+
+
+def parse_lrs(value: str) -> list[float]:
+    """`grid` -> the paper's {5e-5, 4e-5, 3e-5, 2e-5}; otherwise one or more comma-separated rates."""
+    from bertforge.tasks.finetune import LR_GRID
+    if value.strip().lower() == "grid":
+        return list(LR_GRID)
+    try:
+        return [float(v) for v in value.split(",") if v.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--lr takes a number, a comma list or 'grid', not {value!r}") from None
+
+
+def register(sub) -> None:
+    p = sub.add_parser("finetune", help="fine-tune on a GLUE/SQuAD/CoNLL/SWAG/custom task",
+                       description="Fine-tune with the BERT paper's recipe (AdamW, 10%% warmup, linear decay, "
+                                   "weight decay 0.01); keeps the best run on the eval set and writes a predictor "
+                                   "folder (model, tokenizer, task.json, metrics.json, curves.png).")
+    p.add_argument("--task", required=True, choices=TASK_CHOICES)
+    p.add_argument("--model", required=True, metavar="DIR", help="pre-trained checkpoint folder (HF layout)")
+    p.add_argument("--data", metavar="PATH", help="the task's data folder (or for SQuAD the v1.1 dev JSON, "
+                                                   "which is then split by article)")
+    p.add_argument("--output", required=True, metavar="DIR")
+    p.add_argument("--train", metavar="FILE", help="train file (overrides --data)")
+    p.add_argument("--eval", metavar="FILE", help="eval file (overrides --data)")
+    p.add_argument("--epochs", type=float, default=3.0)
+    p.add_argument("--batch-size", type=int, default=32)
+    p.add_argument("--lr", type=parse_lrs, default=[2e-5], metavar="LR|grid",
+                   help="learning rate(s): 2e-5, '5e-5,3e-5' or 'grid' (5e-5,4e-5,3e-5,2e-5)")
+    p.add_argument("--restarts", type=int, default=1, help="runs per learning rate, each with another seed")
+    p.add_argument("--max-seq-length", type=int, default=None, help="default 384 for SQuAD, 128 otherwise")
+    p.add_argument("--max-train-samples", type=int, default=None)
+    p.add_argument("--max-eval-samples", type=int, default=None)
+    p.add_argument("--seed", type=int, default=42)
+    p.add_argument("--skip-bad-rows", action="store_true", help="skip (and count) malformed rows instead of failing")
+    p.add_argument("--warmup", type=float, default=0.1, help="fraction of steps for linear warmup")
+    p.add_argument("--weight-decay", type=float, default=0.01)
+    p.add_argument("--doc-stride", type=int, default=128, help="SQuAD: tokens between window starts")
+    p.add_argument("--max-query-length", type=int, default=64)
+    p.add_argument("--max-answer-length", type=int, default=30)
+    p.add_argument("--n-best", type=int, default=20)
+    p.add_argument("--no-progress", action="store_true", help="no tqdm progress bars")
+    add_common(p)
+    p.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from bertforge.tasks.finetune import FinetuneSettings, finetune
+    settings = FinetuneSettings(
+        task=args.task, model=args.model, output=args.output, data=args.data, train_file=args.train,
+        eval_file=args.eval, epochs=args.epochs, batch_size=args.batch_size, learning_rates=args.lr,
+        restarts=args.restarts, max_seq_length=args.max_seq_length, max_train_samples=args.max_train_samples,
+        max_eval_samples=args.max_eval_samples, seed=args.seed, skip_bad_rows=args.skip_bad_rows,
+        warmup_fraction=args.warmup, weight_decay=args.weight_decay, doc_stride=args.doc_stride,
+        max_query_length=args.max_query_length, max_answer_length=args.max_answer_length, n_best=args.n_best,
+        progress=not args.no_progress)
+    report = finetune(settings)
+    shown = {k: v for k, v in report["eval"].items() if not isinstance(v, dict)}
+    print("eval:", ", ".join(f"{k}={v:.4f}" if isinstance(v, float) else f"{k}={v}" for k, v in shown.items()))
+    return 0

@@ -1,0 +1,116 @@
+"""The fine-tuning loop end to end: tiny random models on real data (fast), MiniLM on SST-2 (slow)."""
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+
+import pytest
+
+from bertforge import BertConfig, BertModel
+from bertforge.commands.finetune import parse_lrs
+from bertforge.tasks.finetune import LR_GRID, FinetuneSettings, finetune
+
+
+@pytest.fixture(scope="module")
+def tiny_model(tmp_path_factory, minilm_dir) -> Path:
+    """A 2-layer, 32-wide random BERT with MiniLM's real vocabulary: the whole pipeline in seconds."""
+    from bertforge.tokenization import BertTokenizer
+    out = tmp_path_factory.mktemp("tiny")
+    tok = BertTokenizer.from_pretrained(minilm_dir)
+    config = BertConfig(vocab_size=tok.vocab_size, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                        intermediate_size=64, max_position_embeddings=512)
+    BertModel(config).save_pretrained(out)
+    tok.save_pretrained(out)
+    return out
+
+
+def quiet(**kw) -> FinetuneSettings:
+    return FinetuneSettings(progress=False, **kw)
+
+
+def test_lr_grid_and_lists():
+    assert parse_lrs("grid") == list(LR_GRID) == [5e-5, 4e-5, 3e-5, 2e-5]
+    assert parse_lrs("3e-5,2e-5") == [3e-5, 2e-5]
+
+
+def test_glue_runs_restarts_and_writes_a_predictor(tiny_model, shared_data, tmp_path):
+    out = tmp_path / "mrpc"
+    report = finetune(quiet(task="mrpc", model=str(tiny_model), output=str(out), data=str(shared_data / "glue"),
+                            epochs=1, batch_size=8, learning_rates=[5e-5, 3e-5], restarts=2,
+                            max_train_samples=16, max_eval_samples=24), say=lambda *_: None)
+    assert len(report["runs"]) == 4
+    assert {(r["lr"], r["seed"]) for r in report["runs"]} == {(5e-5, 42), (5e-5, 43), (3e-5, 42), (3e-5, 43)}
+    assert report["best_run"]["value"] == max(r["value"] for r in report["runs"])
+    s = report["summary"]
+    assert s["min"] <= s["median"] <= s["max"] and s["n_runs"] == 4
+    for key in ("accuracy", "f1", "acc_and_f1"):
+        assert 0.0 <= report["eval"][key] <= 1.0
+    for name in ("config.json", "model.safetensors", "vocab.txt", "task.json", "metrics.json", "curves.png"):
+        assert (out / name).is_file(), name
+    saved = json.loads((out / "metrics.json").read_text())
+    assert saved["main_metric"] == "f1" and saved["eval"]["n_examples"] == 24
+    config = json.loads((out / "config.json").read_text())
+    assert config["architectures"] == ["BertForSequenceClassification"] and config["id2label"] == {"0": "0", "1": "1"}
+
+
+def test_stsb_regression(tiny_model, shared_data, tmp_path):
+    report = finetune(quiet(task="stsb", model=str(tiny_model), output=str(tmp_path / "o"),
+                            data=str(shared_data / "glue" / "STS-B"), epochs=1, batch_size=16, learning_rates=[1e-4],
+                            max_train_samples=64, max_eval_samples=40), say=lambda *_: None)
+    assert -1.0 <= report["eval"]["spearman"] <= 1.0 and "pearson" in report["eval"]
+
+
+def test_squad_article_split_end_to_end(tiny_model, shared_data, tmp_path):
+    lines: list[str] = []
+    report = finetune(quiet(task="squad", model=str(tiny_model), output=str(tmp_path / "o"),
+                            data=str(shared_data / "squad" / "dev-v1.1.json.gz"), epochs=1, batch_size=16,
+                            learning_rates=[1e-4], max_seq_length=192, max_train_samples=48, max_eval_samples=24),
+                      say=lines.append)
+    assert any("articles 0-37" in line and "articles 38-47" in line for line in lines)
+    assert "articles 38-47" in report["note"]
+    assert json.loads((tmp_path / "o" / "metrics.json").read_text())["note"] == report["note"]
+    m = report["eval"]
+    assert 0.0 <= m["exact_match"] <= m["f1"] <= 100.0 and m["n_examples"] == 24
+
+
+def test_squad2_reports_threshold_zero_and_best(tiny_model, shared_data, tmp_path):
+    """A hand-made v2 file from real v1.1 paragraphs: every third question's answer removed."""
+    data = json.load(gzip.open(shared_data / "squad" / "dev-v1.1.json.gz", "rt", encoding="utf-8"))
+    n = 0
+    for article in data["data"][:2]:
+        article["paragraphs"] = article["paragraphs"][:2]
+        for par in article["paragraphs"]:
+            for qa in par["qas"]:
+                qa["is_impossible"] = n % 3 == 0
+                if qa["is_impossible"]:
+                    qa["plausible_answers"], qa["answers"] = qa["answers"], []
+                n += 1
+    path = tmp_path / "v2.json"
+    path.write_text(json.dumps({"version": "v2.0", "data": data["data"][:2]}))
+    report = finetune(quiet(task="squad2", model=str(tiny_model), output=str(tmp_path / "o"), train_file=str(path),
+                            eval_file=str(path), epochs=1, batch_size=16, learning_rates=[1e-4], max_seq_length=192),
+                      say=lambda *_: None)
+    m = report["eval"]
+    for key in ("exact", "f1", "HasAns_f1", "NoAns_f1", "best_f1", "best_f1_thresh"):
+        assert key in m
+    assert m["best_f1"] >= m["f1"] - 1e-9  # the searched threshold is at least as good as 0
+    assert "null_threshold" in json.loads((tmp_path / "o" / "task.json").read_text())
+
+
+def test_conll_end_to_end(tiny_model, shared_data, tmp_path):
+    report = finetune(quiet(task="conll2003", model=str(tiny_model), output=str(tmp_path / "o"),
+                            data=str(shared_data / "conll2003"), epochs=1, batch_size=16, learning_rates=[1e-4],
+                            max_train_samples=64, max_eval_samples=40), say=lambda *_: None)
+    m = report["eval"]
+    assert 0.0 <= m["f1"] <= 1.0 and m["n_gold"] > 0 and 0.0 <= m["accuracy"] <= 1.0
+
+
+@pytest.mark.slow
+def test_minilm_learns_sst2(minilm_dir, shared_data, tmp_path):
+    """Fine-tuning the real MiniLM weights on 800 SST-2 train sentences (2 epochs, 100 steps) beats chance by far."""
+    report = finetune(quiet(task="sst2", model=str(minilm_dir), output=str(tmp_path / "sst2"),
+                            data=str(shared_data / "glue" / "SST-2"), epochs=2, batch_size=16, learning_rates=[1e-4],
+                            max_seq_length=64, max_train_samples=800, max_eval_samples=200), say=print)
+    assert report["eval"]["n_examples"] == 200
+    assert report["eval"]["accuracy"] >= 0.70
