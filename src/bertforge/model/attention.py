@@ -25,20 +25,23 @@ class SelfAttention(nn.Module):
 
     def forward(self, x: torch.Tensor, batch: PackedBatch) -> torch.Tensor:
         B, L, T = batch.batch_size, batch.seq_len, x.shape[0]
-        qkv = self.qkv(x).view(T, 3, self.num_heads, self.head_dim)
+        h, d = self.num_heads, self.head_dim
+        # Heads-major layout [3, heads, B*L, head_dim]: packed tokens go in with one index_copy_ along a
+        # single dimension, q/k/v come out contiguous (SDPA's kernels then copy nothing), and padded slots
+        # stay zero (their keys are masked anyway). SDPA takes any leading dims: here (heads, batch).
+        heads_major = self.qkv(x).view(T, 3, h, d).permute(1, 2, 0, 3)
         if batch.is_packed:
-            # One scatter from packed tokens into [3, B, heads, L, head_dim]: q, k and v come out contiguous
-            # and padded keys are zeros (masked anyway), with no intermediate [B, L, 3H] copy.
-            qkv_padded = qkv.new_zeros(3, B, self.num_heads, L, self.head_dim)
-            qkv_padded.permute(1, 3, 0, 2, 4)[batch.rows, batch.cols] = qkv
+            grid = heads_major.new_zeros(3, h, B * L, d).index_copy_(2, batch.indices, heads_major)
         else:
-            qkv_padded = qkv.view(B, L, 3, self.num_heads, self.head_dim).permute(2, 0, 3, 1, 4)
-        q, k, v = qkv_padded.unbind(0)                                    # each [B, heads, L, head_dim]
+            grid = heads_major.contiguous()
+        q, k, v = grid.view(3, h, B, L, d).unbind(0)                      # each [heads, B, L, head_dim]
+        mask = batch.attention_mask
         y = F.scaled_dot_product_attention(
             q, k, v,
-            attn_mask=batch.attention_mask,
+            attn_mask=mask.transpose(0, 1) if mask is not None else None,  # [1, B, 1|L, L]
             dropout_p=self.dropout_p if self.training else 0.0,
         )
-        y = y.permute(0, 2, 1, 3)                                          # [B, L, heads, head_dim] (a view)
-        y = y[batch.rows, batch.cols] if batch.is_packed else y.reshape(B * L, self.num_heads, self.head_dim)
-        return self.out(y.reshape(T, self.num_heads * self.head_dim))
+        y = y.reshape(h, B * L, d)
+        if batch.is_packed:
+            y = y.index_select(1, batch.indices)                           # real tokens only
+        return self.out(y.transpose(0, 1).reshape(T, h * d))

@@ -22,9 +22,6 @@ class PackedBatch:
     attention_mask: Optional[torch.Tensor]
     device: torch.device = torch.device("cpu")
     causal: bool = False
-    # (sequence, position) of each packed token, for scattering straight into attention's layout
-    rows: Optional[torch.Tensor] = None
-    cols: Optional[torch.Tensor] = None
 
     @classmethod
     def from_mask(cls, attention_mask: Optional[torch.Tensor], batch_size: int, seq_len: int,
@@ -47,10 +44,7 @@ class PackedBatch:
         if causal:
             mask = mask & torch.ones(seq_len, seq_len, dtype=torch.bool, device=device).tril()[None, None]
         indices = attention_mask.reshape(-1).nonzero().squeeze(1) if unpad else None
-        packed = cls(batch_size, seq_len, indices, mask, device, causal)
-        if indices is not None:
-            packed.rows, packed.cols = indices // seq_len, indices % seq_len
-        return packed
+        return cls(batch_size, seq_len, indices, mask, device, causal)
 
     @property
     def is_packed(self) -> bool:
