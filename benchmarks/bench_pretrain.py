@@ -1,0 +1,284 @@
+"""End-to-end pre-training throughput: bertforge vs a plain `transformers` loop, on the same sentence pairs.
+
+One training step = fetch a batch (build + mask, or collate + mask) -> forward -> backward -> clip -> AdamW.
+Both sides see the same [CLS] A [SEP] B [SEP] pairs in the same order (taken from bertforge's epoch plan),
+the same model shape, batch size and masking rate; they take turns (interleaved repeats, medians) next to
+a large fp32 matmul that measures what this machine's GEMM can do right now, so utilisation is the
+*useful* FLOPs (real tokens, masked rows only, `bertforge.model.count_flops`) over that peak.
+
+    python benchmarks/bench_pretrain.py --vocab VOCAB_DIR [--data PREPARED_DIR] [--configs mini,base] [--ttq 300]
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+import time
+from collections import defaultdict
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import (default_shared_data, gemm_flops, gemm_seconds, interleave, machine_info,  # noqa: E402
+                    markdown_table, median)
+
+# label -> (preset, batch size, steps per repeat, repeats)
+CONFIGS = {"mini": ("mini", 32, 6, 5), "base": ("base", 8, 2, 3)}
+GEMM = (2048, 2048, 2048)
+
+
+def prepare_slice(vocab: str, megabytes: float, workdir: Path) -> Path:
+    """The first `megabytes` of the shared Wikipedia corpus, prepared with `vocab`."""
+    import lzma
+    from bertforge.data import prepare_corpus
+    source = default_shared_data() / "corpus" / "wikipedia-en-2018" / "wiki_en.txt.xz"
+    text = workdir / "wiki.txt"
+    with lzma.open(source, "rt", encoding="utf-8") as src, open(text, "w", encoding="utf-8") as dst:
+        written = 0
+        for line in src:
+            dst.write(line)
+            written += len(line)
+            if written > megabytes * 1e6 and not line.strip():
+                break
+    out = workdir / "prepared"
+    prepare_corpus([text], vocab, out, show_progress=False)
+    return out
+
+
+class Timers:
+    """Seconds per phase of a step, summed: where the time goes."""
+
+    def __init__(self) -> None:
+        self.total: dict[str, float] = defaultdict(float)
+        self._t = 0.0
+
+    def start(self) -> None:
+        self._t = time.perf_counter()
+
+    def lap(self, name: str) -> None:
+        now = time.perf_counter()
+        self.total[name] += now - self._t
+        self._t = now
+
+
+class Contender:
+    """`steps` training steps per call; counts real tokens and useful FLOPs of what it trained on."""
+
+    def __init__(self, steps: int, config) -> None:
+        self.steps, self.config = steps, config
+        self.timers = Timers()
+        self.tokens: list[int] = []
+        self.flops: list[float] = []
+
+    def account(self, attention_mask: torch.Tensor, labels: torch.Tensor) -> None:
+        from bertforge.model import count_flops
+        lengths = attention_mask.sum(1).tolist()
+        self.tokens[-1] += int(sum(lengths))
+        self.flops[-1] += count_flops(self.config, lengths, n_masked=int((labels != -100).sum()), pooler=True,
+                                      nsp=True, training=True)
+
+    def __call__(self) -> None:
+        self.tokens.append(0)
+        self.flops.append(0.0)
+        for _ in range(self.steps):
+            self.step()
+
+
+class Bertforge(Contender):
+    def __init__(self, steps, config, data_dir, tokenizer, batch_size, seq_len):
+        super().__init__(steps, config)
+        from bertforge.data import PretrainingDataset
+        from bertforge.model import BertForPreTraining
+        from bertforge.training.optim import build_optimizer
+        torch.manual_seed(0)
+        self.model = BertForPreTraining(config).train()
+        self.optimizer = build_optimizer(self.model, 1e-4)
+        self.data = PretrainingDataset(data_dir, tokenizer, batch_size=batch_size, max_seq_length=seq_len, seed=0)
+
+    def step(self) -> None:
+        from bertforge.training.pretrain import next_batch
+        t = self.timers
+        t.start()
+        batch = next_batch(self.data)
+        t.lap("data (build + mask)")
+        loss = self.model(**batch).loss
+        t.lap("forward")
+        loss.backward()
+        t.lap("backward")
+        torch.nn.utils.clip_grad_norm_(self.model.parameters(), 1.0)
+        self.optimizer.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        t.lap("clip + optimizer")
+        self.account(batch["attention_mask"], batch["labels"])
+
+
+class Transformers(Contender):
+    def __init__(self, steps, config, data_dir, tokenizer, batch_size, seq_len, vocab):
+        super().__init__(steps, config)
+        import transformers
+        from bertforge.data import PretrainingDataset
+        hf_config = transformers.BertConfig(**{k: v for k, v in config.to_dict().items()
+                                               if k in transformers.BertConfig().to_dict()})
+        torch.manual_seed(0)
+        self.model = transformers.BertForPreTraining(hf_config).train()
+        self.optimizer = torch.optim.AdamW(self.model.parameters(), lr=1e-4, eps=1e-6, weight_decay=0.01)
+        hf_tok = transformers.BertTokenizerFast.from_pretrained(vocab)
+        self.collator = transformers.DataCollatorForLanguageModeling(hf_tok, mlm_probability=0.15)
+        self.examples = self._pairs(PretrainingDataset(data_dir, tokenizer, batch_size=batch_size,
+                                                       max_seq_length=seq_len, seed=0), tokenizer)
+        self.batch_size, self.cursor = batch_size, 0
+
+    @staticmethod
+    def _pairs(data, tok) -> list[dict]:
+        """bertforge's first epoch, in its order, as unmasked feature dicts (what HF's collator takes)."""
+        plan, _ = data.epoch_plan(0)
+        examples = []
+        for shard, a0, a1, b0, b1, label in plan[data.example_indices(0)]:
+            tokens = data._tokens[shard]
+            a, b = tokens[a0:a1].tolist(), tokens[b0:b1].tolist()
+            ids = [tok.cls_token_id] + a + [tok.sep_token_id] + b + [tok.sep_token_id]
+            examples.append({"input_ids": ids, "token_type_ids": [0] * (len(a) + 2) + [1] * (len(b) + 1),
+                             "next_sentence_label": int(label)})
+        return examples
+
+    def step(self) -> None:
+        t = self.timers
+        t.start()
+        chunk = self.examples[self.cursor:self.cursor + self.batch_size]
+        self.cursor = (self.cursor + self.batch_size) % (len(self.examples) - self.batch_size)
+        batch = self.collator(chunk)
+        t.lap("data (build + mask)")
+        loss = self.model(**batch).loss
+        t.lap("forward")
+        loss.backward()
+        t.lap("backward")
+        torch.nn.utils.clip_grad_norm_(self.model.parameters(), 1.0)
+        self.optimizer.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        t.lap("clip + optimizer")
+        self.account(batch["attention_mask"], batch["labels"])
+
+
+def run_config(label: str, args, data_dir: Path, tokenizer) -> tuple[list, list]:
+    from bertforge.config import BertConfig
+    preset, batch_size, steps, repeats = CONFIGS[label]
+    batch_size = args.batch_size or batch_size
+    steps = args.steps or steps
+    repeats = args.repeats or repeats
+    config = BertConfig.preset(preset, vocab_size=len(tokenizer.vocab))
+    ours = Bertforge(steps, config, data_dir, tokenizer, batch_size, args.seq_len)
+    theirs = Transformers(steps, config, data_dir, tokenizer, batch_size, args.seq_len, args.vocab)
+    gemm = gemm_seconds(*GEMM)
+    print(f"{label}: batch {batch_size}, seq {args.seq_len}, {steps} steps x {repeats} repeats", file=sys.stderr)
+    times = interleave({"bertforge": ours, "transformers": theirs, "gemm": gemm}, repeats, warmup=1,
+                       log=lambda m: print(m, file=sys.stderr))
+    peak = gemm_flops(*GEMM) / median(times["gemm"])
+    rows, profile = [], []
+    results = {}
+    for name, who in (("bertforge", ours), ("transformers", theirs)):
+        # skip the warm-up call's counts (index 0)
+        tok_s = median([n / s for n, s in zip(who.tokens[1:], times[name])])
+        flop_s = median([f / s for f, s in zip(who.flops[1:], times[name])])
+        results[name] = tok_s
+        rows.append([label, name, f"{tok_s:,.0f}", f"{flop_s / 1e9:.1f}", f"{100 * flop_s / peak:.1f}%"])
+        total = sum(who.timers.total.values())
+        profile.append([label, name] + [f"{100 * v / total:.0f}%" for v in who.timers.total.values()])
+    ratio = results["bertforge"] / results["transformers"]
+    rows[0].append(f"**{ratio:.2f}x**")
+    rows[1].append("1.00x")
+    for row in rows:
+        row.append(f"{peak / 1e9:.0f}")
+    return rows, profile
+
+
+def heldout_mlm_loss(model, data_dir: Path, tokenizer, batches: int = 8) -> float:
+    """Mean MLM loss over the same masked held-out tokens, whichever implementation `model` is."""
+    from bertforge.data import PretrainingDataset
+    data = PretrainingDataset(data_dir, tokenizer, batch_size=32, max_seq_length=128, seed=0, split="heldout")
+    model.eval()
+    total = count = 0.0
+    with torch.no_grad():
+        for i, batch in enumerate(data):
+            if i == batches:
+                break
+            n = int((batch["labels"] != -100).sum())
+            out = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"],
+                        token_type_ids=batch["token_type_ids"], labels=batch["labels"])
+            mlm = getattr(out, "mlm_loss", None)
+            if mlm is None:  # transformers: recompute the MLM part of its summed loss
+                logits = out.prediction_logits[batch["labels"] != -100]
+                mlm = torch.nn.functional.cross_entropy(logits, batch["labels"][batch["labels"] != -100])
+            total += float(mlm) * n
+            count += n
+    model.train()
+    return total / count
+
+
+def time_to_quality(args, data_dir: Path, tokenizer) -> str:
+    """Same wall-clock budget for each loop (taken in alternating slices), then held-out MLM loss."""
+    from bertforge.config import BertConfig
+    config = BertConfig.preset("mini", vocab_size=len(tokenizer.vocab))
+    ours = Bertforge(1, config, data_dir, tokenizer, 32, args.seq_len)
+    theirs = Transformers(1, config, data_dir, tokenizer, 32, args.seq_len, args.vocab)
+    for who in (ours, theirs):
+        for group in who.optimizer.param_groups:
+            group["lr"] = 5e-4
+    spent = {"bertforge": 0.0, "transformers": 0.0}
+    steps = {"bertforge": 0, "transformers": 0}
+    slice_s = args.ttq / 6
+    while min(spent.values()) < args.ttq:
+        for name, who in (("bertforge", ours), ("transformers", theirs)):
+            t0 = time.perf_counter()
+            while time.perf_counter() - t0 < slice_s and spent[name] + time.perf_counter() - t0 < args.ttq:
+                who()
+                steps[name] += 1
+            spent[name] += time.perf_counter() - t0
+    rows = []
+    for name, who in (("bertforge", ours), ("transformers", theirs)):
+        rows.append(["mini", name, f"{spent[name]:.0f}", steps[name], f"{sum(who.tokens):,}",
+                     f"{heldout_mlm_loss(who.model, data_dir, tokenizer):.3f}"])
+    return markdown_table(["config", "loop", "train seconds", "steps (batch 32)", "tokens", "held-out MLM loss"],
+                          rows)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--vocab", required=True, help="folder with vocab.txt (uncased BERT)")
+    parser.add_argument("--data", help="a prepared corpus (default: prepare a slice of the shared Wikipedia)")
+    parser.add_argument("--megabytes", type=float, default=4.0, help="size of that slice")
+    parser.add_argument("--configs", default="mini,base")
+    parser.add_argument("--seq-len", type=int, default=128)
+    parser.add_argument("--batch-size", type=int, default=None)
+    parser.add_argument("--steps", type=int, default=None, help="steps per repeat")
+    parser.add_argument("--repeats", type=int, default=None)
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--ttq", type=float, default=0, metavar="SECONDS",
+                        help="also train mini for this wall-clock budget per loop and compare held-out MLM loss")
+    args = parser.parse_args()
+    torch.set_num_threads(args.threads)
+    from bertforge.tokenization import BertTokenizer
+    tokenizer = BertTokenizer.from_pretrained(args.vocab)
+    with tempfile.TemporaryDirectory() as tmp:
+        data_dir = Path(args.data) if args.data else prepare_slice(args.vocab, args.megabytes, Path(tmp))
+        rows, profile = [], []
+        for label in filter(None, args.configs.split(",")):
+            r, p = run_config(label.strip(), args, data_dir, tokenizer)
+            rows += r
+            profile += p
+        ttq = time_to_quality(args, data_dir, tokenizer) if args.ttq else ""
+    print(markdown_table(["config", "loop", "tokens/s", "useful GFLOP/s", "of GEMM peak", "vs transformers",
+                          "GEMM peak GFLOP/s"], rows))
+    print()
+    print("Where a step's time goes:")
+    print(markdown_table(["config", "loop", "data (build + mask)", "forward", "backward", "clip + optimizer"], profile))
+    print()
+    if ttq:
+        print(f"Time to quality ({args.ttq:.0f} s of training each, lr 5e-4 constant, same held-out masks):")
+        print(ttq)
+        print()
+    print(", ".join(f"{k}: {v}" for k, v in machine_info().items()))
+
+
+if __name__ == "__main__":
+    main()

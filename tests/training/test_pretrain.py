@@ -1,0 +1,145 @@
+"""The pre-training loop end to end on a tiny model: outputs, objectives, budgets, non-finite losses."""
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from bertforge.training import checkpointing as ckpt
+from bertforge.training.pretrain import (NAN_STEPS_ENV, NonFiniteLossError, parse_duration, parse_schedule,
+                                         pretrain, seq_len_at)
+
+FAST = dict(model="tiny", batch_size=4, lr=1e-3, seq_len_schedule="64:1", progress=False, log_every=1)
+
+
+def test_parse_duration_and_schedule():
+    assert parse_duration("90") == 90 and parse_duration("30m") == 1800 and parse_duration("1h30m") == 5400
+    assert parse_duration("1.5h") == 5400 and parse_duration(None) is None
+    with pytest.raises(ValueError):
+        parse_duration("ten minutes")
+    phases = parse_schedule("128:0.9,512:0.1")
+    assert phases == [(128, 0.9), (512, 0.1)]
+    assert [seq_len_at(phases, p) for p in (0.0, 0.5, 0.8999, 0.9, 1.0)] == [128, 128, 128, 512, 512]
+    with pytest.raises(ValueError):
+        parse_schedule("128:0.5,512:0.2")
+
+
+def test_latest_checkpoint_ignores_incomplete_folders(tmp_path):
+    for step, files in ((2, ckpt.REQUIRED_FILES), (4, ckpt.REQUIRED_FILES), (6, ("config.json",))):
+        folder = ckpt.checkpoint_dir(tmp_path, step)
+        folder.mkdir(parents=True)
+        for f in files:
+            (folder / f).write_text("x")
+    (tmp_path / "checkpoints" / ".step-8.abc.tmp").mkdir()
+    assert ckpt.latest_checkpoint(tmp_path) == ckpt.checkpoint_dir(tmp_path, 4)
+    assert [p.name for p in ckpt.sweep_partial_saves(tmp_path)] == [".step-8.abc.tmp", "step-6"]
+    assert ckpt.latest_checkpoint(tmp_path / "nowhere") is None
+
+
+def test_run_writes_a_loadable_model_logs_and_resumes(train_data, vocab_dir, tmp_path, capsys):
+    out = tmp_path / "run"
+    result = pretrain(train_data, out, vocab=str(vocab_dir), objective="mlm+nsp", max_steps=4, save_every=2,
+                      keep_checkpoints=1, eval_every=4, eval_batches=1, grad_accum=2, **FAST)
+    assert result.step == 4 and result.stopped_by == "max-steps" and result.skipped_steps == 0
+    printed = capsys.readouterr().out
+    assert f"final model and tokenizer: {out}" in printed and "TensorBoard" in printed
+    # final model + tokenizer in OUTPUT, loadable by bertforge and by transformers
+    from bertforge import BertForPreTraining
+    from bertforge.tokenization import BertTokenizer
+    ours = BertForPreTraining.from_pretrained(out).eval()
+    assert BertTokenizer.from_pretrained(out).mask_token_id == 103
+    transformers = pytest.importorskip("transformers")
+    theirs = transformers.BertForPreTraining.from_pretrained(out).eval()
+    ids = torch.tensor([[101, 1996, 103, 2001, 2307, 1012, 102]])
+    with torch.no_grad():
+        a = ours(ids, attention_mask=torch.ones_like(ids), token_type_ids=torch.zeros_like(ids)).prediction_logits
+        b = theirs(input_ids=ids).prediction_logits
+    assert torch.allclose(a, b, atol=1e-4)
+    # checkpoints: only the newest kept, HF layout + training state
+    assert [s for s, _ in ckpt.list_checkpoints(out)] == [4]
+    state = ckpt.load_training_state(ckpt.latest_checkpoint(out))
+    assert {"optimizer", "scheduler", "rng", "dataset", "step"} <= set(state) and state["step"] == 4
+    # logs: train records every step, an eval record with perplexity = exp(mean MLM loss), the curves
+    records = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in records if r["split"] == "train"] == [1, 2, 3, 4]
+    evals = [r for r in records if r["split"] == "eval"]
+    assert len(evals) == 1 and math.isclose(evals[0]["perplexity"], math.exp(evals[0]["mlm_loss"]), rel_tol=1e-9)
+    assert 0 <= evals[0]["mlm_acc"] <= 1 and 0 <= evals[0]["nsp_acc"] <= 1
+    assert (out / "curves.png").stat().st_size > 0
+    # running the same thing again finds it finished and changes nothing
+    before = (out / "model.safetensors").read_bytes()
+    again = pretrain(train_data, out, vocab=str(vocab_dir), objective="mlm+nsp", max_steps=4, save_every=2,
+                     keep_checkpoints=1, eval_batches=0, grad_accum=2, **FAST)
+    assert again.step == 4 and any("nothing to train" in n for n in again.notes)
+    assert (out / "model.safetensors").read_bytes() == before
+    # ...but a changed setting is refused rather than silently mixed into the old run
+    with pytest.raises(ValueError, match="other settings"):
+        pretrain(train_data, out, vocab=str(vocab_dir), objective="mlm", max_steps=4, **FAST)
+
+
+def test_fill_mask_cli_reads_the_output(train_data, vocab_dir, tmp_path, capsys):
+    from bertforge.cli import main
+    out = tmp_path / "run"
+    code = main(["pretrain", "--data", str(train_data), "--vocab", str(vocab_dir), "--output", str(out),
+                 "--batch-size", "4", "--max-steps", "2", "--seq-len-schedule", "64:1", "--eval-batches", "0",
+                 "--no-progress"])
+    assert code == 0
+    capsys.readouterr()
+    assert main(["fill-mask", "--model", str(out), "the cat sat on the [MASK] ."]) == 0
+    assert "[MASK] #1:" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("objective", ["mlm+sop", "mlm", "ltr"])
+def test_other_objectives_train(train_data, vocab_dir, tmp_path, objective):
+    result = pretrain(train_data, tmp_path / objective, vocab=str(vocab_dir), objective=objective, max_steps=2,
+                      eval_batches=1, optimizer="lamb" if objective == "mlm" else "adamw", **FAST)
+    assert result.step == 2
+    assert math.isfinite(result.final_eval["mlm_loss"])
+    assert ("nsp_acc" in result.final_eval) == (objective == "mlm+sop")
+
+
+def test_time_budget_stops_and_decays(train_data, vocab_dir, tmp_path, capsys):
+    result = pretrain(train_data, tmp_path / "budget", vocab=str(vocab_dir), time_budget=2.0, eval_batches=0, **FAST)
+    assert result.stopped_by == "time-budget" and result.step >= 1
+    assert "time budget of 2s spent" in capsys.readouterr().out
+    records = [json.loads(line) for line in (tmp_path / "budget" / "metrics.jsonl").read_text().splitlines()]
+    lrs = [r["lr"] for r in records if r["split"] == "train"]
+    assert lrs[-1] < 1e-3 and lrs == sorted(lrs, reverse=True)
+
+
+def test_bf16_autocast_runs_on_cpu(train_data, vocab_dir, tmp_path):
+    result = pretrain(train_data, tmp_path / "bf16", vocab=str(vocab_dir), max_steps=2, eval_batches=1,
+                      precision="bf16", device="cpu", **FAST)
+    assert math.isfinite(result.final_eval["mlm_loss"])
+
+
+def test_non_finite_steps_are_skipped(train_data, vocab_dir, tmp_path, monkeypatch):
+    monkeypatch.setenv(NAN_STEPS_ENV, "2,3")
+    out = tmp_path / "nan"
+    result = pretrain(train_data, out, vocab=str(vocab_dir), max_steps=4, eval_batches=0, **FAST)
+    assert result.step == 4 and result.skipped_steps == 2
+    weights = load_file(str(out / "model.safetensors"))
+    assert all(torch.isfinite(t).all() for t in weights.values())
+    state = ckpt.load_training_state(ckpt.latest_checkpoint(out))
+    # two real updates only: the optimizer counted 2 steps, the schedule 4
+    steps = {float(s["step"]) for s in state["optimizer"]["state"].values()}
+    assert steps == {2.0} and state["scheduler"]["last_epoch"] == 4
+
+
+@pytest.mark.parametrize("limit", [pytest.param(20, marks=pytest.mark.slow), 3])
+def test_non_finite_steps_in_a_row_abort(train_data, vocab_dir, tmp_path, monkeypatch, limit):
+    """20 (the default) in a row abort the run; checkpoints are not written during the streak."""
+    monkeypatch.setenv(NAN_STEPS_ENV, "3-")
+    out = tmp_path / "diverged"
+    options = {**FAST, "batch_size": 2, "seq_len_schedule": "32:1"}
+    extra = {} if limit == 20 else {"max_bad_steps": limit}
+    with pytest.raises(NonFiniteLossError, match=rf"{limit} steps in a row.*step-2\b"):
+        pretrain(train_data, out, vocab=str(vocab_dir), max_steps=100, save_every=2, eval_batches=0, **options,
+                 **extra)
+    assert [s for s, _ in ckpt.list_checkpoints(out)] == [2]
+    weights = load_file(str(ckpt.latest_checkpoint(out) / "model.safetensors"))
+    assert all(torch.isfinite(t).all() for t in weights.values())
+    assert not (out / "model.safetensors").exists(), "a diverged run writes no final model"
