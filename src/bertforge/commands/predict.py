@@ -16,7 +16,7 @@ def register(sub) -> None:
                                    "{\"words\": [...]} or {\"context\": ..., \"endings\": [...]}.")
     p.add_argument("--model", required=True, metavar="DIR", help="predictor folder (has task.json)")
     p.add_argument("--input", metavar="FILE|-", help="input file, one example per line ('-' = stdin)")
-    p.add_argument("--text", nargs="+", help="inputs given on the command line")
+    p.add_argument("--text", nargs="+", action="extend", help="inputs given on the command line (repeatable)")
     p.add_argument("--batch-size", type=int, default=64)
     add_common(p)
     p.set_defaults(run=run)
