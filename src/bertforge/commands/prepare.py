@@ -29,10 +29,7 @@ def run(args: argparse.Namespace) -> int:
     manifest = prepare_corpus(args.input, args.vocab, args.output, max_seq_length=args.max_seq_length,
                               workers=args.workers, input_format=args.input_format,
                               heldout_fraction=args.heldout_fraction, heldout_documents=args.heldout_documents)
-    counts = manifest.get("counts", {})
-    print(f"prepared {args.output}: " + ", ".join(f"{k} {v:,}" if isinstance(v, int) else f"{k} {v}"
-                                                  for k, v in counts.items()))
-    bad = manifest.get("bad_lines")
-    if bad:
-        print("repaired or skipped: " + json.dumps(bad))
+    bad = {k: v for k, v in (manifest.get("bad_lines") or {}).items() if v}
+    print("repaired or skipped: " + (json.dumps(bad) if bad else "nothing"))
+    print(f"manifest: {args.output}/manifest.json")
     return 0
