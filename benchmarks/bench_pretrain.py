@@ -78,6 +78,19 @@ class Contender:
         self.flops[-1] += count_flops(self.config, lengths, n_masked=int((labels != -100).sum()), pooler=True,
                                       nsp=True, training=True)
 
+    def train_on(self, batch: dict) -> None:
+        """The timed step both loops share: forward, backward, clip, optimizer, token accounting."""
+        t = self.timers
+        loss = self.model(**batch).loss
+        t.lap("forward")
+        loss.backward()
+        t.lap("backward")
+        torch.nn.utils.clip_grad_norm_(self.model.parameters(), 1.0)
+        self.optimizer.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        t.lap("clip + optimizer")
+        self.account(batch["attention_mask"], batch["labels"])
+
     def __call__(self) -> None:
         self.tokens.append(0)
         self.flops.append(0.0)
@@ -102,15 +115,7 @@ class Bertforge(Contender):
         t.start()
         batch = next_batch(self.data)
         t.lap("data (build + mask)")
-        loss = self.model(**batch).loss
-        t.lap("forward")
-        loss.backward()
-        t.lap("backward")
-        torch.nn.utils.clip_grad_norm_(self.model.parameters(), 1.0)
-        self.optimizer.step()
-        self.optimizer.zero_grad(set_to_none=True)
-        t.lap("clip + optimizer")
-        self.account(batch["attention_mask"], batch["labels"])
+        self.train_on(batch)
 
 
 class Transformers(Contender):
@@ -149,15 +154,7 @@ class Transformers(Contender):
         self.cursor = (self.cursor + self.batch_size) % (len(self.examples) - self.batch_size)
         batch = self.collator(chunk)
         t.lap("data (build + mask)")
-        loss = self.model(**batch).loss
-        t.lap("forward")
-        loss.backward()
-        t.lap("backward")
-        torch.nn.utils.clip_grad_norm_(self.model.parameters(), 1.0)
-        self.optimizer.step()
-        self.optimizer.zero_grad(set_to_none=True)
-        t.lap("clip + optimizer")
-        self.account(batch["attention_mask"], batch["labels"])
+        self.train_on(batch)
 
 
 def run_config(label: str, args, data_dir: Path, tokenizer) -> tuple[list, list]:
