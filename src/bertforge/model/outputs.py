@@ -45,3 +45,20 @@ class BertForPreTrainingOutput(ModelOutput):
     mlm_loss: Optional[torch.Tensor] = None
     nsp_loss: Optional[torch.Tensor] = None
     hidden_states: Optional[tuple[torch.Tensor, ...]] = None
+
+
+@dataclass
+class TaskOutput(ModelOutput):
+    loss: Optional[torch.Tensor] = None
+    # [batch, labels] (sequence), [batch, seq, labels] (token; zeros at padding), [batch, choices] (multiple choice)
+    logits: Optional[torch.Tensor] = None
+    hidden_states: Optional[tuple[torch.Tensor, ...]] = None
+
+
+@dataclass
+class QuestionAnsweringOutput(ModelOutput):
+    loss: Optional[torch.Tensor] = None
+    # [batch, seq]; padded positions hold a large negative number so a softmax never picks them
+    start_logits: Optional[torch.Tensor] = None
+    end_logits: Optional[torch.Tensor] = None
+    hidden_states: Optional[tuple[torch.Tensor, ...]] = None

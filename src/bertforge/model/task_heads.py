@@ -6,7 +6,6 @@ from `BertModel.encode`, so padding never reaches a head's matmul.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Optional
 
 import torch
@@ -15,24 +14,7 @@ from torch import nn
 
 from bertforge.config import BertConfig
 from bertforge.model.bert import BertModel, BertPreTrainedModel
-from bertforge.model.outputs import ModelOutput
-
-
-@dataclass
-class TaskOutput(ModelOutput):
-    loss: Optional[torch.Tensor] = None
-    # [batch, labels] (sequence), [batch, seq, labels] (token; zeros at padding), [batch, choices] (multiple choice)
-    logits: Optional[torch.Tensor] = None
-    hidden_states: Optional[tuple[torch.Tensor, ...]] = None
-
-
-@dataclass
-class QuestionAnsweringOutput(ModelOutput):
-    loss: Optional[torch.Tensor] = None
-    # [batch, seq]; padded positions hold a large negative number so a softmax never picks them
-    start_logits: Optional[torch.Tensor] = None
-    end_logits: Optional[torch.Tensor] = None
-    hidden_states: Optional[tuple[torch.Tensor, ...]] = None
+from bertforge.model.outputs import QuestionAnsweringOutput, TaskOutput
 
 
 def _dropout(config: BertConfig) -> nn.Dropout:
