@@ -8,14 +8,35 @@ from bertforge.model import (BertForMultipleChoice, BertForQuestionAnswering, Be
 
 __version__ = "0.1.0"
 
+# Imported on first use, so `import bertforge` stays light for model-only use.
+_LAZY = {
+    "BertTokenizer": "bertforge.tokenization",
+    "load_tokenizer": "bertforge.tokenization",
+    "Predictor": "bertforge.tasks.predictor",
+    **{name: "bertforge.model.auto" for name in (
+        "AutoConfig", "AutoModel", "AutoModelForMaskedLM", "AutoModelForPreTraining",
+        "AutoModelForSequenceClassification", "AutoModelForTokenClassification", "AutoModelForQuestionAnswering",
+        "AutoModelForMultipleChoice")},
+    **{name: "bertforge.model.roberta" for name in (
+        "RobertaConfig", "RobertaModel", "RobertaForMaskedLM", "RobertaForSequenceClassification",
+        "RobertaForTokenClassification", "RobertaForQuestionAnswering", "RobertaForMultipleChoice")},
+    **{name: "bertforge.model.albert" for name in (
+        "AlbertConfig", "AlbertModel", "AlbertForMaskedLM", "AlbertForPreTraining", "AlbertForSequenceClassification",
+        "AlbertForTokenClassification", "AlbertForQuestionAnswering", "AlbertForMultipleChoice")},
+    **{name: "bertforge.model.distilbert" for name in (
+        "DistilBertConfig", "DistilBertModel", "DistilBertForMaskedLM", "DistilBertForSequenceClassification",
+        "DistilBertForTokenClassification", "DistilBertForQuestionAnswering", "DistilBertForMultipleChoice")},
+    "RobertaTokenizer": "bertforge.tokenization.bpe",
+    "AlbertTokenizer": "bertforge.tokenization.sentencepiece",
+}
+
 __all__ = ["BertConfig", "BertModel", "BertForMaskedLM", "BertForPreTraining", "CheckpointError", "__version__",
            "BertForSequenceClassification", "BertForTokenClassification", "BertForQuestionAnswering",
-           "BertForMultipleChoice"]
+           "BertForMultipleChoice", *_LAZY]
 
 
 def __getattr__(name: str):
-    # The tokenizer is imported lazily so `import bertforge` stays light for model-only use.
-    if name == "BertTokenizer":
-        from bertforge.tokenization import BertTokenizer
-        return BertTokenizer
+    if name in _LAZY:
+        import importlib
+        return getattr(importlib.import_module(_LAZY[name]), name)
     raise AttributeError(f"module 'bertforge' has no attribute {name!r}")

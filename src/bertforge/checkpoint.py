@@ -43,12 +43,18 @@ class NameMap:
     `ignored` are HF keys that carry no parameters of ours (buffers such as `position_ids`).
     `head_prefixes` are HF keys of heads any model of the family may carry: when the class being loaded has
     no such head they are reported as unused, not rejected as unknown.
+    `tied` are HF keys of tensors that are tied to others (the MLM decoder): HF may or may not write them;
+    we accept and ignore them on load.
+    `base_modules` are HF key prefixes (without the base-model prefix) that belong to the base model even
+    though they look like heads, e.g. BERT's `pooler.`.
     """
 
     rules: list[tuple[str, str]]
     fused: list[tuple[str, list[str]]] = field(default_factory=list)
     ignored: tuple[str, ...] = ()
     head_prefixes: tuple[str, ...] = ()
+    tied: tuple[str, ...] = ()
+    base_modules: tuple[str, ...] = ()
 
     def to_hf(self, name: str) -> list[str]:
         for pattern, targets in self.fused:
@@ -78,10 +84,10 @@ BERT_NAMES = NameMap(
     ],
     ignored=("embeddings.position_ids", "embeddings.token_type_ids"),
     head_prefixes=("cls.", "classifier.", "qa_outputs.", "pooler."),
+    # the decoder weight is the word embedding and its bias is `cls.predictions.bias`
+    tied=("cls.predictions.decoder.weight", "cls.predictions.decoder.bias"),
+    base_modules=("pooler.",),
 )
-
-# Decoder weights/biases that are tied to other tensors: HF drops them on save; we accept and ignore them.
-TIED_HF_KEYS = ("cls.predictions.decoder.weight", "cls.predictions.decoder.bias")
 
 
 def _legacy_rename(key: str) -> str:
@@ -264,7 +270,7 @@ def load_hf_state_dict(model: "BertPreTrainedModel", hf_state: dict[str, torch.T
     unused, unknown, problems = [], [], []
     for key, tensor in normalised.items():
         bare = key[len(hf_prefix):] if hf_prefix and key.startswith(hf_prefix) else key
-        if bare in names.ignored or key in TIED_HF_KEYS:
+        if bare in names.ignored or key in names.tied:
             continue
         if key not in expected:
             (unused if bare.startswith(names.head_prefixes) else unknown).append(key)
@@ -323,7 +329,7 @@ def load_hf_state_dict(model: "BertPreTrainedModel", hf_state: dict[str, torch.T
 
 
 def _is_hf_head(bare_key: str, names: NameMap) -> bool:
-    return bare_key.startswith(names.head_prefixes) and not bare_key.startswith("pooler.")
+    return bare_key.startswith(names.head_prefixes) and not bare_key.startswith(names.base_modules)
 
 
 def _is_base_param(internal: str, inner_prefix: str, head_names: dict[str, str]) -> bool:

@@ -119,6 +119,11 @@ class BertModel(BertPreTrainedModel):
     def _flop_heads(self) -> set[str]:
         return {"pooler"} if self.pooler is not None else set()
 
+    def default_position_ids(self, input_ids: torch.Tensor, attention_mask: Optional[torch.Tensor]) -> torch.Tensor:
+        """0, 1, 2, ... per row; families with another convention (RoBERTa's offset) override this."""
+        B, L = input_ids.shape
+        return torch.arange(L, device=input_ids.device).expand(B, L)
+
     def encode(self, input_ids: torch.Tensor, attention_mask: Optional[torch.Tensor] = None,
                token_type_ids: Optional[torch.Tensor] = None, position_ids: Optional[torch.Tensor] = None,
                causal: bool = False, unpad: bool = True,
@@ -135,7 +140,7 @@ class BertModel(BertPreTrainedModel):
                              f"({self.config.max_position_embeddings}); truncate the input")
         batch = PackedBatch.from_mask(attention_mask, B, L, input_ids.device, causal=causal, unpad=unpad)
         if position_ids is None:
-            position_ids = torch.arange(L, device=input_ids.device).expand(B, L)
+            position_ids = self.default_position_ids(input_ids, attention_mask)
         x = self.embeddings(batch.pack(input_ids), batch.pack(position_ids),
                             batch.pack(token_type_ids) if token_type_ids is not None else None)
         collect: list[torch.Tensor] | None = [] if output_hidden_states else None

@@ -158,11 +158,14 @@ class BertForMultipleChoice(BertPreTrainedModel):
         return TaskOutput(loss=loss, logits=logits, hidden_states=_hidden(batch, collect))
 
 
-#: head kind (as in `bertforge.tasks.registry.HeadKind`) -> model class
-HEAD_CLASSES: dict[str, type[BertPreTrainedModel]] = {
-    "sequence_classification": BertForSequenceClassification,
-    "regression": BertForSequenceClassification,
-    "token_classification": BertForTokenClassification,
-    "question_answering": BertForQuestionAnswering,
-    "multiple_choice": BertForMultipleChoice,
-}
+def _bert_family():
+    from bertforge.model.auto import Family
+    from bertforge.model.bert import BertForMaskedLM, BertForPreTraining
+    return Family(config_class=BertConfig, classes={
+        "base": BertModel, "masked_lm": BertForMaskedLM, "pretraining": BertForPreTraining,
+        "sequence_classification": BertForSequenceClassification,
+        "token_classification": BertForTokenClassification,
+        "question_answering": BertForQuestionAnswering, "multiple_choice": BertForMultipleChoice})
+
+
+FAMILY = _bert_family()

@@ -165,8 +165,8 @@ def encode(spec: TaskSpec, tokenizer, examples: Sequence[Any], settings: Finetun
 # ---- model -----------------------------------------------------------------------------------------------------
 def build_model(spec: TaskSpec, model_dir: str | Path, labels: Sequence[str] | None):
     """The task's head class on top of the checkpoint's encoder; label names go into the config."""
-    from bertforge.model.task_heads import HEAD_CLASSES
-    cls = HEAD_CLASSES[spec.head]
+    from bertforge.model.auto import model_class_for
+    cls = model_class_for(model_dir, spec.head)
     overrides: dict[str, Any] = {}
     if spec.head == "regression":
         overrides = {"id2label": {0: "score"}, "problem_type": "regression"}
@@ -329,7 +329,7 @@ def train_run(spec: TaskSpec, tokenizer, data: TaskData, train_features: list[Fe
 
 def finetune(settings: FinetuneSettings, say=print) -> dict[str, Any]:
     """Run every (lr, restart), keep the best on the eval set, save it as a predictor; returns metrics.json."""
-    from bertforge.tokenization import BertTokenizer
+    from bertforge.tokenization import load_tokenizer
 
     spec = get_task(settings.task)
     out = Path(settings.output)
@@ -342,7 +342,7 @@ def finetune(settings: FinetuneSettings, say=print) -> dict[str, Any]:
     data.evals = {k: _subset(v, settings.max_eval_samples, None) for k, v in data.evals.items()}
     if not data.train:
         raise ValueError("no training examples")
-    tokenizer = BertTokenizer.from_pretrained(settings.model)
+    tokenizer = load_tokenizer(settings.model)
     train_features = encode(spec, tokenizer, data.train, settings, data.labels, training=True)
     say(f"{spec.name}: {len(data.train)} train examples ({len(train_features)} features), "
         + ", ".join(f"{len(v)} {k} examples" for k, v in data.evals.items()))

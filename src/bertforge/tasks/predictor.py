@@ -52,16 +52,16 @@ class Predictor:
 
     @classmethod
     def load(cls, directory: str | Path) -> "Predictor":
-        from bertforge.model.task_heads import HEAD_CLASSES
-        from bertforge.tokenization import BertTokenizer
+        from bertforge.model.auto import model_class_for
+        from bertforge.tokenization import load_tokenizer
         directory = Path(directory)
         task_file = directory / TASK_FILE
         if not task_file.is_file():
             raise FileNotFoundError(f"{directory} has no {TASK_FILE}: not a fine-tuned predictor folder "
                                     "(make one with `bertforge finetune`)")
         task = json.loads(task_file.read_text(encoding="utf-8"))
-        model = HEAD_CLASSES[task["head"]].from_pretrained(directory)
-        return cls(model, BertTokenizer.from_pretrained(directory), task, directory)
+        model = model_class_for(directory, task["head"]).from_pretrained(directory)
+        return cls(model, load_tokenizer(directory), task, directory)
 
     @property
     def head(self) -> str:

@@ -6,8 +6,9 @@ running on the Rust engine of ``tokenizers``; ``train_wordpiece`` learns a
 ``vocab.txt`` in BERT's layout from plain or compressed text files.
 """
 
+from .auto import load_tokenizer
 from .encoding import BatchEncoding
 from .train import train_wordpiece
 from .wordpiece import BertTokenizer
 
-__all__ = ["BertTokenizer", "BatchEncoding", "train_wordpiece"]
+__all__ = ["BertTokenizer", "BatchEncoding", "load_tokenizer", "train_wordpiece"]

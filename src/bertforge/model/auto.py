@@ -1,0 +1,118 @@
+"""Pick the family from `config.json`'s `model_type`, as `transformers`' Auto classes do.
+
+Each family module (bert, roberta, albert, distilbert) exposes `FAMILY`: its config class and one model
+class per role. Family modules are imported only when asked for, so `import bertforge` stays light.
+"""
+from __future__ import annotations
+
+import importlib
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from bertforge.config import CONFIG_NAME, BertConfig
+
+ROLES = ("base", "masked_lm", "pretraining", "sequence_classification", "token_classification",
+         "question_answering", "multiple_choice")
+
+# model_type -> module holding `FAMILY`
+FAMILY_MODULES = {
+    "bert": "bertforge.model.task_heads",
+    "roberta": "bertforge.model.roberta",
+    "albert": "bertforge.model.albert",
+    "distilbert": "bertforge.model.distilbert",
+}
+
+
+@dataclass(frozen=True)
+class Family:
+    """One member of the BERT family: how its config is read and which class plays each role."""
+
+    config_class: type[BertConfig]
+    classes: dict[str, type]
+
+    def model_class(self, role: str) -> type:
+        if role == "regression":  # STS-B: a sequence head with one output
+            role = "sequence_classification"
+        if role not in self.classes:
+            raise ValueError(f"the {self.config_class.model_type} family has no {role!r} model; it has "
+                             f"{', '.join(self.classes)}")
+        return self.classes[role]
+
+
+def family(model_type: str) -> Family:
+    if model_type not in FAMILY_MODULES:
+        raise ValueError(f"unknown model_type {model_type!r}; bertforge knows {', '.join(FAMILY_MODULES)}")
+    return importlib.import_module(FAMILY_MODULES[model_type]).FAMILY
+
+
+def read_model_type(path: str | Path) -> str:
+    """The `model_type` of a checkpoint folder (or config.json); BERT when the field is absent, as in old dumps."""
+    path = Path(path)
+    file = path / CONFIG_NAME if path.is_dir() else path
+    try:
+        data = json.loads(file.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        from bertforge.checkpoint import CheckpointError
+        raise CheckpointError(f"{path}: no {CONFIG_NAME}; cannot tell which model family this is") from None
+    except json.JSONDecodeError as err:
+        from bertforge.config import ConfigError
+        raise ConfigError(f"{file}: not valid JSON (line {err.lineno}: {err.msg})") from None
+    return str(data.get("model_type", "bert")) if isinstance(data, dict) else "bert"
+
+
+def model_class_for(path: str | Path, role: str) -> type:
+    return family(read_model_type(path)).model_class(role)
+
+
+class AutoConfig:
+    @staticmethod
+    def from_pretrained(path: str | Path) -> BertConfig:
+        return family(read_model_type(path)).config_class.from_pretrained(path)
+
+
+class _AutoModel:
+    role: str = "base"
+
+    def __init__(self) -> None:
+        raise TypeError(f"{type(self).__name__} is not instantiated; use {type(self).__name__}.from_pretrained(dir)")
+
+    @classmethod
+    def from_pretrained(cls, path: str | Path, **kwargs: Any):
+        """Load the folder with the class its `model_type` calls for (e.g. `RobertaForMaskedLM`)."""
+        from bertforge.checkpoint import resolve_folder
+        folder = resolve_folder(path)
+        return model_class_for(folder, cls.role).from_pretrained(folder, **kwargs)
+
+    @classmethod
+    def from_config(cls, config: BertConfig):
+        return family(config.model_type).model_class(cls.role)(config)
+
+
+class AutoModel(_AutoModel):
+    role = "base"
+
+
+class AutoModelForMaskedLM(_AutoModel):
+    role = "masked_lm"
+
+
+class AutoModelForPreTraining(_AutoModel):
+    role = "pretraining"
+
+
+class AutoModelForSequenceClassification(_AutoModel):
+    role = "sequence_classification"
+
+
+class AutoModelForTokenClassification(_AutoModel):
+    role = "token_classification"
+
+
+class AutoModelForQuestionAnswering(_AutoModel):
+    role = "question_answering"
+
+
+class AutoModelForMultipleChoice(_AutoModel):
+    role = "multiple_choice"

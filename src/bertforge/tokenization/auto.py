@@ -1,0 +1,31 @@
+"""Load whichever tokenizer a folder holds: WordPiece (`vocab.txt`), byte-level BPE (`vocab.json` +
+`merges.txt`, RoBERTa) or SentencePiece (`spiece.model`, ALBERT)."""
+from __future__ import annotations
+
+import importlib
+from pathlib import Path
+from typing import Any
+
+# file that identifies the kind -> "module:Class"; checked in this order
+TOKENIZER_FILES = (
+    ("spiece.model", "bertforge.tokenization.sentencepiece:AlbertTokenizer"),
+    ("merges.txt", "bertforge.tokenization.bpe:RobertaTokenizer"),
+    ("vocab.txt", "bertforge.tokenization.wordpiece:BertTokenizer"),
+)
+
+
+def tokenizer_class_for(directory: str | Path) -> type:
+    folder = Path(directory)
+    if not folder.is_dir():
+        raise FileNotFoundError(f"{directory}: no such tokenizer folder")
+    for name, target in TOKENIZER_FILES:
+        if (folder / name).is_file():
+            module, cls = target.split(":")
+            return getattr(importlib.import_module(module), cls)
+    raise FileNotFoundError(f"{directory}: no tokenizer files; expected one of "
+                            f"{', '.join(name for name, _ in TOKENIZER_FILES)}")
+
+
+def load_tokenizer(directory: str | Path, **kwargs: Any):
+    """The folder's tokenizer, whatever its kind (all share `BertTokenizer`'s call API)."""
+    return tokenizer_class_for(directory).from_pretrained(str(directory), **kwargs)
