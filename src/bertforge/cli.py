@@ -21,6 +21,7 @@ VERBS = {
     "evaluate": "evaluate",
     "predict": "predict",
     "features": "features",
+    "ablate": "ablate",
     "info": "info",
 }
 

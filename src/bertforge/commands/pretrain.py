@@ -14,7 +14,8 @@ def register(sub) -> None:
                        "checkpoint. Launch with `torchrun --nproc_per_node N` for data-parallel training.")
     p.add_argument("--data", required=True, metavar="DIR", help="a folder written by `bertforge prepare`")
     p.add_argument("--model", default="tiny", metavar="PRESET|CONFIG",
-                   help="tiny, mini, small, medium, base, large, or a config.json")
+                   help="a size (tiny, mini, small, medium, base, large), optionally of a family "
+                        "(roberta-mini, albert-base, distilbert-small...), or a config.json")
     p.add_argument("--output", required=True, metavar="DIR")
     p.add_argument("--objective", default="mlm+nsp", choices=["mlm+nsp", "mlm+sop", "mlm", "ltr"])
     p.add_argument("--packing", default="full-sentences", choices=["full-sentences", "doc-sentences"],
@@ -36,6 +37,8 @@ def register(sub) -> None:
     p.add_argument("--eval-batches", type=int, default=20, help="held-out batches per evaluation (0: none)")
     p.add_argument("--log-every", type=int, default=10)
     p.add_argument("--masking", default="dynamic", choices=["dynamic", "static"])
+    p.add_argument("--dupe-factor", type=int, default=10,
+                   help="static masking: how many differently masked copies of the corpus (BERT used 10)")
     p.add_argument("--mask-rate", type=float, default=0.15)
     p.add_argument("--whole-word", action="store_true")
     p.add_argument("--seed", type=int, default=0)
@@ -56,7 +59,8 @@ def run(args: argparse.Namespace) -> int:
         seq_len_schedule=args.seq_len_schedule, optimizer=args.optimizer,
         time_budget=parse_duration(args.time_budget), save_every=args.save_every,
         keep_checkpoints=args.keep_checkpoints, eval_every=args.eval_every, eval_batches=args.eval_batches,
-        log_every=args.log_every, masking=args.masking, mask_rate=args.mask_rate, whole_word=args.whole_word,
+        log_every=args.log_every, masking=args.masking, dupe_factor=args.dupe_factor,
+        mask_rate=args.mask_rate, whole_word=args.whole_word,
         seed=args.seed, init_from=args.init_from, device=args.device, precision=args.precision,
         progress=not args.no_progress)
     run_pretraining(cfg)

@@ -66,6 +66,14 @@ def model_class_for(path: str | Path, role: str) -> type:
     return family(read_model_type(path)).model_class(role)
 
 
+def preset_config(name: str, **overrides: Any) -> BertConfig:
+    """A named size, optionally of a family: `mini`, `bert-base`, `albert-base`, `roberta-tiny`..."""
+    family_name, _, size = name.rpartition("-")
+    if family_name in FAMILY_MODULES:
+        return family(family_name).config_class.preset(size, **overrides)
+    return BertConfig.preset(name, **overrides)
+
+
 class AutoConfig:
     @staticmethod
     def from_pretrained(path: str | Path) -> BertConfig:

@@ -24,10 +24,8 @@ import torch
 
 from bertforge.atomic import atomic_path, atomic_write_text
 from bertforge.checkpoint import load_hf_state_dict, read_state_dict
-from bertforge.config import BertConfig
 from bertforge.data import MaskingConfig, PretrainingDataset, load_manifest
 from bertforge.data.shards import load_tokenizer
-from bertforge.model import BertForPreTraining
 from bertforge.training import checkpointing as ckpt
 from bertforge.training import distributed as dist_
 from bertforge.training.metrics_log import MetricsLog
@@ -37,6 +35,7 @@ from bertforge.training.optim import budget_decay_factor, build_optimizer, linea
 NAN_STEPS_ENV = "BERTFORGE_TEST_NAN_STEPS"
 # Settings that must not change when a run is resumed (the data order or the model would change under it).
 RESUME_KEYS = ("objective", "packing", "model", "batch_size", "grad_accum", "seed", "masking", "mask_rate",
+               "dupe_factor",
                "whole_word", "seq_len_schedule", "optimizer")
 
 
@@ -68,6 +67,7 @@ class PretrainConfig:
     log_every: int = 10
     masking: str = "dynamic"
     mask_rate: float = 0.15
+    dupe_factor: int = 10                    # static masking: differently masked copies of the corpus
     whole_word: bool = False
     seed: int = 0
     init_from: str | None = None
@@ -158,24 +158,29 @@ def resolve_vocab(data: str | Path, vocab: str | None) -> str:
     raise ValueError(f"{data} does not say which vocab it was prepared with; pass --vocab DIR")
 
 
-def build_model(cfg: PretrainConfig, tokenizer: Any, max_len: int) -> BertForPreTraining:
+def build_model(cfg: PretrainConfig, tokenizer: Any, max_len: int) -> torch.nn.Module:
+    """The family's pre-training class (BERT: MLM+NSP, ALBERT: MLM+SOP, RoBERTa/DistilBERT: MLM)."""
+    from bertforge.model.auto import family, model_class_for, preset_config, read_model_type
     vocab_size = len(tokenizer.vocab)
     if cfg.init_from:
-        model = BertForPreTraining.from_pretrained(cfg.init_from)
+        model = model_class_for(cfg.init_from, "pretraining").from_pretrained(cfg.init_from)
     else:
         path = Path(cfg.model)
         if path.is_dir():
             path = path / "config.json"
         if path.suffix == ".json" or path.is_file():
-            config = BertConfig.from_json_file(path)
+            config = family(read_model_type(path)).config_class.from_json_file(path)
         else:
-            config = BertConfig.preset(cfg.model, vocab_size=vocab_size)
-        model = BertForPreTraining(config)
+            config = preset_config(cfg.model, vocab_size=vocab_size, pad_token_id=tokenizer.pad_token_id)
+        model = family(config.model_type).model_class("pretraining")(config)
     if model.config.vocab_size < vocab_size:
         raise ValueError(f"the model has {model.config.vocab_size} token embeddings but the vocab has {vocab_size}")
     if model.config.max_position_embeddings < max_len:
         raise ValueError(f"--seq-len-schedule asks for {max_len} tokens but the model has only "
                          f"{model.config.max_position_embeddings} position embeddings")
+    if cfg.objective in ("mlm+nsp", "mlm+sop") and not hasattr(model, "nsp"):
+        raise ValueError(f"objective {cfg.objective} needs a sentence-pair head, which {type(model).__name__} "
+                         "lacks; use --objective mlm (or ltr)")
     return model
 
 
@@ -216,9 +221,12 @@ class Counters:
         target = labels[labels != -100]
         n = target.numel()
         s = self.sums
+        # MLM-only families (RoBERTa, DistilBERT) return MaskedLMOutput: logits/loss instead
+        logits = getattr(out, "prediction_logits", None)
+        logits, mlm_loss = (out.logits, out.loss) if logits is None else (logits, out.mlm_loss)
         s["mlm_n"] = s.get("mlm_n", 0.0) + n
-        s["mlm_correct"] = s.get("mlm_correct", 0.0) + float((out.prediction_logits.argmax(-1).cpu() == target).sum())
-        s["mlm_loss"] = s.get("mlm_loss", 0.0) + float(out.mlm_loss.detach()) * n
+        s["mlm_correct"] = s.get("mlm_correct", 0.0) + float((logits.argmax(-1).cpu() == target).sum())
+        s["mlm_loss"] = s.get("mlm_loss", 0.0) + float(mlm_loss.detach()) * n
         s["tokens"] = s.get("tokens", 0.0) + float(batch["attention_mask"].sum())
         if "next_sentence_label" in batch:
             nsl = batch["next_sentence_label"]
@@ -240,7 +248,7 @@ class Counters:
 
 
 @torch.no_grad()
-def evaluate(model: BertForPreTraining, dataset: PretrainingDataset, batches: int, device: torch.device,
+def evaluate(model: torch.nn.Module, dataset: PretrainingDataset, batches: int, device: torch.device,
              objective: str, autocast) -> dict[str, float]:
     """MLM (or LTR) accuracy and perplexity, and NSP/SOP accuracy, on the first `batches` held-out batches.
     The held-out masks are a function of the example, so every evaluation sees the same questions."""
@@ -261,7 +269,7 @@ def evaluate(model: BertForPreTraining, dataset: PretrainingDataset, batches: in
     return result
 
 
-def _save_final(model: BertForPreTraining, tokenizer: Any, output: Path) -> None:
+def _save_final(model: torch.nn.Module, tokenizer: Any, output: Path) -> None:
     """The finished model in OUTPUT itself (HF layout + tokenizer), each file replaced atomically."""
     model.save_pretrained(output)
     with tempfile.TemporaryDirectory(dir=output, prefix=".tokenizer.") as tmp:
@@ -297,7 +305,8 @@ def _run(cfg: PretrainConfig, info: dist_.DistInfo) -> PretrainResult:
     tokenizer = load_tokenizer(resolve_vocab(cfg.data, cfg.vocab))
     torch.manual_seed(cfg.seed)
     model = build_model(cfg, tokenizer, max(n for n, _ in phases)).to(info.device)
-    masking = MaskingConfig(rate=cfg.mask_rate, whole_word=cfg.whole_word, mode=cfg.masking)
+    masking = MaskingConfig(rate=cfg.mask_rate, whole_word=cfg.whole_word, mode=cfg.masking,
+                            dupe_factor=cfg.dupe_factor)
     train_data = PretrainingDataset(cfg.data, tokenizer, objective=cfg.objective, packing=cfg.packing,
                                     max_seq_length=phases[0][0], batch_size=cfg.batch_size, masking=masking,
                                     seed=cfg.seed, rank=info.rank, world_size=info.world_size)
@@ -315,7 +324,9 @@ def _run(cfg: PretrainConfig, info: dist_.DistInfo) -> PretrainResult:
     run_record = {k: getattr(cfg, k) for k in RESUME_KEYS}
     if latest is not None:
         saved = ckpt.load_training_state(latest)
-        changed = {k: (saved["run"].get(k), v) for k, v in run_record.items() if saved["run"].get(k) != v}
+        # a setting added after the run was saved counts as its default
+        was = {k: saved["run"].get(k, getattr(PretrainConfig, k, None)) for k in run_record}
+        changed = {k: (was[k], v) for k, v in run_record.items() if was[k] != v}
         if changed:
             raise ValueError(f"{out} holds a run with other settings ({', '.join(f'{k}: {a!r} there, {b!r} now' for k, (a, b) in changed.items())}); "
                              "resume with the same settings or choose another --output")

@@ -1,0 +1,48 @@
+"""`bertforge ablate TABLE`: reproduce one of the papers' ablation tables at small, equal budgets."""
+from __future__ import annotations
+
+import argparse
+
+from bertforge.commands import add_common
+
+
+def register(sub) -> None:
+    from bertforge.experiments.tables import TABLES
+    p = sub.add_parser("ablate", help="reproduce a paper's ablation table (Markdown + PNG)",
+                       description="Pre-train one model per row of the table with the same wall-clock budget, ask "
+                       "every row the same held-out questions (MLM, NSP, SOP), fine-tune each on SST-2 and MRPC, "
+                       "and write TABLE.md, TABLE.png and results.json to OUTPUT. Finished rows are kept; "
+                       "re-running continues. Tables: " + "; ".join(f"{t.name} ({t.paper})" for t in TABLES.values()),
+                       formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    p.add_argument("table", choices=sorted(TABLES), metavar="TABLE", help="one of: " + ", ".join(TABLES))
+    p.add_argument("--data", required=True, metavar="DIR", help="a corpus folder written by `bertforge prepare`")
+    p.add_argument("--output", required=True, metavar="DIR")
+    p.add_argument("--budget", default="10m", help="pre-training wall-clock per row (e.g. 90s, 10m, 1h)")
+    p.add_argument("--steps", type=int, default=None,
+                   help="pre-training steps per row instead of a wall-clock budget (fair on a busy machine)")
+    p.add_argument("--model", default=None, help="size for every row instead of the table's own (tiny, mini...)")
+    p.add_argument("--glue", default=None, metavar="DIR",
+                   help="folder holding SST-2/ and MRPC/ (e.g. ../shared/data/glue); omit to skip fine-tuning")
+    p.add_argument("--tasks", default="sst2,mrpc", help="comma-separated fine-tuning tasks")
+    p.add_argument("--finetune-samples", type=int, default=4000, help="train examples per task")
+    p.add_argument("--finetune-epochs", type=float, default=2.0)
+    p.add_argument("--finetune-lr", type=float, default=1e-4)
+    p.add_argument("--batch-size", type=int, default=64)
+    p.add_argument("--lr", type=float, default=1e-3)
+    p.add_argument("--warmup-steps", type=int, default=200)
+    p.add_argument("--eval-batches", type=int, default=20, help="held-out batches per probe")
+    p.add_argument("--seed", type=int, default=0)
+    add_common(p)
+    p.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from bertforge.experiments.ablate import AblationSettings, run_table
+    from bertforge.training.pretrain import parse_duration
+    tasks = tuple(t for t in args.tasks.split(",") if t)
+    run_table(AblationSettings(
+        table=args.table, data=args.data, output=args.output, budget=parse_duration(args.budget), steps=args.steps,
+        model=args.model, glue=args.glue, tasks=tasks, finetune_samples=args.finetune_samples,
+        finetune_epochs=args.finetune_epochs, finetune_lr=args.finetune_lr, batch_size=args.batch_size,
+        lr=args.lr, warmup_steps=args.warmup_steps, eval_batches=args.eval_batches, seed=args.seed))
+    return 0

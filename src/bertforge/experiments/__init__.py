@@ -1,0 +1,1 @@
+"""Experiments that combine the stages: the papers' ablation tables (`bertforge ablate`)."""

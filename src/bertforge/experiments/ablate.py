@@ -1,0 +1,224 @@
+"""Run one ablation table: equal-budget pre-training per row, the same held-out probes, the same fine-tuning.
+
+Every row is scored on the *same* held-out questions, whatever it was trained on: MLM accuracy and
+perplexity (15% masking, FULL-SENTENCES), NSP accuracy and SOP accuracy (segment pairs) — so a model
+trained without NSP is still asked NSP, as in ALBERT's Table 5. Then each row is fine-tuned on the same
+GLUE subsets. Rows that finished are not run again (`row.json`), and a killed pre-training run resumes
+from its checkpoint, so the command can simply be re-run. Writes `TABLE.md`, `TABLE.png`, `results.json`.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import re
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from bertforge.atomic import atomic_write_text
+from bertforge.experiments.tables import TABLES, Table, Variant
+
+PROBES = ("mlm", "nsp", "sop")  # held-out questions every row answers
+FINETUNE_TASKS = {"sst2": "SST-2", "mrpc": "MRPC"}
+
+
+@dataclass
+class AblationSettings:
+    table: str
+    data: str                        # a folder written by `bertforge prepare`
+    output: str
+    budget: float = 600.0            # seconds of pre-training per row
+    steps: int | None = None         # or a step budget: fairer than wall clock on a shared machine
+    model: str | None = None         # overrides the table's size (e.g. mini instead of tiny)
+    glue: str | None = None          # folder holding SST-2/ and MRPC/; None: no fine-tuning
+    tasks: tuple[str, ...] = ("sst2", "mrpc")
+    finetune_samples: int = 4000     # train examples per task (MRPC has 3,668)
+    finetune_epochs: float = 2.0
+    finetune_lr: float = 1e-4        # small models from short runs want a larger lr than the paper's 2e-5
+    batch_size: int = 64
+    lr: float = 1e-3
+    warmup_steps: int = 200
+    eval_batches: int = 20
+    seed: int = 0
+    extra: dict[str, Any] = field(default_factory=dict)  # any other PretrainConfig field for every row
+
+
+def budget_text(settings: AblationSettings) -> str:
+    return f"{settings.steps} steps" if settings.steps else f"{settings.budget / 60:.3g} min"
+
+
+def slug(name: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")
+
+
+def run_table(settings: AblationSettings, say: Callable[[str], None] = print) -> dict[str, Any]:
+    if settings.table not in TABLES:
+        raise ValueError(f"unknown table {settings.table!r}; choose one of {', '.join(TABLES)}")
+    table = TABLES[settings.table]
+    # heads dropped/added between pre-training and fine-tuning are expected here, not news
+    logging.getLogger("bertforge.checkpoint").setLevel(logging.ERROR)
+    out = Path(settings.output)
+    out.mkdir(parents=True, exist_ok=True)
+    say(f"{table.paper}: {table.title} — {len(table.variants)} rows x {budget_text(settings)} of pre-training "
+        f"on {settings.data}")
+    rows: dict[str, dict[str, Any]] = {}
+    for variant in table.variants:
+        row_dir = out / slug(variant.name)
+        done = row_dir / "row.json"
+        if done.exists():
+            rows[variant.name] = json.loads(done.read_text(encoding="utf-8"))
+            say(f"[{variant.name}] done earlier: {row_dir}")
+            continue
+        say(f"[{variant.name}] pre-training -> {row_dir}")
+        started = time.perf_counter()
+        train_row(table, variant, settings, row_dir, rows)
+        ltr = variant.options.get("objective") == "ltr"
+        row = {"name": variant.name, "dir": str(row_dir), **probe(row_dir, settings, ltr=ltr),
+               "parameters": _parameters(row_dir)}
+        if settings.glue:
+            for task in settings.tasks:
+                row.update({f"{task}_{k}": v for k, v in finetune_row(row_dir, task, settings).items()})
+        row["seconds"] = round(time.perf_counter() - started, 1)
+        atomic_write_text(done, json.dumps(row, indent=2) + "\n")
+        rows[variant.name] = row
+        say(f"[{variant.name}] " + ", ".join(f"{k} {v:.4g}" for k, v in row.items() if isinstance(v, float)))
+    result = {"table": table.name, "paper": table.paper, "title": table.title, "budget": budget_text(settings),
+              "settings": {k: v for k, v in vars(settings).items()}, "rows": list(rows.values())}
+    atomic_write_text(out / "results.json", json.dumps(result, indent=2, default=str) + "\n")
+    (out / f"{table.name}.md").write_text(markdown(table, result), encoding="utf-8")
+    plot(table, result, out / f"{table.name}.png")
+    say(f"wrote {out / (table.name + '.md')} and {out / (table.name + '.png')}")
+    return result
+
+
+# ---- one row -----------------------------------------------------------------------------------------------------
+def train_row(table: Table, variant: Variant, settings: AblationSettings, row_dir: Path,
+              rows: dict[str, dict[str, Any]]) -> None:
+    from bertforge.training.pretrain import PretrainConfig, run_pretraining
+    options: dict[str, Any] = {
+        "objective": "mlm+nsp", "batch_size": settings.batch_size, "lr": settings.lr,
+        "warmup_steps": settings.warmup_steps, "eval_batches": 0,
+        **({"max_steps": settings.steps} if settings.steps else {"time_budget": settings.budget}),
+        "save_every": 500, "seed": settings.seed, "progress": False, **settings.extra, **variant.options}
+    options.setdefault("model", settings.model or table.model)
+    if variant.kind == "distill":
+        teacher = rows.get(variant.teacher or "")
+        if teacher is None:
+            raise ValueError(f"row {variant.name!r} needs its teacher row {variant.teacher!r} to run first")
+        from bertforge.training.distill import distill, init_student
+        student = row_dir / "init"
+        if not (student / "config.json").exists():
+            init_student(teacher["dir"], student)
+        budget = {"max_steps": settings.steps} if settings.steps else {"time_budget": settings.budget}
+        distill(teacher["dir"], str(student), settings.data, str(row_dir), **budget,
+                batch_size=settings.batch_size, lr=settings.lr, warmup_steps=settings.warmup_steps,
+                seed=settings.seed, progress=False)
+        return
+    if variant.config:
+        options["model"] = str(_write_config(options["model"], variant.config, settings, row_dir))
+    run_pretraining(PretrainConfig(data=settings.data, output=str(row_dir), **options))
+
+
+def _write_config(model: str, overrides: dict[str, Any], settings: AblationSettings, row_dir: Path) -> Path:
+    """A row's config.json: the size preset with the row's changes (E, sharing, depth)."""
+    from bertforge.data.shards import load_tokenizer
+    from bertforge.model.auto import preset_config
+    from bertforge.training.pretrain import resolve_vocab
+    tokenizer = load_tokenizer(resolve_vocab(settings.data, None))
+    config = preset_config(model, vocab_size=len(tokenizer.vocab), pad_token_id=tokenizer.pad_token_id)
+    config = config.replace(**overrides)
+    path = row_dir / "row_config" / "config.json"
+    config.save_pretrained(path.parent)
+    return path
+
+
+def probe(row_dir: Path, settings: AblationSettings, ltr: bool = False) -> dict[str, float]:
+    """The same held-out questions for every row: masked tokens, next sentence, sentence order.
+    A left-to-right model is asked for the next token instead (its perplexity is not comparable to MLM's)."""
+    import torch
+    from bertforge.data import MaskingConfig, PretrainingDataset
+    from bertforge.data.shards import load_tokenizer
+    from bertforge.model.auto import model_class_for
+    from bertforge.training.pretrain import evaluate
+
+    model = model_class_for(row_dir, "pretraining").from_pretrained(row_dir)
+    tokenizer = load_tokenizer(row_dir)
+    results: dict[str, float] = {}
+    cpu = torch.device("cpu")
+    for task, objective in (("mlm", "ltr" if ltr else "mlm"), ("nsp", "mlm+nsp"), ("sop", "mlm+sop")):
+        if task != "mlm" and not hasattr(model, "nsp"):
+            continue  # no sentence-pair head to ask
+        held = PretrainingDataset(settings.data, tokenizer, objective=objective, packing="full-sentences",
+                                  batch_size=32, masking=MaskingConfig(rate=0.15), seed=1234, split="heldout")
+        scores = evaluate(model, held, settings.eval_batches, cpu, objective, _no_autocast)
+        if task == "mlm" and ltr:
+            results.update(ltr_acc=scores["mlm_acc"], ltr_perplexity=scores["perplexity"])
+        elif task == "mlm":
+            results.update(mlm_acc=scores["mlm_acc"], perplexity=scores["perplexity"])
+        else:
+            results[f"{task}_acc"] = scores["nsp_acc"]
+    return results
+
+
+def _no_autocast():
+    import contextlib
+    return contextlib.nullcontext()
+
+
+def _parameters(row_dir: Path) -> int:
+    from bertforge.model.auto import model_class_for
+    return model_class_for(row_dir, "base").from_pretrained(row_dir).num_parameters()
+
+
+def finetune_row(row_dir: Path, task: str, settings: AblationSettings) -> dict[str, float]:
+    from bertforge.tasks.finetune import FinetuneSettings, finetune
+    report = finetune(FinetuneSettings(
+        task=task, model=str(row_dir), output=str(row_dir / f"finetune-{task}"),
+        data=str(Path(settings.glue) / FINETUNE_TASKS[task]), epochs=settings.finetune_epochs,
+        learning_rates=(settings.finetune_lr,), max_train_samples=settings.finetune_samples,
+        seed=settings.seed, progress=False), say=lambda _msg: None)
+    return {k: float(report["eval"][k]) for k in ("accuracy", "f1") if k in report["eval"]}
+
+
+# ---- reporting ---------------------------------------------------------------------------------------------------
+COLUMNS = (("parameters", "params", "{:,}"), ("perplexity", "held-out MLM ppl", "{:.1f}"),
+           ("mlm_acc", "MLM acc", "{:.3f}"), ("ltr_perplexity", "held-out LTR ppl", "{:.1f}"), ("nsp_acc", "NSP acc", "{:.3f}"), ("sop_acc", "SOP acc", "{:.3f}"),
+           ("sst2_accuracy", "SST-2 dev acc", "{:.3f}"), ("mrpc_accuracy", "MRPC dev acc", "{:.3f}"),
+           ("mrpc_f1", "MRPC dev F1", "{:.3f}"))
+
+
+def markdown(table: Table, result: dict[str, Any]) -> str:
+    rows = result["rows"]
+    cols = [c for c in COLUMNS if any(c[0] in r for r in rows)]
+    lines = [f"### {table.paper}: {table.title}", "",
+             f"Each row: {result['budget']} of pre-training on the same corpus (batch "
+             f"{result['settings']['batch_size']}, lr {result['settings']['lr']:g}), then the same held-out probes "
+             f"and the same fine-tuning.", "",
+             "| row | " + " | ".join(c[1] for c in cols) + " |", "|---|" + "---:|" * len(cols)]
+    for r in rows:
+        cells = [fmt.format(r[key]) if key in r else "—" for key, _, fmt in cols]
+        lines.append(f"| {r['name']} | " + " | ".join(cells) + " |")
+    lines += ["", f"The paper: {table.expectation}", ""]
+    return "\n".join(lines)
+
+
+def plot(table: Table, result: dict[str, Any], path: Path) -> None:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    rows = result["rows"]
+    panels = [(k, label) for k, label, _ in COLUMNS[1:] if any(k in r for r in rows)]
+    fig, axes = plt.subplots(1, len(panels), figsize=(3.2 * len(panels), 3.4), squeeze=False)
+    names = [r["name"] for r in rows]
+    for ax, (key, label) in zip(axes[0], panels):
+        values = [r.get(key, float("nan")) for r in rows]
+        ax.bar(range(len(rows)), values, color=[f"C{i}" for i in range(len(rows))])
+        ax.set_title(label, fontsize=9)
+        ax.set_xticks(range(len(rows)), names, rotation=30, ha="right", fontsize=7)
+        if "perplexity" not in key:
+            ax.set_ylim(0, 1)
+    fig.suptitle(f"{table.paper}: {table.title} ({result['budget']} per row)", fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)

@@ -1,0 +1,57 @@
+"""`bertforge ablate`: a table runs end to end, scores every row on the same probes, and resumes."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from bertforge.experiments.ablate import AblationSettings, probe, run_table
+from bertforge.experiments.tables import TABLES
+
+
+def test_every_table_names_distinct_rows_and_known_options():
+    from bertforge.training.pretrain import PretrainConfig
+    fields = set(PretrainConfig.__dataclass_fields__)
+    for table in TABLES.values():
+        names = [v.name for v in table.variants]
+        assert len(set(names)) == len(names), table.name
+        for v in table.variants:
+            assert set(v.options) <= fields, (table.name, v.name)
+            if v.kind == "distill":
+                assert v.teacher in names[: names.index(v.name)], "a student's teacher must run before it"
+
+
+@pytest.mark.slow
+def test_objectives_table_end_to_end(train_data, shared_data, tmp_path, capsys):
+    settings = AblationSettings(table="bert-objectives", data=str(train_data), output=str(tmp_path / "t"),
+                                steps=2, model="tiny", glue=str(shared_data / "glue"), tasks=("sst2",),
+                                finetune_samples=48, finetune_epochs=1, batch_size=8, eval_batches=2)
+    result = run_table(settings, say=lambda _m: None)
+    rows = {r["name"]: r for r in result["rows"]}
+    assert list(rows) == ["MLM + NSP", "MLM, no NSP", "LTR, no NSP"]
+    for name, row in rows.items():
+        assert 0.0 <= row["nsp_acc"] <= 1.0 and 0.0 <= row["sop_acc"] <= 1.0
+        assert 0.0 <= row["sst2_accuracy"] <= 1.0
+        assert row["parameters"] > 0
+    assert "perplexity" in rows["MLM + NSP"] and "ltr_perplexity" not in rows["MLM + NSP"]
+    assert "ltr_perplexity" in rows["LTR, no NSP"] and "perplexity" not in rows["LTR, no NSP"]
+
+    table_md = (tmp_path / "t" / "bert-objectives.md").read_text()
+    assert table_md.count("\n| ") == 4 and "2 steps" in table_md  # header + 3 rows
+    assert (tmp_path / "t" / "bert-objectives.png").stat().st_size > 1000
+
+    # the probes are the same questions every time: asking again gives the same scores
+    again = probe(tmp_path / "t" / "mlm-nsp", settings)
+    assert again["perplexity"] == pytest.approx(rows["MLM + NSP"]["perplexity"], rel=1e-6)
+    assert again["nsp_acc"] == rows["MLM + NSP"]["nsp_acc"]
+
+    # finished rows are kept: a re-run trains nothing and reports the same table
+    messages: list[str] = []
+    second = run_table(settings, say=messages.append)
+    assert sum("done earlier" in m for m in messages) == 3
+    assert json.dumps(second["rows"]) == json.dumps(result["rows"])
+
+
+def test_unknown_table_is_a_clear_error(tmp_path):
+    with pytest.raises(ValueError, match="unknown table 'nope'"):
+        run_table(AblationSettings(table="nope", data=str(tmp_path), output=str(tmp_path / "o")))
