@@ -189,9 +189,10 @@ def run_config(label: str, args, data_dir: Path, tokenizer) -> tuple[list, list]
     return rows, profile
 
 
-def heldout_mlm_loss(model, data_dir: Path, tokenizer, batches: int = 8) -> float:
-    """Mean MLM loss over the same masked held-out tokens, whichever implementation `model` is."""
+def heldout_mlm_loss(who, data_dir: Path, tokenizer, batches: int = 8) -> float:
+    """Mean MLM loss over the same masked held-out tokens, whichever implementation `who.model` is."""
     from bertforge.data import PretrainingDataset
+    model = who.model
     data = PretrainingDataset(data_dir, tokenizer, batch_size=32, max_seq_length=128, seed=0, split="heldout")
     model.eval()
     total = count = 0.0
@@ -212,31 +213,92 @@ def heldout_mlm_loss(model, data_dir: Path, tokenizer, batches: int = 8) -> floa
     return total / count
 
 
+TTQ_LOOPS = (  # name, implementation, peak lr: the same recipe for both, then bertforge's tuned one
+    ("transformers", "transformers", 5e-4),
+    ("bertforge, same recipe", "bertforge", 5e-4),
+    ("bertforge, lr 1e-3", "bertforge", 1e-3),
+)
+
+
+def budget_lr(peak: float, spent: float, budget: float, warmup: float = 0.05) -> float:
+    """Warm up over the first 5% of the wall-clock budget, then decay linearly to zero at its end."""
+    fraction = min(spent / budget, 1.0)
+    return peak * (fraction / warmup if fraction < warmup else (1.0 - fraction) / (1.0 - warmup))
+
+
 def time_to_quality(args, data_dir: Path, tokenizer) -> str:
-    """Same wall-clock budget for each loop (taken in alternating slices), then held-out MLM loss."""
+    """Each loop gets the same wall-clock budget, taken in alternating slices so machine load hits all alike;
+    held-out MLM loss (same masked tokens) after every round. Reports when each bertforge loop first
+    reaches the loss transformers ends with, and draws the curves."""
     from bertforge.config import BertConfig
     config = BertConfig.preset("mini", vocab_size=len(tokenizer.vocab))
-    ours = Bertforge(1, config, data_dir, tokenizer, 32, args.seq_len)
-    theirs = Transformers(1, config, data_dir, tokenizer, 32, args.seq_len, args.vocab)
-    for who in (ours, theirs):
+    loops = {}
+    for name, kind, peak in TTQ_LOOPS:
+        who = (Bertforge(1, config, data_dir, tokenizer, 32, args.seq_len) if kind == "bertforge" else
+               Transformers(1, config, data_dir, tokenizer, 32, args.seq_len, args.vocab))
+        loops[name] = (who, peak)
+    for who, _ in loops.values():  # one untimed step at lr 0: first-call allocations are not training time
         for group in who.optimizer.param_groups:
-            group["lr"] = 5e-4
-    spent = {"bertforge": 0.0, "transformers": 0.0}
-    steps = {"bertforge": 0, "transformers": 0}
-    slice_s = args.ttq / 6
-    while min(spent.values()) < args.ttq:
-        for name, who in (("bertforge", ours), ("transformers", theirs)):
-            t0 = time.perf_counter()
-            while time.perf_counter() - t0 < slice_s and spent[name] + time.perf_counter() - t0 < args.ttq:
+            group["lr"] = 0.0
+        who()
+    spent = {name: 0.0 for name in loops}
+    steps = {name: 0 for name in loops}
+    curves = {name: [(0.0, heldout_mlm_loss(who, data_dir, tokenizer))] for name, (who, _) in loops.items()}
+    rounds = args.ttq_rounds
+    for r in range(1, rounds + 1):
+        for name, (who, peak) in loops.items():
+            until = args.ttq * r / rounds
+            while spent[name] < until:
+                for group in who.optimizer.param_groups:
+                    group["lr"] = budget_lr(peak, spent[name], args.ttq)
+                t0 = time.perf_counter()
                 who()
+                spent[name] += time.perf_counter() - t0
                 steps[name] += 1
-            spent[name] += time.perf_counter() - t0
+            curves[name].append((spent[name], heldout_mlm_loss(who, data_dir, tokenizer)))
+        print(f"ttq round {r}/{rounds}: " + ", ".join(f"{n} {c[-1][1]:.3f}" for n, c in curves.items()),
+              file=sys.stderr)
+    target = curves["transformers"][-1][1]
     rows = []
-    for name, who in (("bertforge", ours), ("transformers", theirs)):
-        rows.append(["mini", name, f"{spent[name]:.0f}", steps[name], f"{sum(who.tokens):,}",
-                     f"{heldout_mlm_loss(who.model, data_dir, tokenizer):.3f}"])
-    return markdown_table(["config", "loop", "train seconds", "steps (batch 32)", "tokens", "held-out MLM loss"],
-                          rows)
+    for name, (who, peak) in loops.items():
+        reached = first_time_below(curves[name], target)
+        rows.append(["mini", name, f"{peak:g}", f"{spent[name]:.0f}", steps[name], f"{sum(who.tokens):,}",
+                     f"{curves[name][-1][1]:.3f}",
+                     "—" if name == "transformers" else
+                     (f"{reached:.0f} s ({reached / spent['transformers']:.2f} of the budget)" if reached
+                      else "not reached")])
+    if args.ttq_plot:
+        plot_ttq(curves, target, Path(args.ttq_plot))
+    return markdown_table(["config", "loop", "peak lr", "train seconds", "steps (batch 32)", "tokens",
+                           "final held-out MLM loss", "reached transformers' final loss at"], rows)
+
+
+def first_time_below(curve: list[tuple[float, float]], target: float) -> float | None:
+    """When the curve first reaches `target`, interpolating linearly between evaluations."""
+    if curve[0][1] <= target:
+        return curve[0][0]
+    for (t0, l0), (t1, l1) in zip(curve, curve[1:]):
+        if l1 <= target:
+            return t1 if l0 == l1 else t0 + (t1 - t0) * (l0 - target) / (l0 - l1)
+    return None
+
+
+def plot_ttq(curves: dict, target: float, path: Path) -> None:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    fig, ax = plt.subplots(figsize=(6, 3.6))
+    for name, curve in curves.items():
+        ax.plot([t / 60 for t, _ in curve], [loss for _, loss in curve], marker="o", markersize=3, label=name)
+    ax.axhline(target, color="grey", linestyle=":", linewidth=1, label="transformers' final loss")
+    ax.set_xlabel("training minutes (each loop, alternating slices)")
+    ax.set_ylabel("held-out MLM loss")
+    ax.set_title("Time to quality: mini BERT on Wikipedia, same wall-clock budget")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
 
 
 def main() -> None:
@@ -252,6 +314,8 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--ttq", type=float, default=0, metavar="SECONDS",
                         help="also train mini for this wall-clock budget per loop and compare held-out MLM loss")
+    parser.add_argument("--ttq-rounds", type=int, default=8, help="held-out evaluations per loop")
+    parser.add_argument("--ttq-plot", default=None, metavar="PNG", help="draw the time-to-quality curves here")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     from bertforge.tokenization import BertTokenizer
@@ -271,7 +335,8 @@ def main() -> None:
     print(markdown_table(["config", "loop", "data (build + mask)", "forward", "backward", "clip + optimizer"], profile))
     print()
     if ttq:
-        print(f"Time to quality ({args.ttq:.0f} s of training each, lr 5e-4 constant, same held-out masks):")
+        print(f"Time to quality ({args.ttq:.0f} s of training each, warmup 5% then linear decay over the budget, "
+              "same held-out masks):")
         print(ttq)
         print()
     print(", ".join(f"{k}: {v}" for k, v in machine_info().items()))

@@ -30,6 +30,8 @@ class BertPreTrainedModel(nn.Module):
     base_model_prefix: ClassVar[str] = "bert"
     # internal -> HF name prefixes of this class's heads (the base model's map lives in checkpoint.py)
     head_names: ClassVar[dict[str, str]] = {}
+    # the encoder class head classes build (a family sets its own, e.g. RoBERTa's position numbering)
+    base_model_class: ClassVar[Optional[type]] = None
 
     def __init__(self, config: BertConfig) -> None:
         super().__init__()
@@ -94,6 +96,9 @@ class BertPreTrainedModel(nn.Module):
 
     def _flop_heads(self) -> set[str]:
         return set()
+
+    def build_encoder(self, add_pooling_layer: bool) -> "BertModel":
+        return (self.base_model_class or BertModel)(self.config, add_pooling_layer=add_pooling_layer)
 
     @property
     def device(self) -> torch.device:
@@ -175,7 +180,7 @@ class BertForMaskedLM(BertPreTrainedModel):
 
     def __init__(self, config: BertConfig) -> None:
         super().__init__(config)
-        self.bert = BertModel(config, add_pooling_layer=False)
+        self.bert = self.build_encoder(add_pooling_layer=False)
         self.mlm = MaskedLMHead(config, self.bert.embeddings.word_embeddings)
         self.init_weights()
 
@@ -208,7 +213,7 @@ class BertForPreTraining(BertPreTrainedModel):
 
     def __init__(self, config: BertConfig) -> None:
         super().__init__(config)
-        self.bert = BertModel(config, add_pooling_layer=True)
+        self.bert = self.build_encoder(add_pooling_layer=True)
         self.mlm = MaskedLMHead(config, self.bert.embeddings.word_embeddings)
         self.nsp = NextSentenceHead(config)
         self.init_weights()

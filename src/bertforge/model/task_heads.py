@@ -50,7 +50,7 @@ class BertForSequenceClassification(BertPreTrainedModel):
     def __init__(self, config: BertConfig) -> None:
         super().__init__(config)
         self.num_labels = config.num_labels
-        self.bert = BertModel(config, add_pooling_layer=True)
+        self.bert = self.build_encoder(add_pooling_layer=True)
         self.dropout = _dropout(config)
         self.classifier = nn.Linear(config.hidden_size, config.num_labels)
         self.init_weights()
@@ -75,7 +75,7 @@ class BertForTokenClassification(BertPreTrainedModel):
     def __init__(self, config: BertConfig) -> None:
         super().__init__(config)
         self.num_labels = config.num_labels
-        self.bert = BertModel(config, add_pooling_layer=False)
+        self.bert = self.build_encoder(add_pooling_layer=False)
         self.dropout = _dropout(config)
         self.classifier = nn.Linear(config.hidden_size, config.num_labels)
         self.init_weights()
@@ -102,7 +102,7 @@ class BertForQuestionAnswering(BertPreTrainedModel):
 
     def __init__(self, config: BertConfig) -> None:
         super().__init__(config)
-        self.bert = BertModel(config, add_pooling_layer=False)
+        self.bert = self.build_encoder(add_pooling_layer=False)
         self.qa_outputs = nn.Linear(config.hidden_size, 2)
         self.init_weights()
 
@@ -132,7 +132,7 @@ class BertForMultipleChoice(BertPreTrainedModel):
 
     def __init__(self, config: BertConfig) -> None:
         super().__init__(config)
-        self.bert = BertModel(config, add_pooling_layer=True)
+        self.bert = self.build_encoder(add_pooling_layer=True)
         self.dropout = _dropout(config)
         self.classifier = nn.Linear(config.hidden_size, 1)
         self.init_weights()
