@@ -13,7 +13,8 @@ def register(sub) -> None:
                        "between documents), split sentences, tokenize in parallel and write memory-mapped shards "
                        "with a manifest.json (counts, vocab hash, sha256 per shard, bad lines).")
     p.add_argument("--input", nargs="+", required=True, metavar="FILE", help="text files or folders (.txt/.gz/.xz)")
-    p.add_argument("--vocab", required=True, metavar="DIR", help="folder with vocab.txt (and tokenizer_config.json)")
+    p.add_argument("--vocab", required=True, metavar="DIR", help="tokenizer folder: vocab.txt (WordPiece), vocab.json + merges.txt "
+                   "(byte BPE) or spiece.model (SentencePiece)")
     p.add_argument("--output", required=True, metavar="DIR")
     p.add_argument("--max-seq-length", type=int, default=128)
     p.add_argument("--workers", type=int, default=None, help="tokenizer processes (default: all cores)")

@@ -1,30 +1,54 @@
-"""`bertforge vocab`: train a WordPiece vocabulary (BERT's vocab.txt layout) from text files."""
+"""`bertforge vocab`: train a vocabulary from text files: WordPiece (BERT), byte-level BPE (RoBERTa) or
+SentencePiece unigram (ALBERT)."""
 from __future__ import annotations
 
 import argparse
 
 from bertforge.commands import add_common
 
+# the vocabulary size of the original model of each kind, used when --vocab-size is not given
+DEFAULT_SIZES = {"wordpiece": 30522, "bpe": 50265, "sentencepiece": 30000}
+
 
 def register(sub) -> None:
-    p = sub.add_parser("vocab", help="train a WordPiece vocabulary from text files",
-                       description="Train a WordPiece vocabulary with the `tokenizers` library and write BERT's "
-                       "vocab.txt ([PAD]=0, [unused*], [UNK], [CLS], [SEP], [MASK]) plus tokenizer_config.json.")
+    p = sub.add_parser("vocab", help="train a WordPiece, byte-level BPE or SentencePiece vocabulary from text files",
+                       description="Train a vocabulary and write a tokenizer folder that bertforge and "
+                       "transformers.AutoTokenizer load. wordpiece: BERT's vocab.txt ([PAD]=0, [unused*], [UNK], "
+                       "[CLS], [SEP], [MASK]); bpe: RoBERTa's vocab.json + merges.txt (<s> <pad> </s> <unk> ... "
+                       "<mask>); sentencepiece: ALBERT's spiece.model (<pad> <unk> [CLS] [SEP] [MASK] ...).")
     p.add_argument("--input", nargs="+", required=True, metavar="FILE", help="text files (.txt, .gz, .xz, .bz2)")
-    p.add_argument("--output", required=True, metavar="DIR", help="folder for vocab.txt and tokenizer_config.json")
-    p.add_argument("--vocab-size", type=int, default=30522)
-    p.add_argument("--cased", action="store_true", help="keep case and accents (default: lowercase, as uncased BERT)")
-    p.add_argument("--min-frequency", type=int, default=2)
+    p.add_argument("--output", required=True, metavar="DIR", help="folder for the tokenizer files")
+    p.add_argument("--type", dest="kind", choices=sorted(DEFAULT_SIZES), default="wordpiece",
+                   help="tokenizer kind (default: wordpiece)")
+    p.add_argument("--vocab-size", type=int, default=None,
+                   help=f"default: the original's ({', '.join(f'{k} {v}' for k, v in DEFAULT_SIZES.items())})")
+    p.add_argument("--cased", action="store_true",
+                   help="keep case and accents (wordpiece, sentencepiece; default: lowercase as uncased BERT and "
+                   "ALBERT). Byte-level BPE is always cased")
+    p.add_argument("--min-frequency", type=int, default=2, help="wordpiece and bpe")
     p.add_argument("--unused", type=int, default=99, metavar="N",
-                   help="[unusedN] placeholders before [UNK] (99 gives the original ids 0/100/101/102/103)")
+                   help="wordpiece: [unusedN] placeholders before [UNK] (99 gives the original ids 0/100/101/102/103)")
     add_common(p)
     p.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    from bertforge.tokenization import BertTokenizer, train_wordpiece
-    out = train_wordpiece(args.input, args.output, vocab_size=args.vocab_size, lowercase=not args.cased,
-                          min_frequency=args.min_frequency, num_unused=args.unused)
-    tok = BertTokenizer.from_pretrained(args.output)
-    print(f"vocabulary: {tok.vocab_size} tokens ({'cased' if args.cased else 'uncased'}) -> {out}")
+    from bertforge.tokenization import load_tokenizer
+    size = args.vocab_size if args.vocab_size is not None else DEFAULT_SIZES[args.kind]
+    if args.kind == "bpe":
+        from bertforge.tokenization.bpe import train_bpe
+        out = train_bpe(args.input, args.output, vocab_size=size, min_frequency=args.min_frequency)
+        casing = "cased"
+    elif args.kind == "sentencepiece":
+        from bertforge.tokenization.sentencepiece import train_sentencepiece
+        out = train_sentencepiece(args.input, args.output, vocab_size=size, do_lower_case=not args.cased,
+                                  keep_accents=args.cased)
+        casing = "cased" if args.cased else "uncased"
+    else:
+        from bertforge.tokenization import train_wordpiece
+        out = train_wordpiece(args.input, args.output, vocab_size=size, lowercase=not args.cased,
+                              min_frequency=args.min_frequency, num_unused=args.unused)
+        casing = "cased" if args.cased else "uncased"
+    tok = load_tokenizer(args.output)
+    print(f"vocabulary: {tok.vocab_size} tokens ({args.kind}, {casing}) -> {out}")
     return 0

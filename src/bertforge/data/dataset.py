@@ -62,7 +62,7 @@ class PretrainingDataset:
         self.batch_size, self.drop_last = batch_size, drop_last
         tok = self.tokenizer
         self.pad_id, self.cls_id, self.sep_id = tok.pad_token_id, tok.cls_token_id, tok.sep_token_id
-        self.tables = VocabTables.from_tokens(vocab_tokens(tok), list(tok.all_special_ids), tok.mask_token_id)
+        self.tables = VocabTables.for_tokenizer(tok, vocab_tokens(tok))
         # Plain ndarray views of the memory maps: slicing them is much cheaper than slicing np.memmap.
         self._tokens = [s.tokens.view(np.ndarray) for s in self.corpus.shards]
         self._doc_starts = [s.document_token_starts() for s in self.corpus.shards]

@@ -2,7 +2,8 @@
 
 As in BERT's reference code: each sequence gets exactly ``min(max_predictions, max(1, round(len * rate)))``
 predictions (``len`` counts [CLS]/[SEP]), chosen uniformly among non-special tokens; with whole-word
-masking the units are words (a piece plus its following ``##`` pieces), taken in random order and skipped
+masking the units are words (a piece plus its following ``##`` pieces; for byte-level BPE and SentencePiece,
+a ``Ġ``/``▁`` piece plus the pieces up to the next one), taken in random order and skipped
 when they would overshoot the count. Each chosen piece becomes [MASK] 80% of the time, a random token 10%,
 and stays itself 10%. We draw the random token from the non-special vocabulary, so no stray [CLS]/[SEP]/[PAD]
 appears mid-sequence.
@@ -13,6 +14,7 @@ example's identity; dynamic masking: identity and epoch), never on the batch it 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -55,11 +57,25 @@ class VocabTables:
     mask_id: int
 
     @classmethod
-    def from_tokens(cls, tokens: list[str], special_ids: list[int], mask_id: int) -> "VocabTables":
+    def from_tokens(cls, tokens: list[str], special_ids: list[int], mask_id: int,
+                    word_start_prefix: str = "") -> "VocabTables":
+        """Word boundaries come from the token strings. WordPiece (no `word_start_prefix`) marks the pieces
+        that continue a word ("##ing"); byte-level BPE ("Ġ") and SentencePiece ("▁") mark the ones that start
+        a word, so every other piece continues one."""
         is_special = np.zeros(len(tokens), dtype=bool)
         is_special[list(special_ids)] = True
-        is_continuation = np.fromiter((t.startswith("##") for t in tokens), dtype=bool, count=len(tokens))
+        if word_start_prefix:
+            is_continuation = np.fromiter((not t.startswith(word_start_prefix) for t in tokens), dtype=bool,
+                                          count=len(tokens))
+        else:
+            is_continuation = np.fromiter((t.startswith("##") for t in tokens), dtype=bool, count=len(tokens))
         return cls(is_special, is_continuation, np.flatnonzero(~is_special).astype(np.int64), mask_id)
+
+    @classmethod
+    def for_tokenizer(cls, tokenizer: Any, tokens: list[str]) -> "VocabTables":
+        """The tables of any bertforge tokenizer (`tokens`: its vocabulary in id order)."""
+        return cls.from_tokens(tokens, list(tokenizer.all_special_ids), tokenizer.mask_token_id,
+                               getattr(tokenizer, "word_start_prefix", ""))
 
 
 def _choose_pieces(scores: np.ndarray, candidate: np.ndarray, budget: np.ndarray) -> np.ndarray:

@@ -68,11 +68,12 @@ def vocab_sha256(tokenizer: Any) -> str:
 
 
 def load_tokenizer(tokenizer_or_vocab: Any) -> Any:
-    """Accept a `BertTokenizer` or a folder holding `vocab.txt`."""
+    """Accept a tokenizer, or a folder holding one (WordPiece `vocab.txt`, byte-level BPE `vocab.json` +
+    `merges.txt`, or SentencePiece `spiece.model`)."""
     if hasattr(tokenizer_or_vocab, "encode_batch_ids"):
         return tokenizer_or_vocab
-    from bertforge.tokenization import BertTokenizer
-    return BertTokenizer.from_pretrained(str(tokenizer_or_vocab))
+    from bertforge.tokenization import load_tokenizer as load_folder
+    return load_folder(str(tokenizer_or_vocab))
 
 
 def token_dtype(vocab_size: int) -> np.dtype:
@@ -169,7 +170,10 @@ def _tokenize_chunk(docs: list[list[str]], fmt: str) -> tuple[np.ndarray, np.nda
     per_doc: list[int] = []
     for lines in docs:
         sentences = document_sentences(lines, fmt, counts)
-        texts.extend(sentences)
+        # Later sentences get back the space that separated them in the text: byte-level BPE encodes a word
+        # after a space differently ("ĠThe" vs "The"), and whole-word masking reads word starts from it.
+        # WordPiece and SentencePiece give the same ids either way.
+        texts.extend(sentence if i == 0 else " " + sentence for i, sentence in enumerate(sentences))
         per_doc.append(len(sentences))
     ids = _worker["tokenizer"].encode_batch_ids(texts) if texts else []
     lens = np.fromiter(map(len, ids), np.int64, len(ids))

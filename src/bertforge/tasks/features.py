@@ -65,7 +65,7 @@ def encode_squad(tokenizer, examples: Sequence[SquadExample], max_length: int = 
     for index, ex in enumerate(examples):
         question = truncate_question(tokenizer, ex.question, max_query_length)
         q_len = len(tokenizer(question, add_special_tokens=False)["input_ids"])
-        window = max_length - q_len - 3
+        window = max_length - q_len - _pair_specials(tokenizer)
         if window < 1:
             raise ValueError(f"max_length {max_length} leaves no room for context after a {q_len}-token question")
         overlap = max(0, window - doc_stride)
@@ -203,3 +203,9 @@ def iterate_batches(features: Sequence[Feature], batch_size: int, shuffle: bool 
     lengths = [feature_length(f) for f in features]
     for idx in length_bucketed_batches(lengths, batch_size, shuffle=shuffle, seed=seed):
         yield idx, collate([features[i] for i in idx], pad_id)
+
+
+def _pair_specials(tokenizer) -> int:
+    """Special tokens around a pair: 3 for BERT/ALBERT ([CLS] A [SEP] B [SEP]), 4 for RoBERTa (<s> A </s></s> B </s>)."""
+    count = getattr(tokenizer, "num_special_tokens_to_add", None)
+    return count(pair=True) if count is not None else 3

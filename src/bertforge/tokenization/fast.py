@@ -1,0 +1,359 @@
+"""``FastTokenizer``: :class:`BertTokenizer`'s call API over any ``tokenizers.Tokenizer`` pipeline.
+
+The byte-level BPE (RoBERTa) and SentencePiece (ALBERT) tokenizers are whole Rust pipelines (normaliser,
+pre-tokeniser, model, template), exactly as Hugging Face builds them, so they need none of WordPiece's
+Python fallback; what they share is everything around the pipeline: argument checking, truncation with
+strides and overflowing windows, padding, offsets, word/sequence ids, tensors and decoding. A subclass only
+builds its pipeline and reads and writes its files.
+"""
+
+from __future__ import annotations
+
+import json
+import numbers
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, ClassVar
+
+from tokenizers import AddedToken, Tokenizer
+
+from .arguments import (
+    as_int_list,
+    check_text,
+    check_texts,
+    padding_settings,
+    prepare_inputs,
+    tensor_ready,
+    truncation_settings,
+)
+from .encoding import BatchEncoding, to_tensors
+
+__all__ = ["FastTokenizer", "SPECIAL_NAMES", "check_overrides", "read_tokenizer_config", "write_json"]
+
+CONFIG_FILE = "tokenizer_config.json"
+SPECIAL_TOKENS_MAP_FILE = "special_tokens_map.json"
+SPECIAL_NAMES = ("bos_token", "eos_token", "unk_token", "sep_token", "pad_token", "cls_token", "mask_token")
+
+
+class FastTokenizer:
+    """The shared half of the non-WordPiece tokenizers; subclasses pass their finished pipeline.
+
+    ``specials`` maps the names in :data:`SPECIAL_NAMES` to tokens, which must all be in the vocabulary; in
+    a text they map to their ids. ``words_backend``, if given, encodes ``is_split_into_words`` inputs. The
+    encoding methods are thread-safe (per-call truncation and padding are set on copies of the pipelines
+    under a lock).
+    """
+
+    # Whole-word masking: a token that begins a word starts with this marker ("Ġ" byte-BPE, "▁" SentencePiece).
+    word_start_prefix: ClassVar[str] = ""
+
+    def __init__(self, backend: Tokenizer, specials: dict[str, str], model_max_length: int, source: str,
+                 words_backend: Tokenizer | None = None) -> None:
+        if isinstance(model_max_length, bool) or not isinstance(model_max_length, int) or model_max_length < 1:
+            raise ValueError(f"model_max_length must be a positive int, got {model_max_length!r}")
+        for name, token in specials.items():
+            if not isinstance(token, str) or not token:
+                raise TypeError(f"{name} must be a non-empty str, got {token!r}")
+        vocab = backend.get_vocab(with_added_tokens=True)
+        missing = [f"{name}={token!r}" for name, token in specials.items() if token not in vocab]
+        if missing:
+            raise ValueError(f"vocabulary {source} lacks the special token(s) {', '.join(missing)}")
+        added = [AddedToken(t, special=True, normalized=False) for t in dict.fromkeys(specials.values())]
+        backend.add_special_tokens(added)
+        self._backend = backend
+        self._call_engines = {False: Tokenizer.from_str(backend.to_str())}
+        if words_backend is not None:
+            words_backend.add_special_tokens(added)
+        self._call_engines[True] = Tokenizer.from_str((words_backend or backend).to_str())
+        self._lock = threading.Lock()
+        self._special_tokens = dict(specials)
+        self._vocab = vocab
+        self._ids_to_tokens = {i: t for t, i in vocab.items()}
+        self.model_max_length = model_max_length
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        del state["_lock"]
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._lock = threading.Lock()
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(vocab_size={self.vocab_size}, model_max_length={self.model_max_length})"
+
+    # ------------------------------------------------------------------ vocabulary and special tokens
+
+    @property
+    def backend(self) -> Tokenizer:
+        """The ``tokenizers.Tokenizer`` pipeline (no truncation or padding set)."""
+        return self._backend
+
+    @property
+    def vocab(self) -> dict[str, int]:
+        """Token -> id (a copy)."""
+        return dict(self._vocab)
+
+    @property
+    def ids_to_tokens(self) -> dict[int, str]:
+        return dict(self._ids_to_tokens)
+
+    @property
+    def vocab_size(self) -> int:
+        return len(self._vocab)
+
+    def __len__(self) -> int:
+        return len(self._vocab)
+
+    def _special(self, name: str) -> str:
+        return self._special_tokens[name]
+
+    bos_token = property(lambda self: self._special("bos_token"))
+    eos_token = property(lambda self: self._special("eos_token"))
+    unk_token = property(lambda self: self._special("unk_token"))
+    sep_token = property(lambda self: self._special("sep_token"))
+    pad_token = property(lambda self: self._special("pad_token"))
+    cls_token = property(lambda self: self._special("cls_token"))
+    mask_token = property(lambda self: self._special("mask_token"))
+    bos_token_id = property(lambda self: self._vocab[self.bos_token])
+    eos_token_id = property(lambda self: self._vocab[self.eos_token])
+    unk_token_id = property(lambda self: self._vocab[self.unk_token])
+    sep_token_id = property(lambda self: self._vocab[self.sep_token])
+    pad_token_id = property(lambda self: self._vocab[self.pad_token])
+    cls_token_id = property(lambda self: self._vocab[self.cls_token])
+    mask_token_id = property(lambda self: self._vocab[self.mask_token])
+
+    @property
+    def all_special_tokens(self) -> list[str]:
+        """The distinct special tokens, in id order."""
+        return sorted(set(self._special_tokens.values()), key=self._vocab.__getitem__)
+
+    @property
+    def all_special_ids(self) -> list[int]:
+        return [self._vocab[t] for t in self.all_special_tokens]
+
+    def num_special_tokens_to_add(self, pair: bool = False) -> int:
+        """Special tokens the template adds: 2 for a text, 3 (ALBERT) or 4 (RoBERTa) for a pair."""
+        return self._backend.post_processor.num_special_tokens_to_add(pair)
+
+    def convert_tokens_to_ids(self, tokens: str | Sequence[str]) -> int | list[int]:
+        """Id of a token or list of tokens; unknown tokens give the unknown token's id."""
+        unk = self.unk_token_id
+        if isinstance(tokens, str):
+            return self._vocab.get(tokens, unk)
+        out = []
+        for i, token in enumerate(tokens):
+            if not isinstance(token, str):
+                raise TypeError(f"convert_tokens_to_ids expects str tokens; item {i} is {type(token).__name__}")
+            out.append(self._vocab.get(token, unk))
+        return out
+
+    def convert_ids_to_tokens(self, ids: int | Sequence[int], skip_special_tokens: bool = False) -> str | list[str]:
+        """Token of an id or list of ids; ids outside the vocabulary give the unknown token."""
+        if hasattr(ids, "tolist"):
+            ids = ids.tolist()
+        if isinstance(ids, numbers.Integral) and not isinstance(ids, bool):
+            return self._ids_to_tokens.get(int(ids), self.unk_token)
+        skip = set(self.all_special_ids) if skip_special_tokens else ()
+        return [self._ids_to_tokens.get(i, self.unk_token) for i in as_int_list(ids, "convert_ids_to_tokens")
+                if i not in skip]
+
+    # ------------------------------------------------------------------ decoding
+
+    def decode(self, ids: int | Sequence[int], skip_special_tokens: bool = False) -> str:
+        """Text of ids, through the pipeline's decoder (byte-level BPE gives the original text back)."""
+        if hasattr(ids, "tolist"):
+            ids = ids.tolist()
+        if isinstance(ids, numbers.Integral) and not isinstance(ids, bool):
+            ids = [int(ids)]
+        return self._backend.decode(as_int_list(ids, "decode"), skip_special_tokens=skip_special_tokens)
+
+    def batch_decode(self, sequences: Sequence[Sequence[int]], skip_special_tokens: bool = False) -> list[str]:
+        if hasattr(sequences, "tolist"):
+            sequences = sequences.tolist()
+        return [self.decode(s, skip_special_tokens) for s in sequences]
+
+    # ------------------------------------------------------------------ encoding
+
+    def tokenize(self, text: str) -> list[str]:
+        """Tokens of one text, without special tokens."""
+        check_text(text, "tokenize")
+        return self._backend.encode(text, add_special_tokens=False).tokens
+
+    def encode(self, text: str | list[str], text_pair: str | list[str] | None = None,
+               add_special_tokens: bool = True, **kwargs: Any) -> list[int]:
+        """Ids of one text (or pair); keyword options as in :meth:`__call__` (no tensors)."""
+        if kwargs.get("return_tensors") is not None or kwargs.get("return_overflowing_tokens"):
+            raise ValueError("encode() returns one list of ids; use __call__ for tensors or overflowing windows")
+        enc = self(text, text_pair, add_special_tokens=add_special_tokens, **kwargs)
+        if enc.is_batched:
+            raise TypeError("encode() takes one text (or one list of words); use __call__ or encode_batch_ids")
+        return enc["input_ids"]
+
+    def encode_batch_ids(self, texts: Sequence[str]) -> list[list[int]]:
+        """Ids of many texts, no special tokens, no truncation: the bulk path for pre-training data."""
+        if isinstance(texts, str) or not isinstance(texts, Sequence):
+            raise TypeError(f"encode_batch_ids expects a list of str, got {type(texts).__name__}")
+        check_texts(texts, "encode_batch_ids")
+        return [e.ids for e in self._backend.encode_batch_fast(list(texts), add_special_tokens=False)]
+
+    def __call__(
+        self,
+        text: str | Sequence[str] | Sequence[Sequence[str]],
+        text_pair: str | Sequence[str] | Sequence[Sequence[str]] | None = None,
+        *,
+        add_special_tokens: bool = True,
+        max_length: int | None = None,
+        truncation: bool | str = False,
+        padding: bool | str = False,
+        return_tensors: str | None = None,
+        return_offsets_mapping: bool = False,
+        return_word_ids: bool = False,
+        return_special_tokens_mask: bool = False,
+        is_split_into_words: bool = False,
+        return_overflowing_tokens: bool = False,
+        stride: int = 0,
+    ) -> BatchEncoding:
+        """Tokenize a text, a pair, or a batch of them into model inputs; arguments as in
+        :meth:`BertTokenizer.__call__`. Offsets are character offsets into the original strings."""
+        batched, texts, pairs = prepare_inputs(text, text_pair, is_split_into_words)
+        truncate = truncation_settings(truncation, max_length, stride, self.model_max_length, pairs is not None,
+                                       add_special_tokens)
+        if truncate is not None and add_special_tokens:
+            self._check_room(truncate, pairs is not None)
+        pad_length = padding_settings(padding, max_length, self.model_max_length)
+        if return_overflowing_tokens and truncate is None:
+            raise ValueError(
+                "return_overflowing_tokens=True needs truncation (e.g. truncation='only_second' and max_length)")
+        if return_tensors not in (None, "pt", "np"):
+            raise ValueError(f"return_tensors must be None, 'pt' or 'np', got {return_tensors!r}")
+
+        inputs = texts if pairs is None else list(zip(texts, pairs))
+        try:
+            with self._lock:
+                engine = self._call_engines[is_split_into_words]
+                self._configure(engine, truncate, pad_length)
+                encs = engine.encode_batch(inputs, is_pretokenized=is_split_into_words,
+                                           add_special_tokens=add_special_tokens)
+        except BaseException as exc:  # the Rust engine raises a bare Exception, or panics (a BaseException)
+            if truncate is not None and ("Truncation error" in str(exc) or "`stride` must be" in str(exc)):
+                raise ValueError(
+                    f"cannot truncate to max_length={truncate[0]} with truncation={truncate[1]!r} and "
+                    f"stride={truncate[2]}: the sequence that may be cut leaves too little room for at least one "
+                    "input; use a larger max_length, a smaller stride or 'longest_first'") from None
+            raise
+        rows, sample_of_row = encs, list(range(len(encs)))
+        if return_overflowing_tokens:
+            rows, sample_of_row = [], []
+            for i, e in enumerate(encs):
+                pieces = [e, *e.overflowing]
+                rows.extend(pieces)
+                sample_of_row.extend([i] * len(pieces))
+
+        data: dict[str, Any] = {
+            "input_ids": [r.ids for r in rows],
+            "token_type_ids": [r.type_ids for r in rows],
+            "attention_mask": [r.attention_mask for r in rows],
+        }
+        if return_special_tokens_mask:
+            data["special_tokens_mask"] = [r.special_tokens_mask for r in rows]
+        if return_offsets_mapping:
+            data["offset_mapping"] = [r.offsets for r in rows]
+            if pairs is not None:
+                data["sequence_ids"] = [r.sequence_ids for r in rows]
+        if return_word_ids:
+            data["word_ids"] = [r.word_ids for r in rows]
+        if return_overflowing_tokens:
+            data["overflow_to_sample_mapping"] = sample_of_row
+        batched = batched or return_overflowing_tokens or return_tensors is not None
+        if not batched:
+            data = {k: v[0] for k, v in data.items()}
+        if return_tensors is not None:
+            data = to_tensors(tensor_ready(data), return_tensors, batched)
+        return BatchEncoding(data, word_ids=_Rows(rows, "word_ids"), sequence_ids=_Rows(rows, "sequence_ids"),
+                             is_batched=batched)
+
+    # ------------------------------------------------------------------ internals
+
+    def _check_room(self, truncate: tuple[int, str, int], has_pair: bool) -> None:
+        """`truncation_settings` assumes BERT's 2/3 special tokens; RoBERTa's pairs have 4."""
+        length, _, stride = truncate
+        n_special = self.num_special_tokens_to_add(has_pair)
+        if length - n_special < 1:
+            raise ValueError(f"max_length={length} leaves no room for text next to {n_special} special tokens")
+        if stride >= length - n_special:
+            raise ValueError(
+                f"stride ({stride}) must be smaller than max_length minus the special tokens ({length - n_special})")
+
+    def _configure(self, engine: Tokenizer, truncate: tuple[int, str, int] | None,
+                   pad_length: int | str | None) -> None:
+        """Set truncation and padding of a call engine (caller holds the lock)."""
+        if truncate is None:
+            engine.no_truncation()
+        else:
+            engine.enable_truncation(truncate[0], stride=truncate[2], strategy=truncate[1], direction="right")
+        if pad_length is None:
+            engine.no_padding()
+        else:
+            engine.enable_padding(direction="right", pad_id=self.pad_token_id, pad_type_id=0,
+                                  pad_token=self.pad_token, length=None if pad_length == "longest" else pad_length)
+
+    def _write_configs(self, out: Path, settings: dict[str, Any]) -> tuple[Path, Path]:
+        """``tokenizer_config.json`` (settings + special tokens) and ``special_tokens_map.json``, HF's layout."""
+        specials = dict(self._special_tokens)
+        config = {**settings, "model_max_length": self.model_max_length, **specials}
+        return (write_json(out / CONFIG_FILE, config), write_json(out / SPECIAL_TOKENS_MAP_FILE, specials))
+
+
+class _Rows:
+    """Row-wise ``word_ids``/``sequence_ids`` read from the encodings only when asked for."""
+
+    __slots__ = ("_rows", "_attr")
+
+    def __init__(self, rows: list[Any], attr: str) -> None:
+        self._rows, self._attr = rows, attr
+
+    def __len__(self) -> int:
+        return len(self._rows)
+
+    def __getitem__(self, index: int) -> list[int | None]:
+        return getattr(self._rows[index], self._attr)
+
+
+def write_json(path: Path, data: Any) -> Path:
+    path.write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    return path
+
+
+def read_tokenizer_config(folder: Path, allowed: Sequence[str]) -> dict[str, Any]:
+    """The settings of ``folder/tokenizer_config.json`` that a constructor accepts (``allowed``); {} without one.
+
+    Special tokens may be stored as HF's serialised ``AddedToken`` dicts; their content is used.
+    """
+    path = folder / CONFIG_FILE
+    if not path.is_file():
+        return {}
+    try:
+        config = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise ValueError(f"cannot read tokenizer settings from {path}: {exc}") from exc
+    if not isinstance(config, dict):
+        raise ValueError(f"{path} must hold a JSON object, got {type(config).__name__}")
+    options: dict[str, Any] = {}
+    for key in allowed:
+        value = config.get(key)
+        if isinstance(value, dict) and "content" in value:
+            value = value["content"]
+        if key == "model_max_length" and not (isinstance(value, int) and 0 < value < 2 ** 31):
+            continue  # HF writes a huge sentinel for "no limit"
+        if value is not None:
+            options[key] = value
+    return options
+
+
+def check_overrides(overrides: dict[str, Any], allowed: Sequence[str]) -> None:
+    unknown = sorted(set(overrides) - set(allowed))
+    if unknown:
+        raise TypeError(f"from_pretrained() got unexpected argument(s) {unknown}; allowed: {list(allowed)}")
