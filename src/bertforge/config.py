@@ -24,6 +24,12 @@ PRESETS: dict[str, tuple[int, int, int]] = {
     "large": (24, 1024, 16),
 }
 
+# Cross-layer parameter sharing (ALBERT, Lan et al. 2019, Table 4): which sub-blocks all layers share.
+LAYER_SHARING = ("none", "attention", "ffn", "all")
+
+# Keys written to config.json only when a model uses an option transformers' class for it cannot express.
+BERTFORGE_ONLY_KEY = "bertforge_only"
+
 SUPPORTED_ACTIVATIONS = ("gelu", "gelu_new", "gelu_pytorch_tanh", "gelu_fast", "relu", "silu", "swish", "tanh")
 
 
@@ -47,6 +53,10 @@ class BertConfig:
     layer_norm_eps: float = 1e-12
     pad_token_id: int = 0
     classifier_dropout: float | None = None
+    # ALBERT's two parameter reductions, usable by any member: the width E of the embedding tables (None =
+    # hidden_size; E != H adds a projection E -> H) and which sub-blocks the layers share.
+    embedding_size: int | None = None
+    layer_sharing: str = "none"
     # Fine-tuning heads keep their label names here, as HF does, so a saved predictor knows what it predicts.
     id2label: dict[int, str] | None = None
     problem_type: str | None = None
@@ -63,6 +73,13 @@ class BertConfig:
         if self.hidden_size % self.num_attention_heads:
             raise ConfigError(f"config field 'hidden_size' ({self.hidden_size}) must be divisible by "
                               f"'num_attention_heads' ({self.num_attention_heads})")
+        if self.embedding_size is not None and (not isinstance(self.embedding_size, int)
+                                                or isinstance(self.embedding_size, bool) or self.embedding_size < 1):
+            raise ConfigError(f"config field 'embedding_size' must be a positive integer or null, "
+                              f"got {self.embedding_size!r}")
+        if self.layer_sharing not in LAYER_SHARING:
+            raise ConfigError(f"config field 'layer_sharing' is {self.layer_sharing!r}; choose one of "
+                              f"{', '.join(LAYER_SHARING)}")
         if self.hidden_act not in SUPPORTED_ACTIVATIONS:
             raise ConfigError(f"config field 'hidden_act' is {self.hidden_act!r}; supported: "
                               f"{', '.join(SUPPORTED_ACTIVATIONS)}")
@@ -105,7 +122,8 @@ class BertConfig:
     def from_dict(cls, data: dict[str, Any]) -> "BertConfig":
         known = cls.field_names()
         kwargs = {k: v for k, v in data.items() if k in known}
-        extra = {k: v for k, v in data.items() if k not in known and k not in ("model_type", "label2id")}
+        extra = {k: v for k, v in data.items()
+                 if k not in known and k not in ("model_type", "label2id", BERTFORGE_ONLY_KEY)}
         return cls(**kwargs, extra=extra)
 
     def to_dict(self) -> dict[str, Any]:
@@ -116,13 +134,18 @@ class BertConfig:
             if f.name == "extra":
                 continue
             value = getattr(self, f.name)
-            if value is None and f.name in ("id2label", "problem_type", "classifier_dropout"):
+            if value is None and f.name in ("id2label", "problem_type", "classifier_dropout", "embedding_size"):
+                continue
+            if f.name == "layer_sharing" and value == "none":  # BERT's config.json stays as transformers writes it
                 continue
             if f.name == "id2label":
                 out["id2label"] = {str(k): v for k, v in value.items()}
                 out["label2id"] = {v: k for k, v in value.items()}
                 continue
             out[f.name] = value
+        if self.embedding_projection or self.layer_sharing != "none":
+            out[BERTFORGE_ONLY_KEY] = ("embedding_size/layer_sharing are bertforge options: transformers' "
+                                       f"{self.model_type} classes cannot load this checkpoint")
         return out
 
     @classmethod
@@ -167,3 +190,13 @@ class BertConfig:
     @property
     def head_dim(self) -> int:
         return self.hidden_size // self.num_attention_heads
+
+    @property
+    def embedding_dim(self) -> int:
+        """E, the width of the embedding tables (= hidden_size unless factorised)."""
+        return self.embedding_size if self.embedding_size is not None else self.hidden_size
+
+    @property
+    def embedding_projection(self) -> bool:
+        """Whether embeddings are projected E -> H before the first layer (ALBERT always has the projection)."""
+        return self.embedding_dim != self.hidden_size

@@ -9,8 +9,9 @@ from bertforge.commands import add_common
 
 def register(sub) -> None:
     p = sub.add_parser("info", help="parameter count and FLOPs per token of a model",
-                       description="Print the shape, parameter count and training FLOPs per token of a model preset "
-                       "(tiny, mini, small, medium, base, large), a config.json or a checkpoint folder.")
+                       description="Print the shape, parameter counts (total, embeddings, encoder layers) and "
+                       "training FLOPs per token of a model preset (tiny ... large, or with a family: bert-base, "
+                       "albert-base, albert-xxlarge, roberta-mini ...), a config.json or a checkpoint folder.")
     p.add_argument("--model", required=True, help="preset name, config.json or checkpoint folder")
     p.add_argument("--seq-len", type=int, default=128)
     add_common(p)
@@ -18,26 +19,49 @@ def register(sub) -> None:
 
 
 def load_config(spec: str):
-    """A preset name, a config.json path or a folder holding one."""
-    from bertforge.config import PRESETS, BertConfig
-    if spec in PRESETS:
-        return BertConfig.preset(spec)
+    """A preset name (optionally family-prefixed), a config.json path or a folder holding one."""
+    from bertforge.config import PRESETS
+    from bertforge.model.auto import AutoConfig, preset_config
     path = Path(spec)
-    if not path.exists():
-        raise FileNotFoundError(f"--model {spec}: neither a preset ({', '.join(PRESETS)}) nor an existing path")
-    return BertConfig.from_pretrained(path)
+    if path.exists():
+        return AutoConfig.from_pretrained(path)
+    if "/" in spec or "\\" in spec or spec.endswith(".json"):
+        raise FileNotFoundError(f"--model {spec}: neither a preset ({', '.join(PRESETS)}, or e.g. albert-base) "
+                                "nor an existing path")
+    return preset_config(spec)
+
+
+def _millions(n: int) -> str:
+    return f"{n / 1e6:.2f}M"
 
 
 def run(args: argparse.Namespace) -> int:
-    from bertforge import BertForPreTraining, BertModel
+    import torch
+
+    from bertforge.model.auto import family
     config = load_config(args.model)
-    encoder = BertModel(config)
-    full = BertForPreTraining(config)
-    print(f"layers {config.num_hidden_layers}  hidden {config.hidden_size}  heads {config.num_attention_heads}  "
-          f"intermediate {config.intermediate_size}  vocab {config.vocab_size}")
-    print(f"parameters: encoder {encoder.num_parameters() / 1e6:.2f}M "
-          f"(without embeddings {encoder.num_parameters(exclude_embeddings=True) / 1e6:.2f}M), "
-          f"with pre-training heads {full.num_parameters() / 1e6:.2f}M")
+    fam = family(config.model_type)
+    with torch.device("meta"):  # shapes only: counting even xxlarge allocates nothing
+        encoder = fam.model_class("base")(config)
+        full = fam.model_class("pretraining")(config)
+    shape = (f"layers {config.num_hidden_layers}  hidden {config.hidden_size}  heads {config.num_attention_heads}  "
+             f"intermediate {config.intermediate_size}  vocab {config.vocab_size}")
+    if config.embedding_projection:
+        shape += f"  embedding {config.embedding_dim}"
+    if config.layer_sharing != "none":
+        shape += f"  shared {config.layer_sharing}"
+    print(f"{config.model_type}: {shape}")
+    print(f"parameters: encoder {_millions(encoder.num_parameters())} "
+          f"(without embeddings {_millions(encoder.num_parameters(exclude_embeddings=True))}), "
+          f"with pre-training heads {_millions(full.num_parameters())}")
+    embeddings = sum(p.numel() for p in encoder.embeddings.parameters())
+    layers = sum(p.numel() for p in encoder.encoder.parameters())
+    pooler = sum(p.numel() for p in encoder.pooler.parameters()) if encoder.pooler is not None else 0
+    projection = encoder.embeddings.projection
+    detail = f" (projection E->H {_millions(sum(p.numel() for p in projection.parameters()))})" if projection else ""
+    sharing = f", sharing {config.layer_sharing}" if config.layer_sharing != "none" else ""
+    print(f"  = embeddings {_millions(embeddings)}{detail} + transformer layers {_millions(layers)} "
+          f"({config.num_hidden_layers} layers{sharing}) + pooler {_millions(pooler)}")
     print(f"training FLOPs per token at length {args.seq_len} (15% masked): "
           f"{full.flops_per_token(args.seq_len) / 1e6:.1f} MFLOP")
     return 0

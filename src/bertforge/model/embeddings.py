@@ -1,4 +1,8 @@
-"""Token + segment + position embeddings, then LayerNorm and dropout (BERT section 3, Figure 2)."""
+"""Token + segment + position embeddings, then LayerNorm and dropout (BERT section 3, Figure 2).
+
+With ALBERT's factorised parameterisation the tables are E wide (E << H: the vocabulary costs V x E, not
+V x H) and a projection E -> H feeds the first layer; LayerNorm and dropout act on the E-wide sum, as in ALBERT.
+"""
 from __future__ import annotations
 
 from typing import Optional
@@ -12,13 +16,14 @@ from bertforge.config import BertConfig
 class Embeddings(nn.Module):
     def __init__(self, config: BertConfig) -> None:
         super().__init__()
-        self.word_embeddings = nn.Embedding(config.vocab_size, config.hidden_size, padding_idx=config.pad_token_id)
-        self.position_embeddings = nn.Embedding(config.max_position_embeddings, config.hidden_size)
+        E = config.embedding_dim
+        self.word_embeddings = nn.Embedding(config.vocab_size, E, padding_idx=config.pad_token_id)
+        self.position_embeddings = nn.Embedding(config.max_position_embeddings, E)
         # DistilBERT-style students have no segments: type_vocab_size = 0 drops the table.
-        self.token_type_embeddings = (nn.Embedding(config.type_vocab_size, config.hidden_size)
-                                      if config.type_vocab_size > 0 else None)
-        self.norm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
+        self.token_type_embeddings = (nn.Embedding(config.type_vocab_size, E) if config.type_vocab_size > 0 else None)
+        self.norm = nn.LayerNorm(E, eps=config.layer_norm_eps)
         self.dropout = nn.Dropout(config.hidden_dropout_prob)
+        self.projection = nn.Linear(E, config.hidden_size) if config.embedding_projection else None
 
     def forward(self, input_ids: torch.Tensor, position_ids: torch.Tensor,
                 token_type_ids: Optional[torch.Tensor]) -> torch.Tensor:
@@ -27,4 +32,5 @@ class Embeddings(nn.Module):
         if self.token_type_embeddings is not None:
             x = x + (self.token_type_embeddings(token_type_ids) if token_type_ids is not None
                      else self.token_type_embeddings.weight[0])
-        return self.dropout(self.norm(x))
+        x = self.dropout(self.norm(x))
+        return self.projection(x) if self.projection is not None else x

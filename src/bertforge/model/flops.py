@@ -17,13 +17,13 @@ def count_flops(config: BertConfig, seq_lens: Iterable[int], n_masked: float = 0
     `training=True` counts forward + backward as 3x forward, the usual convention.
     """
     H, I, V = config.hidden_size, config.intermediate_size, config.vocab_size
-    E = getattr(config, "embedding_size", None) or H
+    E = config.embedding_dim
     seq_lens = list(seq_lens)
     tokens = sum(seq_lens)
     per_token_layer = 2 * (4 * H * H + 2 * H * I)          # QKV + output projection + the two FFN matmuls
     attention_per_layer = sum(2 * 2 * L * L * H for L in seq_lens)  # QK^T and attention x V
     flops = config.num_hidden_layers * (tokens * per_token_layer + attention_per_layer)
-    if E != H:
+    if config.embedding_projection:
         flops += tokens * 2 * E * H                          # factorised embedding projection (ALBERT)
     flops += n_masked * 2 * (H * E + E * V)                  # MLM transform + decoder on masked rows only
     if pooler:

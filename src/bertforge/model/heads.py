@@ -20,13 +20,16 @@ class Pooler(nn.Module):
 
 
 class MaskedLMHead(nn.Module):
-    """transform (dense + act + LayerNorm), then the vocabulary decoder whose weight IS the word embedding."""
+    """transform (dense + act + LayerNorm), then the vocabulary decoder whose weight IS the word embedding.
+
+    With factorised embeddings the transform maps H -> E, so the tied decoder stays the E-wide table.
+    """
 
     def __init__(self, config: BertConfig, word_embeddings: nn.Embedding) -> None:
         super().__init__()
-        self.transform = nn.Linear(config.hidden_size, config.hidden_size)
+        self.transform = nn.Linear(config.hidden_size, config.embedding_dim)
         self.act = activation(config.hidden_act)
-        self.norm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
+        self.norm = nn.LayerNorm(config.embedding_dim, eps=config.layer_norm_eps)
         self.word_embeddings = [word_embeddings]  # a list: tied, not a second registered parameter
         self.bias = nn.Parameter(torch.zeros(config.vocab_size))
 
@@ -41,9 +44,13 @@ class MaskedLMHead(nn.Module):
 
 
 class NextSentenceHead(nn.Module):
-    def __init__(self, config: BertConfig) -> None:
+    """Two-way classifier on the pooled [CLS]: BERT's next-sentence and ALBERT's sentence-order head (which
+    adds dropout before it)."""
+
+    def __init__(self, config: BertConfig, dropout: float = 0.0) -> None:
         super().__init__()
+        self.dropout = nn.Dropout(dropout)
         self.classifier = nn.Linear(config.hidden_size, 2)
 
     def forward(self, pooled: torch.Tensor) -> torch.Tensor:
-        return self.classifier(pooled)
+        return self.classifier(self.dropout(pooled))

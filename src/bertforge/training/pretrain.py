@@ -146,14 +146,19 @@ def _inject_nan(step: int, spec) -> bool:
 
 
 def resolve_vocab(data: str | Path, vocab: str | None) -> str:
-    """--vocab, else a vocab.txt inside the data folder, else the folder `prepare` recorded in its manifest."""
+    """--vocab, else tokenizer files inside the data folder, else the folder `prepare` recorded in its manifest."""
+    from bertforge.tokenization.auto import TOKENIZER_FILES
+
+    def has_tokenizer(folder: Path) -> bool:
+        return any((folder / name).is_file() for name, _ in TOKENIZER_FILES)
+
     if vocab:
         return vocab
     data = Path(data)
-    if (data / "vocab.txt").is_file():
+    if has_tokenizer(data):
         return str(data)
     source = load_manifest(data).get("vocab", {}).get("source")
-    if source and (Path(source) / "vocab.txt").is_file():
+    if source and has_tokenizer(Path(source)):
         return source
     raise ValueError(f"{data} does not say which vocab it was prepared with; pass --vocab DIR")
 
@@ -175,9 +180,10 @@ def build_model(cfg: PretrainConfig, tokenizer: Any, max_len: int) -> torch.nn.M
         model = family(config.model_type).model_class("pretraining")(config)
     if model.config.vocab_size < vocab_size:
         raise ValueError(f"the model has {model.config.vocab_size} token embeddings but the vocab has {vocab_size}")
-    if model.config.max_position_embeddings < max_len:
-        raise ValueError(f"--seq-len-schedule asks for {max_len} tokens but the model has only "
-                         f"{model.config.max_position_embeddings} position embeddings")
+    longest = getattr(model.config, "max_sequence_length", model.config.max_position_embeddings)
+    if longest < max_len:
+        raise ValueError(f"--seq-len-schedule asks for {max_len} tokens but the model takes at most {longest} "
+                         f"({model.config.max_position_embeddings} position embeddings)")
     if cfg.objective in ("mlm+nsp", "mlm+sop") and not hasattr(model, "nsp"):
         raise ValueError(f"objective {cfg.objective} needs a sentence-pair head, which {type(model).__name__} "
                          "lacks; use --objective mlm (or ltr)")
