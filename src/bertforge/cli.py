@@ -18,6 +18,7 @@ VERBS = {
     "pretrain": "pretrain",
     "fill-mask": "fill_mask",
     "finetune": "finetune",
+    "distill": "distill",
     "evaluate": "evaluate",
     "predict": "predict",
     "features": "features",
