@@ -27,16 +27,15 @@ from .arguments import (
     tensor_ready,
     truncation_settings,
 )
+from .base import CONFIG_FILE, SPECIAL_TOKENS_MAP_FILE, LazyRows, TokenizerBase
 from .encoding import BatchEncoding, to_tensors
 
 __all__ = ["FastTokenizer", "SPECIAL_NAMES", "check_overrides", "read_tokenizer_config", "write_json"]
 
-CONFIG_FILE = "tokenizer_config.json"
-SPECIAL_TOKENS_MAP_FILE = "special_tokens_map.json"
 SPECIAL_NAMES = ("bos_token", "eos_token", "unk_token", "sep_token", "pad_token", "cls_token", "mask_token")
 
 
-class FastTokenizer:
+class FastTokenizer(TokenizerBase):
     """The shared half of the non-WordPiece tokenizers; subclasses pass their finished pipeline.
 
     ``specials`` maps the names in :data:`SPECIAL_NAMES` to tokens, which must all be in the vocabulary; in
@@ -91,22 +90,6 @@ class FastTokenizer:
         """The ``tokenizers.Tokenizer`` pipeline (no truncation or padding set)."""
         return self._backend
 
-    @property
-    def vocab(self) -> dict[str, int]:
-        """Token -> id (a copy)."""
-        return dict(self._vocab)
-
-    @property
-    def ids_to_tokens(self) -> dict[int, str]:
-        return dict(self._ids_to_tokens)
-
-    @property
-    def vocab_size(self) -> int:
-        return len(self._vocab)
-
-    def __len__(self) -> int:
-        return len(self._vocab)
-
     def _special(self, name: str) -> str:
         return self._special_tokens[name]
 
@@ -138,28 +121,6 @@ class FastTokenizer:
         """Special tokens the template adds: 2 for a text, 3 (ALBERT) or 4 (RoBERTa) for a pair."""
         return self._backend.post_processor.num_special_tokens_to_add(pair)
 
-    def convert_tokens_to_ids(self, tokens: str | Sequence[str]) -> int | list[int]:
-        """Id of a token or list of tokens; unknown tokens give the unknown token's id."""
-        unk = self.unk_token_id
-        if isinstance(tokens, str):
-            return self._vocab.get(tokens, unk)
-        out = []
-        for i, token in enumerate(tokens):
-            if not isinstance(token, str):
-                raise TypeError(f"convert_tokens_to_ids expects str tokens; item {i} is {type(token).__name__}")
-            out.append(self._vocab.get(token, unk))
-        return out
-
-    def convert_ids_to_tokens(self, ids: int | Sequence[int], skip_special_tokens: bool = False) -> str | list[str]:
-        """Token of an id or list of ids; ids outside the vocabulary give the unknown token."""
-        if hasattr(ids, "tolist"):
-            ids = ids.tolist()
-        if isinstance(ids, numbers.Integral) and not isinstance(ids, bool):
-            return self._ids_to_tokens.get(int(ids), self.unk_token)
-        skip = set(self.all_special_ids) if skip_special_tokens else ()
-        return [self._ids_to_tokens.get(i, self.unk_token) for i in as_int_list(ids, "convert_ids_to_tokens")
-                if i not in skip]
-
     # ------------------------------------------------------------------ decoding
 
     def decode(self, ids: int | Sequence[int], skip_special_tokens: bool = False) -> str:
@@ -181,16 +142,6 @@ class FastTokenizer:
         """Tokens of one text, without special tokens."""
         check_text(text, "tokenize")
         return self._backend.encode(text, add_special_tokens=False).tokens
-
-    def encode(self, text: str | list[str], text_pair: str | list[str] | None = None,
-               add_special_tokens: bool = True, **kwargs: Any) -> list[int]:
-        """Ids of one text (or pair); keyword options as in :meth:`__call__` (no tensors)."""
-        if kwargs.get("return_tensors") is not None or kwargs.get("return_overflowing_tokens"):
-            raise ValueError("encode() returns one list of ids; use __call__ for tensors or overflowing windows")
-        enc = self(text, text_pair, add_special_tokens=add_special_tokens, **kwargs)
-        if enc.is_batched:
-            raise TypeError("encode() takes one text (or one list of words); use __call__ or encode_batch_ids")
-        return enc["input_ids"]
 
     def encode_batch_ids(self, texts: Sequence[str]) -> list[list[int]]:
         """Ids of many texts, no special tokens, no truncation: the bulk path for pre-training data."""
@@ -272,7 +223,7 @@ class FastTokenizer:
             data = {k: v[0] for k, v in data.items()}
         if return_tensors is not None:
             data = to_tensors(tensor_ready(data), return_tensors, batched)
-        return BatchEncoding(data, word_ids=_Rows(rows, "word_ids"), sequence_ids=_Rows(rows, "sequence_ids"),
+        return BatchEncoding(data, word_ids=LazyRows(rows, "word_ids"), sequence_ids=LazyRows(rows, "sequence_ids"),
                              is_batched=batched)
 
     # ------------------------------------------------------------------ internals
@@ -305,21 +256,6 @@ class FastTokenizer:
         specials = dict(self._special_tokens)
         config = {**settings, "model_max_length": self.model_max_length, **specials}
         return (write_json(out / CONFIG_FILE, config), write_json(out / SPECIAL_TOKENS_MAP_FILE, specials))
-
-
-class _Rows:
-    """Row-wise ``word_ids``/``sequence_ids`` read from the encodings only when asked for."""
-
-    __slots__ = ("_rows", "_attr")
-
-    def __init__(self, rows: list[Any], attr: str) -> None:
-        self._rows, self._attr = rows, attr
-
-    def __len__(self) -> int:
-        return len(self._rows)
-
-    def __getitem__(self, index: int) -> list[int | None]:
-        return getattr(self._rows[index], self._attr)
 
 
 def write_json(path: Path, data: Any) -> Path:

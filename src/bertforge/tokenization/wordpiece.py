@@ -31,6 +31,7 @@ from .arguments import (
     truncation_settings,
 )
 from .backend import build_fast, build_words
+from .base import CONFIG_FILE, SPECIAL_TOKENS_MAP_FILE, LazyRows, TokenizerBase
 from .charset import suspect_scanner
 from .encoding import BatchEncoding, to_tensors
 from .pretokenize import ReferencePreTokenizer, Word
@@ -38,8 +39,6 @@ from .vocab import read_vocab_lines, save_vocab
 
 __all__ = ["BertTokenizer"]
 
-CONFIG_FILE = "tokenizer_config.json"
-SPECIAL_TOKENS_MAP_FILE = "special_tokens_map.json"
 VOCAB_FILE = "vocab.txt"
 
 _SPECIAL_NAMES = ("unk_token", "sep_token", "pad_token", "cls_token", "mask_token")
@@ -80,7 +79,7 @@ class _MappedRow:
         self.word_ids = word_ids
 
 
-class BertTokenizer:
+class BertTokenizer(TokenizerBase):
     """BERT's WordPiece tokenizer with the ids of the original, at Rust speed.
 
     ``vocab_file`` is a ``vocab.txt``. ``do_lower_case`` lowercases (and, unless
@@ -253,25 +252,6 @@ class BertTokenizer:
             f"model_max_length={self.model_max_length})"
         )
 
-    # ------------------------------------------------------------------ vocabulary
-
-    @property
-    def vocab(self) -> dict[str, int]:
-        """Token -> id (a copy)."""
-        return dict(self._vocab)
-
-    @property
-    def ids_to_tokens(self) -> dict[int, str]:
-        """Id -> token (a copy)."""
-        return dict(self._ids_to_tokens)
-
-    @property
-    def vocab_size(self) -> int:
-        return len(self._vocab)
-
-    def __len__(self) -> int:
-        return len(self._vocab)
-
     @property
     def do_lower_case(self) -> bool:
         return self._do_lower_case
@@ -346,28 +326,6 @@ class BertTokenizer:
         """
         return self._plain_fast
 
-    def convert_tokens_to_ids(self, tokens: str | Sequence[str]) -> int | list[int]:
-        """Id of a token or list of tokens; unknown tokens give the [UNK] id."""
-        unk = self._vocab[self.unk_token]
-        if isinstance(tokens, str):
-            return self._vocab.get(tokens, unk)
-        out = []
-        for i, token in enumerate(tokens):
-            if not isinstance(token, str):
-                raise TypeError(f"convert_tokens_to_ids expects str tokens; item {i} is {type(token).__name__}")
-            out.append(self._vocab.get(token, unk))
-        return out
-
-    def convert_ids_to_tokens(self, ids: int | Sequence[int], skip_special_tokens: bool = False) -> str | list[str]:
-        """Token of an id or list of ids; ids outside the vocabulary give the [UNK] token, like the original."""
-        if hasattr(ids, "tolist"):  # tensors and arrays, including 0-d ones
-            ids = ids.tolist()
-        if isinstance(ids, numbers.Integral) and not isinstance(ids, bool):
-            return self._ids_to_tokens.get(int(ids), self.unk_token)
-        ids = as_int_list(ids, "convert_ids_to_tokens")
-        skip = set(self.all_special_ids) if skip_special_tokens else ()
-        return [self._ids_to_tokens.get(i, self.unk_token) for i in ids if i not in skip]
-
     # ------------------------------------------------------------------ decoding
 
     def decode(
@@ -408,23 +366,6 @@ class BertTokenizer:
             return self._plain_fast.encode(text, add_special_tokens=False).tokens
         words = self._pretokenizer.words(text)
         return self._plain_words.encode([w.text for w in words], is_pretokenized=True, add_special_tokens=False).tokens
-
-    def encode(
-        self,
-        text: str | list[str],
-        text_pair: str | list[str] | None = None,
-        add_special_tokens: bool = True,
-        **kwargs: Any,
-    ) -> list[int]:
-        """Ids of one text (or pair); keyword options as in :meth:`__call__` (no tensors)."""
-        if kwargs.get("return_tensors") is not None or kwargs.get("return_overflowing_tokens"):
-            raise ValueError("encode() returns one list of ids; use __call__ for tensors or overflowing windows")
-        enc = self(text, text_pair, add_special_tokens=add_special_tokens, **kwargs)
-        if enc.is_batched:
-            raise TypeError(
-                "encode() takes one text (or one list of words); use __call__ or encode_batch_ids for batches"
-            )
-        return enc["input_ids"]
 
     def encode_batch_ids(self, texts: Sequence[str]) -> list[list[int]]:
         """Ids of many texts, no special tokens, no truncation: the bulk path for pre-training data."""
@@ -516,7 +457,7 @@ class BertTokenizer:
             data = tensor_ready(data)
             data = to_tensors(data, return_tensors, batched)
         return BatchEncoding(
-            data, word_ids=_LazyRows(rows, "word_ids"), sequence_ids=_LazyRows(rows, "sequence_ids"), is_batched=batched
+            data, word_ids=LazyRows(rows, "word_ids"), sequence_ids=LazyRows(rows, "sequence_ids"), is_batched=batched
         )
 
     # ------------------------------------------------------------------ internals
@@ -640,21 +581,6 @@ class BertTokenizer:
                 pad_type_id=0,
                 pad_token=self.pad_token,
             )
-
-
-class _LazyRows:
-    """Row-wise ``word_ids``/``sequence_ids`` read from the encodings only when asked for."""
-
-    __slots__ = ("_rows", "_attr")
-
-    def __init__(self, rows: list[Any], attr: str) -> None:
-        self._rows, self._attr = rows, attr
-
-    def __len__(self) -> int:
-        return len(self._rows)
-
-    def __getitem__(self, index: int) -> list[int | None]:
-        return getattr(self._rows[index], self._attr)
 
 
 def _rebuild(vocab_lines: list[str], state: dict[str, Any]) -> BertTokenizer:
