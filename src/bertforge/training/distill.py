@@ -31,7 +31,7 @@ from bertforge.data.shards import load_tokenizer
 from bertforge.model.distilbert import LAYER_NORM_EPS, DistilBertConfig, DistilBertForMaskedLM
 from bertforge.training import checkpointing as ckpt
 from bertforge.training.metrics_log import MetricsLog
-from bertforge.training.optim import budget_decay_factor, build_optimizer, linear_warmup_decay
+from bertforge.training.optim import budget_lr_factor, build_optimizer, linear_warmup_decay
 
 INIT_RECORD = "distill_init.json"
 SUMMARY_FILE = "distill_summary.json"
@@ -262,7 +262,7 @@ def run_distillation(cfg: DistillConfig) -> DistillResult:
     optimizer = build_optimizer(student, cfg.lr, weight_decay=cfg.weight_decay)
     scheduler = linear_warmup_decay(optimizer, cfg.warmup_steps, max_steps)
 
-    state = {"step": 0, "elapsed": 0.0, "skipped": 0, "bad_in_row": 0}
+    state = {"step": 0, "elapsed": 0.0, "skipped": 0, "bad_in_row": 0, "warmup_ended_at": None}
     for leftover in ckpt.sweep_partial_saves(out):
         notes.append(f"removed an interrupted checkpoint save: {leftover.name}")
     latest = ckpt.latest_checkpoint(out)
@@ -279,7 +279,7 @@ def run_distillation(cfg: DistillConfig) -> DistillResult:
         scheduler.load_state_dict(saved["scheduler"])
         train_data.load_state_dict(saved["dataset"])
         ckpt.restore_rng(saved["rng"])
-        state.update({k: saved[k] for k in state})
+        state.update({k: saved.get(k, v) for k, v in state.items()})
         tqdm.write(f"resuming from {latest} (step {state['step']})")
     out.mkdir(parents=True, exist_ok=True)
     atomic_write_text(out / "run_config.json", json.dumps(asdict(cfg), indent=2) + "\n")
@@ -310,8 +310,9 @@ def run_distillation(cfg: DistillConfig) -> DistillResult:
         losses["loss"].backward()
         grad_norm = torch.nn.utils.clip_grad_norm_(student.parameters(), cfg.max_grad_norm)
         if budget is not None:  # as in pre-training: warmup by steps, then decay with the time spent
-            factor = min(1.0, (step + 1) / cfg.warmup_steps) if cfg.warmup_steps else 1.0
-            factor *= budget_decay_factor(min(1.0, state["elapsed"] / budget))
+            if state["warmup_ended_at"] is None and step + 1 >= cfg.warmup_steps:
+                state["warmup_ended_at"] = state["elapsed"]
+            factor = budget_lr_factor(step, cfg.warmup_steps, state["elapsed"], budget, state["warmup_ended_at"])
             for group, base in zip(optimizer.param_groups, scheduler.base_lrs):
                 group["lr"] = base * factor
         if math.isfinite(float(losses["loss"].detach())) and math.isfinite(float(grad_norm)):

@@ -82,8 +82,16 @@ def linear_warmup_decay(optimizer: torch.optim.Optimizer, warmup_steps: int,
     return torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
 
 
-def budget_decay_factor(elapsed_fraction: float, warmup_fraction: float = 0.0) -> float:
-    """Decay tied to a wall-clock budget (Cramming): the same shape, driven by time spent instead of steps."""
-    if warmup_fraction > 0 and elapsed_fraction < warmup_fraction:
-        return elapsed_fraction / warmup_fraction
-    return max(0.0, 1.0 - (elapsed_fraction - warmup_fraction) / max(1.0 - warmup_fraction, 1e-9))
+def budget_lr_factor(step: int, warmup_steps: int, elapsed: float, budget: float,
+                     warmup_ended_at: float | None) -> float:
+    """lr factor of a time-budgeted run: linear warmup over `warmup_steps` steps, then linear decay to 0 over
+    the time that was left when warmup ended (`warmup_ended_at`, seconds into the run).
+
+    Decaying over the time left, not the whole budget, keeps the peak at the full lr: multiplying a step
+    warmup by a decay that starts at time 0 peaks lower the longer warmup lasts (0.6 x lr when warmup
+    takes 40% of the budget).
+    """
+    if warmup_steps > 0 and step < warmup_steps:
+        return (step + 1) / warmup_steps
+    start = warmup_ended_at or 0.0
+    return max(0.0, 1.0 - max(0.0, elapsed - start) / max(budget - start, 1e-9))

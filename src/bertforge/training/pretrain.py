@@ -29,7 +29,7 @@ from bertforge.data.shards import load_tokenizer
 from bertforge.training import checkpointing as ckpt
 from bertforge.training import distributed as dist_
 from bertforge.training.metrics_log import MetricsLog
-from bertforge.training.optim import budget_decay_factor, build_optimizer, linear_warmup_decay
+from bertforge.training.optim import budget_lr_factor, build_optimizer, linear_warmup_decay
 
 # Test hook: steps (1-based, "3,4" or "5-" for 5 onwards) whose loss is replaced by NaN before backward.
 NAN_STEPS_ENV = "BERTFORGE_TEST_NAN_STEPS"
@@ -321,7 +321,7 @@ def _run(cfg: PretrainConfig, info: dist_.DistInfo) -> PretrainResult:
     autocast = _autocast(info.device, cfg.precision)
 
     # -- load: resume from the newest complete checkpoint, if any ------------------------------------------------
-    state = {"step": 0, "elapsed": 0.0, "skipped": 0, "bad_in_row": 0, "tokens_seen": 0}
+    state = {"step": 0, "elapsed": 0.0, "skipped": 0, "bad_in_row": 0, "warmup_ended_at": None, "tokens_seen": 0}
     if main:
         for leftover in ckpt.sweep_partial_saves(out):
             notes.append(f"removed an interrupted checkpoint save: {leftover.name}")
@@ -344,7 +344,7 @@ def _run(cfg: PretrainConfig, info: dist_.DistInfo) -> PretrainResult:
         scheduler.load_state_dict(saved["scheduler"])
         train_data.load_state_dict(saved["dataset"])
         ckpt.restore_rng(saved["rng"][info.rank])
-        state.update({k: saved[k] for k in state})
+        state.update({k: saved.get(k, v) for k, v in state.items()})
         say(f"resuming from {latest} (step {state['step']})")
     else:
         torch.manual_seed(cfg.seed + 1_000_003 * info.rank)  # dropout differs between ranks
@@ -439,8 +439,9 @@ def _run(cfg: PretrainConfig, info: dist_.DistInfo) -> PretrainResult:
             window.add(out_, batch)
         grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.max_grad_norm)
         if budget is not None:  # lr follows the wall clock: warmup by steps, then decay with time spent
-            factor = min(1.0, (step + 1) / cfg.warmup_steps) if cfg.warmup_steps else 1.0
-            factor *= budget_decay_factor(min(1.0, state["elapsed"] / budget))
+            if state["warmup_ended_at"] is None and step + 1 >= cfg.warmup_steps:
+                state["warmup_ended_at"] = state["elapsed"]
+            factor = budget_lr_factor(step, cfg.warmup_steps, state["elapsed"], budget, state["warmup_ended_at"])
             for group, base in zip(optimizer.param_groups, scheduler.base_lrs):
                 group["lr"] = base * factor
         bad = dist_.any_true(not (math.isfinite(loss_sum) and math.isfinite(float(grad_norm))), info)
