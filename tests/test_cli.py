@@ -58,3 +58,17 @@ def test_vocab_then_fill_mask(tmp_path, capsys):
                  "no mask here"]) == 0
     out = capsys.readouterr().out
     assert out.count("[MASK] #1:") == 1 and "no [MASK] token" in out
+
+
+def test_prepare_without_progress_bar(tmp_path, capsys):
+    text = tmp_path / "corpus.txt"
+    docs = [" ".join(f"sentence {d} {i} of the corpus ." for i in range(5)).replace(" . ", " .\n") for d in range(30)]
+    text.write_text("\n\n".join(docs) + "\n")
+    assert main(["vocab", "--input", str(text), "--output", str(tmp_path / "v"), "--vocab-size", "200",
+                 "--unused", "0"]) == 0
+    capsys.readouterr()
+    assert main(["prepare", "--input", str(text), "--vocab", str(tmp_path / "v"), "--output", str(tmp_path / "s"),
+                 "--format", "sentences", "--heldout-documents", "2", "--workers", "1", "--no-progress"]) == 0
+    captured = capsys.readouterr()
+    assert "prepared 30 documents" in captured.out and "prepare (text)" not in captured.err
+    assert (tmp_path / "s" / "manifest.json").is_file()

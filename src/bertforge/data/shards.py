@@ -22,7 +22,6 @@ import json
 import multiprocessing
 import os
 import shutil
-import sys
 import time
 from collections import deque
 from dataclasses import dataclass
@@ -268,8 +267,6 @@ def prepare_corpus(
     Sentences longer than `max_seq_length - 3` tokens are cut into pieces of that size, so a sentence always
     fits a sequence. Memory stays bounded by a few chunks of `chunk_bytes` per worker whatever the corpus size.
     """
-    from tqdm.auto import tqdm
-
     if input_format not in ("auto",) + FORMATS:
         raise ValueError(f"input_format must be 'auto', 'sentences' or 'paragraphs', got {input_format!r}")
     if heldout_documents is not None and heldout_documents < 0:
@@ -288,13 +285,11 @@ def prepare_corpus(
     dtype = token_dtype(vocab_size)
     workers = (os.cpu_count() or 1) if workers is None else int(workers)
     max_sentence_tokens = max_seq_length - 3
-    say = (lambda msg: tqdm.write(msg, file=sys.stderr)) if show_progress else (lambda msg: None)
 
     formats: list[tuple[str, str]] = []
     for path in paths:
         if input_format == "auto":
             fmt, reason = detect_format(path)
-            say(f"{path.name}: format '{fmt}' ({reason})")
         else:
             fmt, reason = input_format, "given"
         formats.append((fmt, reason))
@@ -314,8 +309,6 @@ def prepare_corpus(
     finally:
         if tmp_dir.exists():
             shutil.rmtree(tmp_dir)
-    say(f"prepared {manifest['counts']['documents']:,} documents, {manifest['counts']['tokens']:,} tokens "
-        f"({manifest['counts']['bytes_read'] / 1e6:.1f} MB at {manifest['mb_per_second']:.2f} MB/s) -> {output_dir}")
     return manifest
 
 
