@@ -72,9 +72,9 @@ if step features; then
 fi
 
 # 5. more seeds for the small tasks: --restarts 3 runs seeds 42, 43, 44 and reports their median
-if step seeds; then
-  for task in rte mrpc; do
+for task in rte mrpc; do
+  if step seeds || step seeds-$task; then
     run ${task}_3seeds $BF finetune --task $task --model "$MODEL" --data $DATA --output "$OUT/${task}_3seeds" \
         --epochs 3 --batch-size 32 --lr 2e-5 --seed 42 --restarts 3
-  done
-fi
+  fi
+done

@@ -209,9 +209,13 @@ def plot(table: Table, result: dict[str, Any], path: Path) -> None:
     import matplotlib.pyplot as plt
     rows = result["rows"]
     panels = [(k, label) for k, label, _ in COLUMNS[1:] if any(k in r for r in rows)]
-    fig, axes = plt.subplots(1, len(panels), figsize=(3.2 * len(panels), 3.4), squeeze=False)
+    ncols = min(4, len(panels))  # wrap: eight panels in one row are too wide to read
+    nrows = -(-len(panels) // ncols)
+    fig, axes = plt.subplots(nrows, ncols, figsize=(3.2 * ncols, 3.4 * nrows), squeeze=False)
+    for ax in axes.flat[len(panels):]:
+        ax.set_visible(False)
     names = [r["name"] for r in rows]
-    for ax, (key, label) in zip(axes[0], panels):
+    for ax, (key, label) in zip(axes.flat, panels):
         values = [r.get(key, float("nan")) for r in rows]
         ax.bar(range(len(rows)), values, color=[f"C{i}" for i in range(len(rows))])
         ax.set_title(label, fontsize=9)
