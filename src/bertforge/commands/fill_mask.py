@@ -1,53 +1,90 @@
-"""`bertforge fill-mask`: the top-k tokens for each [MASK] in a sentence."""
+"""`bertforge fill-mask`: the top-k tokens for each [MASK] in a sentence, and where chosen words rank."""
 from __future__ import annotations
 
 import argparse
+from dataclasses import dataclass
 
 from bertforge.commands import add_common
 
 
 def register(sub) -> None:
     p = sub.add_parser("fill-mask", help="predict the [MASK] tokens of sentences",
-                       description="Print the top-k predictions for every [MASK] in each sentence.")
-    p.add_argument("--model", required=True, metavar="DIR", help="a checkpoint folder with an MLM head and vocab.txt")
+                       description="Print the top-k predictions for every [MASK] in each sentence. With "
+                                   "--targets, also print the rank and probability of those words at every "
+                                   "mask: early in pre-training the right word climbs long before it "
+                                   "reaches the top-k. Works for every family (RoBERTa's <mask> may be "
+                                   "written [MASK]).")
+    p.add_argument("--model", required=True, metavar="DIR", help="a checkpoint folder with an MLM head and vocab")
     p.add_argument("text", nargs="+", help='sentences such as "the man went to the [MASK] ."')
     p.add_argument("--top-k", type=int, default=5)
+    p.add_argument("--targets", metavar="WORD,...", default="",
+                   help="comma-separated words to rank at every mask (a word that splits into several "
+                        "pieces is ranked by its first piece, as transformers' fill-mask pipeline does)")
     add_common(p)
     p.set_defaults(run=run)
 
 
-def fill_mask(model, tokenizer, texts: list[str], top_k: int = 5) -> list[list[list[tuple[str, float]]]]:
-    """For each text, for each [MASK] in it: [(token, probability)] * top_k."""
+@dataclass
+class TargetScore:
+    word: str
+    piece: str
+    rank: int          # 1 = the model's top prediction
+    probability: float
+
+
+def fill_mask(model, tokenizer, texts: list[str], top_k: int = 5,
+              targets: list[str] = ()) -> list[list[dict]]:
+    """For each text, for each mask in it: {"top": [(token, probability)] * top_k, "targets": [TargetScore]}."""
     import torch
+    texts = [t.replace("[MASK]", tokenizer.mask_token) for t in texts]
+    target_ids = [_first_piece(tokenizer, w) for w in targets]
     enc = tokenizer(texts, padding=True, truncation=True, return_tensors="pt")
     positions = enc["input_ids"] == tokenizer.mask_token_id
+    inputs = {k: enc[k] for k in ("input_ids", "attention_mask", "token_type_ids") if k in enc}
     model.eval()
     with torch.no_grad():
-        logits = model(enc["input_ids"], attention_mask=enc["attention_mask"],
-                       token_type_ids=enc["token_type_ids"], prediction_positions=positions).logits
+        logits = model(**inputs, prediction_positions=positions).logits
     probs = logits.float().softmax(-1)
-    top = probs.topk(top_k, dim=-1)
-    rows = iter(zip(top.values.tolist(), top.indices.tolist()))
-    results = []
+    top = probs.topk(min(top_k, probs.shape[-1]), dim=-1)
+    results: list[list[dict]] = []
+    row = 0
     for count in positions.sum(1).tolist():
         per_text = []
         for _ in range(count):
-            values, indices = next(rows)
-            per_text.append([(tokenizer.convert_ids_to_tokens(i), v) for v, i in zip(values, indices)])
+            p = probs[row]
+            scores = [TargetScore(w, tokenizer.convert_ids_to_tokens(i), int((p > p[i]).sum()) + 1, float(p[i]))
+                      for w, i in zip(targets, target_ids)]
+            per_text.append({"top": [(tokenizer.convert_ids_to_tokens(i), v)
+                                     for v, i in zip(top.values[row].tolist(), top.indices[row].tolist())],
+                             "targets": scores})
+            row += 1
         results.append(per_text)
     return results
 
 
+def _first_piece(tokenizer, word: str) -> int:
+    ids = tokenizer.encode(word, add_special_tokens=False)
+    if not ids:
+        raise ValueError(f"--targets: {word!r} gives no tokens with this vocabulary")
+    return ids[0]
+
+
 def run(args: argparse.Namespace) -> int:
-    from bertforge import BertForMaskedLM
-    from bertforge.tokenization import BertTokenizer
-    tokenizer = BertTokenizer.from_pretrained(args.model)
-    model = BertForMaskedLM.from_pretrained(args.model)
-    for text, masks in zip(args.text, fill_mask(model, tokenizer, args.text, args.top_k)):
+    from bertforge.model.auto import AutoModelForMaskedLM
+    from bertforge.tokenization.auto import load_tokenizer
+    tokenizer = load_tokenizer(args.model)
+    model = AutoModelForMaskedLM.from_pretrained(args.model)
+    targets = [w.strip() for w in args.targets.split(",") if w.strip()]
+    vocab = tokenizer.vocab_size
+    for text, masks in zip(args.text, fill_mask(model, tokenizer, args.text, args.top_k, targets)):
         print(text)
         if not masks:
-            print(f"  (no {tokenizer.convert_ids_to_tokens(tokenizer.mask_token_id)} token in this text)")
-        for i, candidates in enumerate(masks):
-            shown = "  ".join(f"{tok} {p:.3f}" for tok, p in candidates)
+            alt = "" if tokenizer.mask_token == "[MASK]" else f" or {tokenizer.mask_token}"
+            print(f"  (no [MASK]{alt} in this text)")
+        for i, mask in enumerate(masks):
+            shown = "  ".join(f"{tok} {p:.3f}" for tok, p in mask["top"])
             print(f"  [MASK] #{i + 1}: {shown}")
+            for s in mask["targets"]:
+                piece = "" if s.piece == s.word else f" (as {s.piece!r})"
+                print(f"      {s.word}{piece}: rank {s.rank:,} of {vocab:,}, p {s.probability:.4f}")
     return 0
