@@ -34,7 +34,7 @@ def test_targets_rank_agrees_with_the_top_k(tmp_path, capsys):
                  "the cat [MASK] on the mat"]) == 0
     out = capsys.readouterr().out
     m = re.search(rf"^\s+{re.escape(best)}: rank 1 of {tok.vocab_size}, p (\S+)$", out, re.M)
-    assert m and abs(float(m.group(1)) - p_best) < 1e-4, out
+    assert m and abs(float(m.group(1)) - p_best) <= 1e-4 + 0.05 * p_best, out
     dog = re.search(r"^\s+dog: rank (\d+) of \d+, p (\S+)$", out, re.M)
     probs = model(**{k: v for k, v in tok(["the cat [MASK] on the mat"], return_tensors="pt").items()
                      if k in ("input_ids", "attention_mask", "token_type_ids")}).logits.softmax(-1)

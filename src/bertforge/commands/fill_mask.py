@@ -86,5 +86,6 @@ def run(args: argparse.Namespace) -> int:
             print(f"  [MASK] #{i + 1}: {shown}")
             for s in mask["targets"]:
                 piece = "" if s.piece == s.word else f" (as {s.piece!r})"
-                print(f"      {s.word}{piece}: rank {s.rank:,} of {vocab:,}, p {s.probability:.4f}")
+                prob = f"{s.probability:.4f}" if s.probability >= 1e-3 else f"{s.probability:.1e}"
+                print(f"      {s.word}{piece}: rank {s.rank:,} of {vocab:,}, p {prob}")
     return 0
