@@ -58,3 +58,4 @@ def test_roberta_accepts_bracket_mask(tmp_path, capsys):
     out = capsys.readouterr().out
     assert out.count("[MASK] #1:") == 2 and "no [MASK] or <mask> in this text" in out
     assert len(re.findall(r"rank \d+ of", out)) == 2
+    assert "dog (as 'Ġdog')" in out  # ranked as the mid-sentence piece, with its leading space

@@ -63,6 +63,9 @@ def fill_mask(model, tokenizer, texts: list[str], top_k: int = 5,
 
 
 def _first_piece(tokenizer, word: str) -> int:
+    from bertforge.tokenization.bpe import RobertaTokenizer
+    if isinstance(tokenizer, RobertaTokenizer):
+        word = " " + word  # byte-level BPE: a word inside a sentence carries its leading space ("Ġgood")
     ids = tokenizer.encode(word, add_special_tokens=False)
     if not ids:
         raise ValueError(f"--targets: {word!r} gives no tokens with this vocabulary")
