@@ -31,7 +31,7 @@ from bertforge.data.shards import load_tokenizer
 from bertforge.model.distilbert import LAYER_NORM_EPS, DistilBertConfig, DistilBertForMaskedLM
 from bertforge.training import checkpointing as ckpt
 from bertforge.training.metrics_log import MetricsLog
-from bertforge.training.optim import budget_lr_factor, build_optimizer, linear_warmup_decay
+from bertforge.training.optim import build_optimizer, linear_warmup_decay, set_budget_lr
 
 INIT_RECORD = "distill_init.json"
 SUMMARY_FILE = "distill_summary.json"
@@ -310,11 +310,7 @@ def run_distillation(cfg: DistillConfig) -> DistillResult:
         losses["loss"].backward()
         grad_norm = torch.nn.utils.clip_grad_norm_(student.parameters(), cfg.max_grad_norm)
         if budget is not None:  # as in pre-training: warmup by steps, then decay with the time spent
-            if state["warmup_ended_at"] is None and step + 1 >= cfg.warmup_steps:
-                state["warmup_ended_at"] = state["elapsed"]
-            factor = budget_lr_factor(step, cfg.warmup_steps, state["elapsed"], budget, state["warmup_ended_at"])
-            for group, base in zip(optimizer.param_groups, scheduler.base_lrs):
-                group["lr"] = base * factor
+            set_budget_lr(optimizer, scheduler.base_lrs, state, step, cfg.warmup_steps, budget)
         if math.isfinite(float(losses["loss"].detach())) and math.isfinite(float(grad_norm)):
             optimizer.step()
             state["bad_in_row"] = 0

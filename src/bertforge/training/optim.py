@@ -95,3 +95,15 @@ def budget_lr_factor(step: int, warmup_steps: int, elapsed: float, budget: float
         return (step + 1) / warmup_steps
     start = warmup_ended_at or 0.0
     return max(0.0, 1.0 - max(0.0, elapsed - start) / max(budget - start, 1e-9))
+
+
+def set_budget_lr(optimizer: torch.optim.Optimizer, base_lrs: list[float], state: dict, step: int,
+                  warmup_steps: int, budget: float) -> float:
+    """Set every group's lr for this step of a time-budgeted run and return the factor. Records in `state`
+    (saved with each checkpoint, so a resumed run decays the same way) the time at which warmup ended."""
+    if state["warmup_ended_at"] is None and step + 1 >= warmup_steps:
+        state["warmup_ended_at"] = state["elapsed"]
+    factor = budget_lr_factor(step, warmup_steps, state["elapsed"], budget, state["warmup_ended_at"])
+    for group, base in zip(optimizer.param_groups, base_lrs):
+        group["lr"] = base * factor
+    return factor

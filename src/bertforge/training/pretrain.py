@@ -29,7 +29,7 @@ from bertforge.data.shards import load_tokenizer
 from bertforge.training import checkpointing as ckpt
 from bertforge.training import distributed as dist_
 from bertforge.training.metrics_log import MetricsLog
-from bertforge.training.optim import budget_lr_factor, build_optimizer, linear_warmup_decay
+from bertforge.training.optim import build_optimizer, linear_warmup_decay, set_budget_lr
 
 # Test hook: steps (1-based, "3,4" or "5-" for 5 onwards) whose loss is replaced by NaN before backward.
 NAN_STEPS_ENV = "BERTFORGE_TEST_NAN_STEPS"
@@ -439,11 +439,7 @@ def _run(cfg: PretrainConfig, info: dist_.DistInfo) -> PretrainResult:
             window.add(out_, batch)
         grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.max_grad_norm)
         if budget is not None:  # lr follows the wall clock: warmup by steps, then decay with time spent
-            if state["warmup_ended_at"] is None and step + 1 >= cfg.warmup_steps:
-                state["warmup_ended_at"] = state["elapsed"]
-            factor = budget_lr_factor(step, cfg.warmup_steps, state["elapsed"], budget, state["warmup_ended_at"])
-            for group, base in zip(optimizer.param_groups, scheduler.base_lrs):
-                group["lr"] = base * factor
+            set_budget_lr(optimizer, scheduler.base_lrs, state, step, cfg.warmup_steps, budget)
         bad = dist_.any_true(not (math.isfinite(loss_sum) and math.isfinite(float(grad_norm))), info)
         if bad:
             state["skipped"] += 1
