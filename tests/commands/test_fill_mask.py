@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import re
 
+import pytest
 import torch
 
 from bertforge.cli import main
@@ -59,3 +60,15 @@ def test_roberta_accepts_bracket_mask(tmp_path, capsys):
     assert out.count("[MASK] #1:") == 2 and "no [MASK] or <mask> in this text" in out
     assert len(re.findall(r"rank \d+ of", out)) == 2
     assert "dog (as 'Ġdog')" in out  # ranked as the mid-sentence piece, with its leading space
+
+
+def test_bad_targets_and_top_k_are_clear_errors(tmp_path, capsys):
+    """A target outside the vocabulary is refused, not silently ranked as [UNK]; --top-k below 1 is refused."""
+    folder, _, _ = _bert_folder(tmp_path)
+    capsys.readouterr()
+    assert main(["fill-mask", "--model", str(folder), "--targets", "dog,zebra", "the cat [MASK] on the mat"]) == 1
+    err = capsys.readouterr().err
+    assert "--targets: 'zebra' is not in this vocabulary" in err and "Traceback" not in err
+    with pytest.raises(SystemExit):
+        main(["fill-mask", "--model", str(folder), "--top-k", "0", "the cat [MASK] on the mat"])
+    assert "--top-k: expected a whole number of at least 1, got '0'" in capsys.readouterr().err

@@ -16,12 +16,18 @@ def register(sub) -> None:
                                    "written [MASK]).")
     p.add_argument("--model", required=True, metavar="DIR", help="a checkpoint folder with an MLM head and vocab")
     p.add_argument("text", nargs="+", help='sentences such as "the man went to the [MASK] ."')
-    p.add_argument("--top-k", type=int, default=5)
+    p.add_argument("--top-k", type=_at_least_one, default=5, help="how many predictions to print per mask")
     p.add_argument("--targets", metavar="WORD,...", default="",
                    help="comma-separated words to rank at every mask (a word that splits into several "
                         "pieces is ranked by its first piece, as transformers' fill-mask pipeline does)")
     add_common(p)
     p.set_defaults(run=run)
+
+
+def _at_least_one(text: str) -> int:
+    if not text.lstrip("-").isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number of at least 1, got {text!r}")
+    return int(text)
 
 
 @dataclass
@@ -68,7 +74,10 @@ def _first_piece(tokenizer, word: str) -> int:
         word = " " + word  # byte-level BPE: a word inside a sentence carries its leading space ("Ġgood")
     ids = tokenizer.encode(word, add_special_tokens=False)
     if not ids:
-        raise ValueError(f"--targets: {word!r} gives no tokens with this vocabulary")
+        raise ValueError(f"--targets: {word.strip()!r} gives no tokens with this vocabulary")
+    if ids[0] == tokenizer.unk_token_id:
+        raise ValueError(f"--targets: {word.strip()!r} is not in this vocabulary (it would be ranked as "
+                         f"{tokenizer.unk_token})")
     return ids[0]
 
 
