@@ -16,7 +16,10 @@ Trainer picks by default on torch >= 2.8), lr 2e-5, linear warmup over 10% of th
 The sides alternate in one process (seed 1: bertforge then HF, seed 2: HF then bertforge, ...), so load drift
 hits both alike. Reported per side: the dev metrics after the last epoch, training examples/s (examples x
 epochs / seconds spent in the training loop, the per-epoch evaluations excluded) and the wall time; the
-speed-up is the ratio of the median throughputs, "paired" the median of the per-seed ratios.
+speed-up is the ratio of the median throughputs, "paired" the median of the per-seed ratios. Each side's
+training loop is also timed in process CPU seconds: with one thread (the default) that is the work itself, and
+a spell of load from other jobs during one side's turn (which stretches its wall time but not its CPU time)
+cannot tilt that ratio.
 
     python benchmarks/bench_finetune.py --task mrpc [--max-train-samples N] [--epochs 3] [--seeds 42,43,44]
                                         [--data ../shared/data] [--model DIR] [--out results.json]
@@ -54,15 +57,16 @@ class _EvalTimer:
     """Wraps `ft.evaluate_examples` so the per-epoch evaluations can be taken out of the training time."""
 
     def __init__(self) -> None:
-        self.seconds = 0.0
+        self.seconds = self.cpu_seconds = 0.0
         self._inner = ft.evaluate_examples
 
     def __call__(self, *args, **kwargs):
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         try:
             return self._inner(*args, **kwargs)
         finally:
             self.seconds += time.perf_counter() - t0
+            self.cpu_seconds += time.process_time() - c0
 
 
 def run_bertforge(spec, data: ft.TaskData, args, seed: int, tmp: Path) -> dict:
@@ -78,13 +82,16 @@ def run_bertforge(spec, data: ft.TaskData, args, seed: int, tmp: Path) -> dict:
     encode_seconds = time.perf_counter() - t0
     timer = _EvalTimer()
     ft.evaluate_examples = timer
+    c0 = time.process_time()
     try:
         result, model = ft.train_run(spec, tokenizer, data, features, settings, args.lr, seed, tmp / f"bf_{seed}")
     finally:
         ft.evaluate_examples = timer._inner
+    cpu = time.process_time() - c0
     del model
     train_seconds = result.seconds - timer.seconds
     return {"metrics": _clean(result.metrics), "train_seconds": train_seconds, "eval_seconds": timer.seconds,
+            "train_cpu_seconds": cpu - timer.cpu_seconds,
             "encode_seconds": encode_seconds, "steps": result.steps, "wall_seconds": time.perf_counter() - wall0}
 
 
@@ -148,10 +155,10 @@ def run_hf(spec, data: ft.TaskData, args, seed: int) -> dict:
                                                                              for ex in dev_examples]
         return spec.metric(preds, refs)
 
-    step, epoch, train_seconds, eval_seconds = 0, 0, 0.0, 0.0
+    step, epoch, train_seconds, eval_seconds, train_cpu = 0, 0, 0.0, 0.0, 0.0
     metrics: dict = {}
     while step < total:
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         for batch in loader:
             loss = model(**batch).loss
             loss.backward()
@@ -163,13 +170,14 @@ def run_hf(spec, data: ft.TaskData, args, seed: int) -> dict:
             if step >= total:
                 break
         train_seconds += time.perf_counter() - t0
+        train_cpu += time.process_time() - c0
         epoch += 1
         t0 = time.perf_counter()
         metrics = evaluate()
         eval_seconds += time.perf_counter() - t0
     del model
     return {"metrics": _clean(metrics), "train_seconds": train_seconds, "eval_seconds": eval_seconds,
-            "encode_seconds": encode_seconds, "steps": step, "wall_seconds": time.perf_counter() - wall0}
+            "train_cpu_seconds": train_cpu, "encode_seconds": encode_seconds, "steps": step, "wall_seconds": time.perf_counter() - wall0}
 
 
 # ---- main ------------------------------------------------------------------------------------------------------------
@@ -214,17 +222,20 @@ def main(argv: list[str] | None = None) -> int:
             order = ["bertforge", "transformers"] if i % 2 == 0 else ["transformers", "bertforge"]
             for side in order:
                 r = run_bertforge(spec, data, args, seed, Path(tmp)) if side == "bertforge" else run_hf(spec, data, args, seed)
-                r.update(side=side, seed=seed, train_examples_per_second=n_train * args.epochs / r["train_seconds"])
+                r.update(side=side, seed=seed, train_examples_per_second=n_train * args.epochs / r["train_seconds"],
+                         train_examples_per_cpu_second=n_train * args.epochs / r["train_cpu_seconds"])
                 runs.append(r)
                 log(f"  seed {seed} {side:12s}: " + ", ".join(f"{k} {v:.4f}" for k, v in r["metrics"].items())
-                    + f" | train {r['train_seconds']:.1f}s ({r['train_examples_per_second']:.1f} ex/s), "
+                    + f" | train {r['train_seconds']:.1f}s ({r['train_examples_per_second']:.1f} ex/s; "
+                      f"{r['train_cpu_seconds']:.1f} CPU-s, {r['train_examples_per_cpu_second']:.1f} ex/CPU-s), "
                       f"eval {r['eval_seconds']:.1f}s, wall {r['wall_seconds']:.1f}s")
                 if args.out:  # keep partial results if the run is cut short
                     _write(args, spec, info, n_train, n_dev, seeds, runs, time.perf_counter() - start)
     report = _write(args, spec, info, n_train, n_dev, seeds, runs, time.perf_counter() - start)
     print("\n" + report["table"])
     log(f"\nspeed-up (median bertforge ex/s / median HF ex/s): {report['speedup']:.2f}x, "
-        f"paired {report['paired_speedup']:.2f}x; total {report['total_seconds']:.0f} s")
+        f"paired {report['paired_speedup']:.2f}x; per CPU-second {report['cpu_speedup']:.2f}x; "
+        f"total {report['total_seconds']:.0f} s")
     return 0
 
 
@@ -239,23 +250,29 @@ def _write(args, spec, info, n_train, n_dev, seeds, runs, total_seconds) -> dict
             continue
         summary[s] = {"metrics_median": {k: statistics.median(r["metrics"][k] for r in rs) for k in keys},
                       "train_examples_per_second_median": statistics.median(r["train_examples_per_second"] for r in rs),
+                      "train_examples_per_cpu_second_median":
+                          statistics.median(r["train_examples_per_cpu_second"] for r in rs),
                       "train_seconds_median": statistics.median(r["train_seconds"] for r in rs), "n_runs": len(rs)}
     paired = [b["train_examples_per_second"] / h["train_examples_per_second"]
               for b in by["bertforge"] for h in by["transformers"] if b["seed"] == h["seed"]]
     speedup = (summary["bertforge"]["train_examples_per_second_median"]
                / summary["transformers"]["train_examples_per_second_median"]) if len(summary) == 2 else float("nan")
+    cpu_speedup = (summary["bertforge"]["train_examples_per_cpu_second_median"]
+                   / summary["transformers"]["train_examples_per_cpu_second_median"]) if len(summary) == 2 \
+        else float("nan")
     rows = []
     for s in sides:
         if s in summary:
             m = summary[s]
             rows.append([s, len(by[s])] + [f"{100 * m['metrics_median'][k]:.2f}" for k in keys]
-                        + [f"{m['train_examples_per_second_median']:.1f}", f"{m['train_seconds_median']:.0f}"])
+                        + [f"{m['train_examples_per_second_median']:.1f}",
+                           f"{m['train_examples_per_cpu_second_median']:.1f}", f"{m['train_seconds_median']:.0f}"])
     table = markdown_table(["side", "seeds"] + [f"dev {k} (median)" for k in keys]
-                           + ["train ex/s (median)", "train s (median)"], rows)
+                           + ["train ex/s (median)", "train ex/CPU-s (median)", "train s (median)"], rows)
     report = {"task": spec.name, "n_train": n_train, "n_dev": n_dev, "epochs": args.epochs, "seeds": seeds,
               "lr": args.lr, "batch_size": args.batch_size, "max_seq_length": args.max_seq_length,
               "max_train_samples": args.max_train_samples, "subset_seed": args.subset_seed,
-              "machine": info, "runs": runs, "summary": summary, "speedup": speedup,
+              "machine": info, "runs": runs, "summary": summary, "speedup": speedup, "cpu_speedup": cpu_speedup,
               "paired_speedup": statistics.median(paired) if paired else float("nan"),
               "total_seconds": total_seconds, "table": table}
     if args.out:

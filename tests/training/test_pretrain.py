@@ -143,3 +143,19 @@ def test_non_finite_steps_in_a_row_abort(train_data, vocab_dir, tmp_path, monkey
     weights = load_file(str(ckpt.latest_checkpoint(out) / "model.safetensors"))
     assert all(torch.isfinite(t).all() for t in weights.values())
     assert not (out / "model.safetensors").exists(), "a diverged run writes no final model"
+
+
+@pytest.mark.parametrize("objective", ["mlm", "mlm+nsp"])
+def test_init_from_an_encoder_says_which_new_heads_it_trains(train_data, vocab_dir, tmp_path, objective):
+    """Continued pre-training of an encoder-only checkpoint (all-MiniLM-L6-v2 ships no MLM head): the MLM head
+    starts new and is trained; the NSP head starts new too, and --objective mlm leaves it untrained."""
+    from bertforge import BertConfig, BertModel
+    encoder = tmp_path / "encoder"
+    BertModel(BertConfig.preset("tiny", vocab_size=30522)).save_pretrained(encoder)
+    result = pretrain(train_data, tmp_path / "run", vocab=str(vocab_dir), init_from=str(encoder), objective=objective,
+                      max_steps=1, eval_batches=0, **{**FAST, "model": str(encoder)})
+    note = next(n for n in result.notes if n.startswith(f"initialised from {encoder}"))
+    trained, _, untrained = note.partition("left untrained")
+    assert "cls.predictions" in trained and "cls.predictions" not in untrained
+    assert ("cls.seq_relationship" in untrained) == (objective == "mlm")
+    assert ("cls.seq_relationship" in trained) == (objective == "mlm+nsp")

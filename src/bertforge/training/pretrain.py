@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import math
 import os
 import re
@@ -168,7 +169,14 @@ def build_model(cfg: PretrainConfig, tokenizer: Any, max_len: int) -> torch.nn.M
     from bertforge.model.auto import family, model_class_for, preset_config, read_model_type
     vocab_size = len(tokenizer.vocab)
     if cfg.init_from:
-        model = model_class_for(cfg.init_from, "pretraining").from_pretrained(cfg.init_from)
+        # the run says itself which heads are new and which of them it trains (see init_note)
+        checkpoint_log = logging.getLogger("bertforge.checkpoint")
+        level = checkpoint_log.level
+        checkpoint_log.setLevel(logging.ERROR)
+        try:
+            model = model_class_for(cfg.init_from, "pretraining").from_pretrained(cfg.init_from)
+        finally:
+            checkpoint_log.setLevel(level)
     else:
         path = Path(cfg.model)
         if path.is_dir():
@@ -188,6 +196,21 @@ def build_model(cfg: PretrainConfig, tokenizer: Any, max_len: int) -> torch.nn.M
         raise ValueError(f"objective {cfg.objective} needs a sentence-pair head, which {type(model).__name__} "
                          "lacks; use --objective mlm (or ltr)")
     return model
+
+
+def init_note(model: torch.nn.Module, cfg: PretrainConfig) -> str:
+    """Where --init-from weights came from, and which heads start new: an encoder checkpoint (e.g. a sentence
+    encoder) has no MLM head, and --objective mlm/ltr never trains the sentence-pair head."""
+    new = getattr(model, "loading_info", {}).get("newly_initialized", [])
+    note = f"initialised from {cfg.init_from}"
+    sentence = [n for n in new if "seq_relationship" in n or "sop_classifier" in n]
+    trained = [n for n in new if n not in sentence or cfg.objective in ("mlm+nsp", "mlm+sop")]
+    if trained:
+        note += f"; new, trained by this run: {', '.join(trained)}"
+    if len(trained) < len(new):
+        note += (f"; new and left untrained (--objective {cfg.objective} has no sentence task): "
+                 f"{', '.join(n for n in new if n not in trained)}")
+    return note
 
 
 def _autocast(device: torch.device, precision: str):
@@ -349,7 +372,8 @@ def _run(cfg: PretrainConfig, info: dist_.DistInfo) -> PretrainResult:
     else:
         torch.manual_seed(cfg.seed + 1_000_003 * info.rank)  # dropout differs between ranks
         if cfg.init_from:
-            notes.append(f"initialised from {cfg.init_from}")
+            notes.append(init_note(model, cfg))
+            say(notes[-1])
 
     net = model
     if info.enabled:
