@@ -9,7 +9,7 @@
 #     bash experiments/finetune_results.sh conll squad features seeds-mrpc       # the later sections
 #
 # Steps that produced the numbers in RESULTS.md: bench-mrpc bench-sst2 cola rte stsb conll squad features
-# seeds-mrpc extra-seeds. Written but not run for RESULTS.md (CPU budget): seeds-rte (and `seeds`, which is both).
+# seeds-mrpc extra-seeds squad-full. Written but not run for RESULTS.md (CPU budget): seeds-rte (and `seeds`, which is both).
 #
 # Outputs (predictor folders, logs, JSON) go to $OUT (default ../runs/ft, outside the repository).
 # Every job runs on one thread: the numbers in RESULTS.md were measured on 2 shared CPU cores.
@@ -60,6 +60,12 @@ fi
 if step squad; then
   run squad_s42 $BF finetune --task squad --model "$MODEL" --data $DATA/squad/dev-v1.1.json.gz \
       --output "$OUT/squad_s42" --max-train-samples 2000 --epochs 2 --batch-size 32 --lr 5e-5 --seed 42
+fi
+
+if step squad-full; then  # all 8,582 training-side questions, 256-token windows, 1 epoch (CPU budget)
+  run squad_full256_e1_s42 $BF finetune --task squad --model "$MODEL" --data $DATA/squad/dev-v1.1.json.gz \
+      --output "$OUT/squad_full256_e1_s42" --max-seq-length 256 --doc-stride 128 --epochs 1 --batch-size 32 \
+      --lr 5e-5 --seed 42
 fi
 
 # 4. feature-based CoNLL (frozen features -> BiLSTM) vs fine-tuning on the same 4,000 training sentences
