@@ -101,9 +101,16 @@ def test_other_objectives_train(train_data, vocab_dir, tmp_path, objective):
     assert ("nsp_acc" in result.final_eval) == (objective == "mlm+sop")
 
 
-def test_time_budget_stops_and_decays(train_data, vocab_dir, tmp_path, capsys):
+def test_time_budget_stops_and_decays(train_data, vocab_dir, tmp_path, capsys, monkeypatch):
+    # a clock that advances 0.1 s per reading: the number of steps the budget allows no longer depends on how
+    # busy the machine is (with the real clock, a loaded machine fitted one step into 2 s and nothing decayed)
+    import itertools
+
+    import bertforge.training.pretrain as loop
+    ticks = itertools.count(0.0, 0.1)
+    monkeypatch.setattr(loop.time, "perf_counter", lambda: next(ticks))
     result = pretrain(train_data, tmp_path / "budget", vocab=str(vocab_dir), time_budget=2.0, eval_batches=0, **FAST)
-    assert result.stopped_by == "time-budget" and result.step >= 1
+    assert result.stopped_by == "time-budget" and result.step >= 3
     assert "time budget of 2s spent" in capsys.readouterr().out
     records = [json.loads(line) for line in (tmp_path / "budget" / "metrics.jsonl").read_text().splitlines()]
     lrs = [r["lr"] for r in records if r["split"] == "train"]
