@@ -29,8 +29,10 @@ class Embeddings(nn.Module):
                 token_type_ids: Optional[torch.Tensor]) -> torch.Tensor:
         """All arguments are flat [tokens] (already packed): the lookups touch real tokens only."""
         x = self.word_embeddings(input_ids) + self.position_embeddings(position_ids)
-        if self.token_type_embeddings is not None:
-            x = x + (self.token_type_embeddings(token_type_ids) if token_type_ids is not None
-                     else self.token_type_embeddings.weight[0])
+        table = self.token_type_embeddings
+        if table is not None:
+            # one segment (RoBERTa): the 0/1 pair ids of a BERT-style tokenizer carry nothing for it, use row 0
+            one_segment = token_type_ids is None or table.num_embeddings == 1
+            x = x + (table.weight[0] if one_segment else table(token_type_ids))
         x = self.dropout(self.norm(x))
         return self.projection(x) if self.projection is not None else x
