@@ -177,7 +177,8 @@ def run_hf(spec, data: ft.TaskData, args, seed: int) -> dict:
         eval_seconds += time.perf_counter() - t0
     del model
     return {"metrics": _clean(metrics), "train_seconds": train_seconds, "eval_seconds": eval_seconds,
-            "train_cpu_seconds": train_cpu, "encode_seconds": encode_seconds, "steps": step, "wall_seconds": time.perf_counter() - wall0}
+            "train_cpu_seconds": train_cpu, "encode_seconds": encode_seconds, "steps": step,
+            "wall_seconds": time.perf_counter() - wall0}
 
 
 # ---- main ------------------------------------------------------------------------------------------------------------
