@@ -99,15 +99,16 @@ class Contender:
 
 
 class Bertforge(Contender):
-    def __init__(self, steps, config, data_dir, tokenizer, batch_size, seq_len):
+    def __init__(self, steps, config, data_dir, tokenizer, batch_size, seq_len, mask_rate: float = 0.15):
         super().__init__(steps, config)
-        from bertforge.data import PretrainingDataset
+        from bertforge.data import MaskingConfig, PretrainingDataset
         from bertforge.model import BertForPreTraining
         from bertforge.training.optim import build_optimizer
         torch.manual_seed(0)
         self.model = BertForPreTraining(config).train()
         self.optimizer = build_optimizer(self.model, 1e-4)
-        self.data = PretrainingDataset(data_dir, tokenizer, batch_size=batch_size, max_seq_length=seq_len, seed=0)
+        self.data = PretrainingDataset(data_dir, tokenizer, batch_size=batch_size, max_seq_length=seq_len, seed=0,
+                                       masking=MaskingConfig(rate=mask_rate))
 
     def step(self) -> None:
         from bertforge.training.pretrain import next_batch
@@ -213,11 +214,43 @@ def heldout_mlm_loss(who, data_dir: Path, tokenizer, batches: int = 8) -> float:
     return total / count
 
 
-TTQ_LOOPS = (  # name, implementation, peak lr: the same recipe for both, then bertforge's tuned one
-    ("transformers", "transformers", 5e-4),
-    ("bertforge, same recipe", "bertforge", 5e-4),
-    ("bertforge, lr 1e-3", "bertforge", 1e-3),
-)
+TTQ_DEFAULT_LOOPS = "transformers,bertforge,bertforge:lr=1e-3"
+TTQ_BASE = {"lr": 5e-4, "mask": 0.15, "dropout": None}  # the shared recipe; dropout None = the preset's 0.1
+
+
+def parse_ttq_loops(spec: str) -> list[tuple[str, str, dict]]:
+    """'transformers,bertforge,bertforge:mask=0.3:dropout=0' -> [(name, implementation, recipe)].
+
+    Each loop starts from the shared recipe and overrides what it names: `lr` (peak), `mask` (masking rate
+    of the training batches; held-out loss is always measured on the same 15 % masks) and `dropout` (hidden
+    and attention dropout; 0 lets CPU attention take SDPA's fused flash kernel). Only bertforge loops take
+    overrides: transformers is the fixed reference.
+    """
+    loops = []
+    for item in filter(None, (part.strip() for part in spec.split(","))):
+        kind, *overrides = item.split(":")
+        if kind not in ("transformers", "bertforge"):
+            raise SystemExit(f"--ttq-loops: unknown implementation {kind!r} in {item!r} "
+                             "(expected transformers or bertforge)")
+        if kind == "transformers" and overrides:
+            raise SystemExit(f"--ttq-loops: {item!r}: the transformers loop is the reference and takes no overrides")
+        recipe = dict(TTQ_BASE)
+        for override in overrides:
+            key, sep, value = override.partition("=")
+            if key not in TTQ_BASE or not sep:
+                raise SystemExit(f"--ttq-loops: {item!r}: expected key=value with key in {sorted(TTQ_BASE)}, "
+                                 f"got {override!r}")
+            try:
+                recipe[key] = float(value)
+            except ValueError:
+                raise SystemExit(f"--ttq-loops: {item!r}: {key} must be a number, got {value!r}") from None
+        name = "transformers" if kind == "transformers" else (
+            "bertforge, same recipe" if not overrides else "bertforge, " + ", ".join(
+                f"{k} {recipe[k]:g}" for k in TTQ_BASE if recipe[k] != TTQ_BASE[k]))
+        loops.append((name, kind, recipe))
+    if [kind for _, kind, _ in loops].count("transformers") != 1:
+        raise SystemExit("--ttq-loops must hold exactly one transformers loop: its final loss is the target")
+    return loops
 
 
 def budget_lr(peak: float, spent: float, budget: float, warmup: float = 0.05) -> float:
@@ -231,12 +264,14 @@ def time_to_quality(args, data_dir: Path, tokenizer) -> str:
     held-out MLM loss (same masked tokens) after every round. Reports when each bertforge loop first
     reaches the loss transformers ends with, and draws the curves."""
     from bertforge.config import BertConfig
-    config = BertConfig.preset("mini", vocab_size=len(tokenizer.vocab))
     loops = {}
-    for name, kind, peak in TTQ_LOOPS:
-        who = (Bertforge(1, config, data_dir, tokenizer, 32, args.seq_len) if kind == "bertforge" else
-               Transformers(1, config, data_dir, tokenizer, 32, args.seq_len, args.vocab))
-        loops[name] = (who, peak)
+    for name, kind, recipe in parse_ttq_loops(args.ttq_loops):
+        dropout = {} if recipe["dropout"] is None else {"hidden_dropout_prob": recipe["dropout"],
+                                                        "attention_probs_dropout_prob": recipe["dropout"]}
+        config = BertConfig.preset("mini", vocab_size=len(tokenizer.vocab), **dropout)
+        who = (Bertforge(1, config, data_dir, tokenizer, 32, args.seq_len, mask_rate=recipe["mask"])
+               if kind == "bertforge" else Transformers(1, config, data_dir, tokenizer, 32, args.seq_len, args.vocab))
+        loops[name] = (who, recipe["lr"])
     for who, _ in loops.values():  # one untimed step at lr 0: first-call allocations are not training time
         for group in who.optimizer.param_groups:
             group["lr"] = 0.0
@@ -265,7 +300,7 @@ def time_to_quality(args, data_dir: Path, tokenizer) -> str:
         rows.append(["mini", name, f"{peak:g}", f"{spent[name]:.0f}", steps[name], f"{sum(who.tokens):,}",
                      f"{curves[name][-1][1]:.3f}",
                      "—" if name == "transformers" else
-                     (f"{reached:.0f} s ({reached / spent['transformers']:.2f} of the budget)" if reached
+                     (f"{reached:.0f} s ({reached / spent['transformers']:.2f} of the budget)" if reached is not None
                       else "not reached")])
     if args.ttq_plot:
         plot_ttq(curves, target, Path(args.ttq_plot))
@@ -316,6 +351,9 @@ def main() -> None:
                         help="also train mini for this wall-clock budget per loop and compare held-out MLM loss")
     parser.add_argument("--ttq-rounds", type=int, default=8, help="held-out evaluations per loop")
     parser.add_argument("--ttq-plot", default=None, metavar="PNG", help="draw the time-to-quality curves here")
+    parser.add_argument("--ttq-loops", default=TTQ_DEFAULT_LOOPS, metavar="SPEC",
+                        help="comma-separated loops, e.g. 'transformers,bertforge,bertforge:mask=0.3:dropout=0' "
+                             "(overrides: lr, mask, dropout; default %(default)s)")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     from bertforge.tokenization import BertTokenizer
