@@ -166,3 +166,17 @@ def test_init_from_an_encoder_says_which_new_heads_it_trains(train_data, vocab_d
     assert "cls.predictions" in trained and "cls.predictions" not in untrained
     assert ("cls.seq_relationship" in untrained) == (objective == "mlm")
     assert ("cls.seq_relationship" in trained) == (objective == "mlm+nsp")
+
+
+def test_dropout_override_reaches_the_saved_model(train_data, vocab_dir, tmp_path):
+    from bertforge.model import BertForPreTraining
+    out = tmp_path / "nodrop"
+    pretrain(train_data, out, vocab=str(vocab_dir), max_steps=1, eval_batches=0, dropout=0.0, **FAST)
+    saved = json.loads((out / "config.json").read_text())
+    assert saved["hidden_dropout_prob"] == 0.0 and saved["attention_probs_dropout_prob"] == 0.0
+    model = BertForPreTraining.from_pretrained(out).train()   # train mode, yet nothing random is left
+    ids = torch.tensor([[2, 7, 8, 9, 3]])
+    first, second = model(input_ids=ids).prediction_logits, model(input_ids=ids).prediction_logits
+    assert torch.equal(first, second)
+    with pytest.raises(ValueError, match="--dropout must be in"):
+        pretrain(train_data, tmp_path / "bad", vocab=str(vocab_dir), max_steps=1, dropout=1.5, **FAST)

@@ -41,6 +41,9 @@ def register(sub) -> None:
                    help="static masking: how many differently masked copies of the corpus (BERT used 10)")
     p.add_argument("--mask-rate", type=float, default=0.15)
     p.add_argument("--whole-word", action="store_true")
+    p.add_argument("--dropout", type=float, default=None, metavar="P",
+                   help="hidden and attention dropout for this run (default: the model's, 0.1 for BERT). 0, as in "
+                        "Cramming and ModernBERT, also lets CPU attention use SDPA's fused kernel")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--init-from", metavar="DIR", help="start from these weights instead of a random init")
     p.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
@@ -60,7 +63,7 @@ def run(args: argparse.Namespace) -> int:
         time_budget=parse_duration(args.time_budget), save_every=args.save_every,
         keep_checkpoints=args.keep_checkpoints, eval_every=args.eval_every, eval_batches=args.eval_batches,
         log_every=args.log_every, masking=args.masking, dupe_factor=args.dupe_factor,
-        mask_rate=args.mask_rate, whole_word=args.whole_word,
+        mask_rate=args.mask_rate, whole_word=args.whole_word, dropout=args.dropout,
         seed=args.seed, init_from=args.init_from, device=args.device, precision=args.precision,
         progress=not args.no_progress)
     run_pretraining(cfg)

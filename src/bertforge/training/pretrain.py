@@ -70,6 +70,7 @@ class PretrainConfig:
     mask_rate: float = 0.15
     dupe_factor: int = 10                    # static masking: differently masked copies of the corpus
     whole_word: bool = False
+    dropout: float | None = None             # hidden + attention dropout; None = the model's own (BERT 0.1)
     seed: int = 0
     init_from: str | None = None
     device: str = "auto"
@@ -168,13 +169,17 @@ def build_model(cfg: PretrainConfig, tokenizer: Any, max_len: int) -> torch.nn.M
     """The family's pre-training class (BERT: MLM+NSP, ALBERT: MLM+SOP, RoBERTa/DistilBERT: MLM)."""
     from bertforge.model.auto import family, model_class_for, preset_config, read_model_type
     vocab_size = len(tokenizer.vocab)
+    if cfg.dropout is not None and not 0.0 <= cfg.dropout < 1.0:
+        raise ValueError(f"--dropout must be in [0, 1), got {cfg.dropout}")
+    dropout = {} if cfg.dropout is None else {"hidden_dropout_prob": cfg.dropout,
+                                              "attention_probs_dropout_prob": cfg.dropout}
     if cfg.init_from:
         # the run says itself which heads are new and which of them it trains (see init_note)
         checkpoint_log = logging.getLogger("bertforge.checkpoint")
         level = checkpoint_log.level
         checkpoint_log.setLevel(logging.ERROR)
         try:
-            model = model_class_for(cfg.init_from, "pretraining").from_pretrained(cfg.init_from)
+            model = model_class_for(cfg.init_from, "pretraining").from_pretrained(cfg.init_from, **dropout)
         finally:
             checkpoint_log.setLevel(level)
     else:
@@ -183,8 +188,10 @@ def build_model(cfg: PretrainConfig, tokenizer: Any, max_len: int) -> torch.nn.M
             path = path / "config.json"
         if path.suffix == ".json" or path.is_file():
             config = family(read_model_type(path)).config_class.from_json_file(path)
+            for name, value in dropout.items():
+                setattr(config, name, value)
         else:
-            config = preset_config(cfg.model, vocab_size=vocab_size, pad_token_id=tokenizer.pad_token_id)
+            config = preset_config(cfg.model, vocab_size=vocab_size, pad_token_id=tokenizer.pad_token_id, **dropout)
         model = family(config.model_type).model_class("pretraining")(config)
     if model.config.vocab_size < vocab_size:
         raise ValueError(f"the model has {model.config.vocab_size} token embeddings but the vocab has {vocab_size}")
