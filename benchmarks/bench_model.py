@@ -195,10 +195,14 @@ class ClassifierHead(nn.Module):
         return self.classifier(self.dropout(pooled))
 
 
-def build_pair(name: str, vocab_size: int, tmp: Path):
+def dropout_overrides(dropout: float | None) -> dict:
+    return {} if dropout is None else {"hidden_dropout_prob": dropout, "attention_probs_dropout_prob": dropout}
+
+
+def build_pair(name: str, vocab_size: int, tmp: Path, dropout: float | None = None):
     """(ours, hf): BertForPreTraining with the same weights (ours saved, HF loaded from the folder)."""
     import transformers
-    config = BertConfig.preset(name, vocab_size=vocab_size)
+    config = BertConfig.preset(name, vocab_size=vocab_size, **dropout_overrides(dropout))
     torch.manual_seed(0)
     ours = BertForPreTraining(config)
     folder = tmp / name
@@ -303,7 +307,7 @@ def run_config(name: str, args, tok: BertTokenizer, tmp: Path) -> list[dict]:
     if args.batch_size:
         pt_bs = cls_bs = args.batch_size
     n_batches = args.batches or 1
-    config, ours, hf = build_pair(name, tok.vocab_size, tmp)
+    config, ours, hf = build_pair(name, tok.vocab_size, tmp, args.dropout)
     pt = pretraining_batches(tok, args.shared_data, pt_bs, n_batches, seed=1)
     sst = sst2_batches(tok, args.shared_data, cls_bs, n_batches, seed=2)
     parity = check_parity(ours, hf, pt[0])
@@ -402,7 +406,7 @@ def _category(event) -> str:
 
 def profile_training(name: str, args, tok: BertTokenizer, tmp: Path, steps: int) -> str:
     from torch.profiler import ProfilerActivity, profile
-    config = BertConfig.preset(name, vocab_size=tok.vocab_size)
+    config = BertConfig.preset(name, vocab_size=tok.vocab_size, **dropout_overrides(args.dropout))
     torch.manual_seed(0)
     model = BertForPreTraining(config).train()
     bs = args.batch_size or DEFAULT_BATCH[name][0]
@@ -410,10 +414,14 @@ def profile_training(name: str, args, tok: BertTokenizer, tmp: Path, steps: int)
     opt = build_optimizer(model, 1e-4)
     step = pretrain_step(model, opt, batches)
     step()  # warm-up (optimizer state, allocator)
+    H = config.hidden_size
+    reference = gemm_seconds(2048, H, 4 * H)
+    peaks = [gemm_flops(2048, H, 4 * H) / reference()]
     t0 = time.perf_counter()
-    with profile(activities=[ProfilerActivity.CPU]) as prof:
+    with profile(activities=[ProfilerActivity.CPU], record_shapes=True) as prof:
         step()
     wall = time.perf_counter() - t0
+    peaks.append(gemm_flops(2048, H, 4 * H) / reference())
     cats: dict[str, float] = {}
     for e in prof.events():
         if e.self_cpu_time_total > 0:
@@ -422,14 +430,38 @@ def profile_training(name: str, args, tok: BertTokenizer, tmp: Path, steps: int)
     events = [e for e in prof.key_averages() if e.self_cpu_time_total > 0]
     total = sum(cats.values())
     rows = [(c, f"{t / 1e3:.0f}", f"{t / total:.1%}") for c, t in sorted(cats.items(), key=lambda kv: -kv[1])]
+    useful = useful_flops(config, batches, "pretrain")
     out = [f"### Profile: bertforge `{name}` training step, pre-training pairs, {bs} x {steps} batches "
-           f"(wall {wall:.2f} s under the profiler)", "",
+           f"(wall {wall:.2f} s under the profiler; dropout {config.hidden_dropout_prob:g} / attention "
+           f"{config.attention_probs_dropout_prob:g})", "",
            markdown_table(["category (self CPU time)", "ms", "share"], rows), "",
            markdown_table(["top ops by self CPU time", "calls", "ms", "share"],
                           [(e.key, e.count, f"{e.self_cpu_time_total / 1e3:.0f}",
                             f"{e.self_cpu_time_total / total:.1%}")
-                           for e in sorted(events, key=lambda e: -e.self_cpu_time_total)[:15]])]
+                           for e in sorted(events, key=lambda e: -e.self_cpu_time_total)[:15]]),
+           "", gemm_shape_table(prof, peaks, useful, total / 1e6, wall)]
     return "\n".join(out)
+
+
+def gemm_shape_table(prof, peaks: list[float], useful: float, step_seconds: float, wall: float) -> str:
+    """Each GEMM shape's rate against the [2048, H] x [H, 4H] reference timed just before and after the profiled
+    step: whether the model's own GEMMs run at the peak, and so what utilisation the rest of the step leaves."""
+    peak = max(peaks)
+    rows, gemm_time, gemm_flop = [], 0.0, 0.0
+    for e in prof.key_averages(group_by_input_shape=True):
+        if e.key not in ("aten::mm", "aten::addmm") or not e.input_shapes:
+            continue
+        a, b = (e.input_shapes[0], e.input_shapes[1]) if e.key == "aten::mm" else (e.input_shapes[1], e.input_shapes[2])
+        seconds, flop = e.self_cpu_time_total / 1e6, 2.0 * a[0] * a[1] * b[1] * e.count
+        gemm_time, gemm_flop = gemm_time + seconds, gemm_flop + flop
+        rows.append((seconds, [e.key, f"{a} x {b}", e.count, f"{seconds * 1e3:.0f}", f"{flop / seconds / 1e9:.1f}",
+                               f"{flop / seconds / peak:.0%}"]))
+    rows = [r for _, r in sorted(rows, key=lambda r: -r[0])[:12]]
+    summary = (f"All GEMMs: {gemm_time:.2f} s of {step_seconds:.2f} s ({gemm_time / step_seconds:.0%} of the step) at "
+               f"{gemm_flop / gemm_time / 1e9:.1f} GFLOP/s = {gemm_flop / gemm_time / peak:.0%} of the reference peak "
+               f"({', '.join(f'{p / 1e9:.1f}' for p in peaks)} GFLOP/s before/after). Useful-FLOP utilisation of the "
+               f"profiled step (wall time, profiler included): {useful / wall / peak:.0%}.")
+    return "\n".join([markdown_table(["GEMM", "shape", "calls", "ms", "GFLOP/s", "of peak"], rows), "", summary])
 
 
 # ---- main --------------------------------------------------------------------------------------------------------
@@ -460,6 +492,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--profile", action="store_true", help="also profile bertforge's training step per config")
     p.add_argument("--profile-only", action="store_true")
     p.add_argument("--profile-steps", type=int, default=2)
+    p.add_argument("--dropout", type=float, default=None, metavar="P",
+                   help="hidden and attention dropout on both sides (default: BERT's 0.1; 0 lets CPU attention "
+                        "take SDPA's fused kernel)")
     args = p.parse_args(argv)
     if args.repeats < 1:
         p.error("--repeats must be >= 1")
