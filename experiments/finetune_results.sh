@@ -9,7 +9,8 @@
 #     bash experiments/finetune_results.sh conll squad features seeds-mrpc       # the later sections
 #
 # Steps that produced the numbers in RESULTS.md: bench-mrpc bench-sst2 cola rte stsb conll squad features
-# seeds-mrpc extra-seeds squad-full. Written but not run for RESULTS.md (CPU budget): seeds-rte (and `seeds`, which is both).
+# seeds-mrpc extra-seeds squad-full rte-grid cola-grid seeds-conll sst2-full. Written but not run for RESULTS.md
+# (CPU budget): seeds-rte (and `seeds`, which is both).
 #
 # Outputs (predictor folders, logs, JSON) go to $OUT (default ../runs/ft, outside the repository).
 # Every job runs on one thread: the numbers in RESULTS.md were measured on 2 shared CPU cores.
@@ -100,28 +101,34 @@ if step extra-seeds; then
   done
 fi
 
-# 7. RTE: the paper's lr grid (2e-5 is step 2 above), then seeds 43 and 44 at the lr that scored best on dev
-#    with seed 42 (selection on dev, as in the paper, so the median is slightly optimistic). CoNLL-2003 seeds 43, 44.
-if step rte-grid; then
+# 7. RTE and CoLA: the rest of the paper's lr grid (2e-5 is step 2 above), then seeds 43 and 44 at the lr that
+#    scored best on dev with seed 42 (chosen on dev, as in the paper, so the median is slightly optimistic).
+grid_then_seeds() {  # TASK METRIC: 5e-5, 4e-5, 3e-5 with seed 42 next to step 2's ${TASK}_s42, then seeds 43, 44
+  local task=$1 metric=$2 lr seed best
   for lr in 5e-5 4e-5 3e-5; do
-    run rte_lr${lr}_s42 $BF finetune --task rte --model "$MODEL" --data $DATA --output "$OUT/rte_lr${lr}_s42" \
+    run ${task}_lr${lr}_s42 $BF finetune --task $task --model "$MODEL" --data $DATA --output "$OUT/${task}_lr${lr}_s42" \
         --epochs 3 --batch-size 32 --lr $lr --seed 42 --no-progress
   done
-  best=$($PY - "$OUT" <<'PY'
+  best=$($PY - "$OUT" "$task" "$metric" <<'PY'
 import json, sys
 from pathlib import Path
-out = Path(sys.argv[1])
-runs = {"2e-5": out / "rte_s42"} | {lr: out / f"rte_lr{lr}_s42" for lr in ("5e-5", "4e-5", "3e-5")}
-scores = {lr: json.loads((d / "metrics.json").read_text())["eval"]["accuracy"] for lr, d in runs.items()}
+out, task, metric = Path(sys.argv[1]), sys.argv[2], sys.argv[3]
+runs = {"2e-5": out / f"{task}_s42"} | {lr: out / f"{task}_lr{lr}_s42" for lr in ("5e-5", "4e-5", "3e-5")}
+scores = {lr: json.loads((d / "metrics.json").read_text())["eval"][metric] for lr, d in runs.items()}
 print(max(scores, key=scores.get))
 PY
 )
-  echo "== rte: best lr on dev with seed 42: $best"
+  echo "== $task: best lr on dev with seed 42: $best"
   for seed in 43 44; do
-    run rte_lr${best}_s$seed $BF finetune --task rte --model "$MODEL" --data $DATA \
-        --output "$OUT/rte_lr${best}_s$seed" --epochs 3 --batch-size 32 --lr $best --seed $seed --no-progress
+    if [[ $best == 2e-5 && -f "$OUT/${task}_s$seed/metrics.json" ]]; then  # step 6 ran it already
+      echo "== ${task}_s$seed: lr 2e-5, already run"; continue
+    fi
+    run ${task}_lr${best}_s$seed $BF finetune --task $task --model "$MODEL" --data $DATA \
+        --output "$OUT/${task}_lr${best}_s$seed" --epochs 3 --batch-size 32 --lr $best --seed $seed --no-progress
   done
-fi
+}
+if step rte-grid; then grid_then_seeds rte accuracy; fi
+if step cola-grid; then grid_then_seeds cola mcc; fi
 if step seeds-conll; then
   for seed in 43 44; do
     run conll_s$seed $BF finetune --task conll2003 --model "$MODEL" --data $DATA --output "$OUT/conll_s$seed" \

@@ -14,6 +14,40 @@ from bertforge.config import BertConfig
 from bertforge.model.packing import PackedBatch
 
 
+class _ScatterToHeads(torch.autograd.Function):
+    """Packed q/k/v `[3, heads, tokens, head_dim]` -> three zero-padded `[heads, batch, seq, head_dim]` grids.
+
+    One Function for the sake of its backward. Autograd's own (unbind -> index_copy_) stacks the three gradients
+    into a new tensor, copies SDPA's strided gradients to make them viewable, and gathers the real rows into a
+    heads-major tensor that the QKV projection's backward then copies again into token-major order. Here each
+    gradient is gathered once, in whatever layout SDPA returned it, straight into the token-major
+    `[tokens, 3, heads, head_dim]` buffer that the projection's backward reads as is. Same values.
+    """
+
+    @staticmethod
+    def forward(ctx, heads_major: torch.Tensor, indices: torch.Tensor, batch_size: int, seq_len: int):
+        ctx.save_for_backward(indices)
+        three, h, _, d = heads_major.shape
+        grid = heads_major.new_zeros(three, h, batch_size * seq_len, d).index_copy_(2, indices, heads_major)
+        return grid.view(three, h, batch_size, seq_len, d).unbind(0)
+
+    @staticmethod
+    def backward(ctx, *grads: torch.Tensor):
+        (indices,) = ctx.saved_tensors
+        h, B, L, d = grads[0].shape
+        token_major = grads[0].new_empty(indices.numel(), len(grads), h, d)
+        by_seq = None
+        for i, g in enumerate(grads):
+            if g.transpose(1, 2).is_contiguous():  # [heads, seq, batch, d] in memory, as CPU flash attention gives
+                if by_seq is None:  # the real tokens' rows in that order
+                    by_seq = (indices % L) * B + torch.div(indices, L, rounding_mode="floor")
+                rows, source = by_seq, g.transpose(1, 2).view(h, L * B, d)
+            else:
+                rows, source = indices, g.reshape(h, B * L, d)
+            torch.index_select(source, 1, rows, out=token_major[:, i].transpose(0, 1))
+        return token_major.permute(1, 2, 0, 3), None, None, None
+
+
 class SelfAttention(nn.Module):
     def __init__(self, config: BertConfig) -> None:
         super().__init__()
@@ -31,10 +65,9 @@ class SelfAttention(nn.Module):
         # stay zero (their keys are masked anyway). SDPA takes any leading dims: here (heads, batch).
         heads_major = self.qkv(x).view(T, 3, h, d).permute(1, 2, 0, 3)
         if batch.is_packed:
-            grid = heads_major.new_zeros(3, h, B * L, d).index_copy_(2, batch.indices, heads_major)
+            q, k, v = _ScatterToHeads.apply(heads_major, batch.indices, B, L)  # each [heads, B, L, head_dim]
         else:
-            grid = heads_major.contiguous()
-        q, k, v = grid.view(3, h, B, L, d).unbind(0)                      # each [heads, B, L, head_dim]
+            q, k, v = heads_major.contiguous().view(3, h, B, L, d).unbind(0)  # each [heads, B, L, head_dim]
         mask = batch.attention_mask
         y = F.scaled_dot_product_attention(
             q, k, v,
