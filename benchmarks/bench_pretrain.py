@@ -20,6 +20,7 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bertforge.allocator import keep_freed_memory  # noqa: E402
 from common import (default_shared_data, gemm_flops, gemm_seconds, interleave, machine_info,  # noqa: E402
                     markdown_table, median)
 
@@ -356,6 +357,7 @@ def main() -> None:
                              "(overrides: lr, mask, dropout; default %(default)s)")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
+    keep_freed_memory()  # as every `bertforge` command does; one process, so both sides get it
     from bertforge.tokenization import BertTokenizer
     tokenizer = BertTokenizer.from_pretrained(args.vocab)
     with tempfile.TemporaryDirectory() as tmp:

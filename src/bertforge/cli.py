@@ -11,6 +11,8 @@ import importlib
 import logging
 import sys
 
+from bertforge.allocator import keep_freed_memory
+
 # verb -> module under bertforge.commands, in pipeline order (what `--help` shows)
 VERBS = {
     "vocab": "vocab",
@@ -55,6 +57,7 @@ def main(argv: list[str] | None = None) -> int:
     if not getattr(args, "run", None):
         parser.print_help()
         return 2
+    keep_freed_memory()  # every verb runs a model: large temporaries are reused, not page-faulted in each step
     try:
         return int(args.run(args) or 0)
     except KeyboardInterrupt:
