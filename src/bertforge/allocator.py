@@ -4,8 +4,8 @@ glibc serves every allocation above its mmap threshold (which grows to 32 MiB at
 and unmaps it on free, so the same large temporaries come back every training step as new pages, each of
 them page-faulted and zeroed by the kernel: at `mini` size, the MLM logits over the masked rows
 (`[masked, vocab]`, ~70 MB), their gradient and the log-softmax around them. Raising the mmap and trim
-thresholds lets freed blocks be reused. Measured on the `mini` pre-training step (CPU, one thread): 4-12 %
-faster (docs/BENCHMARKS.md). It is the same cure as running under jemalloc or tcmalloc, without the preload.
+thresholds lets freed blocks be reused: the `mini` pre-training step on CPU takes 1.12x less time
+(`benchmarks/bench_allocator.py`, docs/BENCHMARKS.md). The same cure as jemalloc or tcmalloc, without a preload.
 
 The process keeps its peak heap instead of shrinking after it, which a training or serving process does
 anyway. `BERTFORGE_MALLOC=default` leaves glibc as it is; other C libraries and other OSes are left alone.
