@@ -165,7 +165,9 @@ def run_config(label: str, args, data_dir: Path, tokenizer) -> tuple[list, list]
     batch_size = args.batch_size or batch_size
     steps = args.steps or steps
     repeats = args.repeats or repeats
-    config = BertConfig.preset(preset, vocab_size=len(tokenizer.vocab))
+    dropout = {} if args.dropout is None else {"hidden_dropout_prob": args.dropout,
+                                               "attention_probs_dropout_prob": args.dropout}
+    config = BertConfig.preset(preset, vocab_size=len(tokenizer.vocab), **dropout)
     ours = Bertforge(steps, config, data_dir, tokenizer, batch_size, args.seq_len)
     theirs = Transformers(steps, config, data_dir, tokenizer, batch_size, args.seq_len, args.vocab)
     gemm = gemm_seconds(*GEMM)
@@ -348,6 +350,8 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=None, help="steps per repeat")
     parser.add_argument("--repeats", type=int, default=None)
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--dropout", type=float, default=None, metavar="P",
+                        help="throughput configs: hidden and attention dropout on both sides (default: BERT's 0.1)")
     parser.add_argument("--ttq", type=float, default=0, metavar="SECONDS",
                         help="also train mini for this wall-clock budget per loop and compare held-out MLM loss")
     parser.add_argument("--ttq-rounds", type=int, default=8, help="held-out evaluations per loop")
