@@ -114,7 +114,11 @@ import json, sys
 from pathlib import Path
 out, task, metric = Path(sys.argv[1]), sys.argv[2], sys.argv[3]
 runs = {"2e-5": out / f"{task}_s42"} | {lr: out / f"{task}_lr{lr}_s42" for lr in ("5e-5", "4e-5", "3e-5")}
-scores = {lr: json.loads((d / "metrics.json").read_text())["eval"][metric] for lr, d in runs.items()}
+scores = {lr: json.loads((d / "metrics.json").read_text())["eval"][metric]
+          for lr, d in runs.items() if (d / "metrics.json").is_file()}
+missing = sorted(set(runs) - set(scores))
+if missing:
+    print(f"{task}: no run at lr {', '.join(missing)} in {out}; choosing among the others", file=sys.stderr)
 print(max(scores, key=scores.get))
 PY
 )
