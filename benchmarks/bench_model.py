@@ -43,7 +43,7 @@ from bertforge.allocator import keep_freed_memory  # noqa: E402
 from common import (default_shared_data, gemm_flops, gemm_seconds, interleave, machine_info,  # noqa: E402
                     markdown_table, median)
 
-from bertforge.config import BertConfig  # noqa: E402
+from bertforge.config import BertConfig, dropout_overrides  # noqa: E402
 from bertforge.model import BertForPreTraining, count_flops  # noqa: E402
 from bertforge.tokenization import BertTokenizer  # noqa: E402
 from bertforge.training.optim import build_optimizer  # noqa: E402
@@ -194,10 +194,6 @@ class ClassifierHead(nn.Module):
 
     def forward(self, pooled: torch.Tensor) -> torch.Tensor:
         return self.classifier(self.dropout(pooled))
-
-
-def dropout_overrides(dropout: float | None) -> dict:
-    return {} if dropout is None else {"hidden_dropout_prob": dropout, "attention_probs_dropout_prob": dropout}
 
 
 def build_pair(name: str, vocab_size: int, tmp: Path, dropout: float | None = None):

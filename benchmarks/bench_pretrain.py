@@ -160,14 +160,12 @@ class Transformers(Contender):
 
 
 def run_config(label: str, args, data_dir: Path, tokenizer) -> tuple[list, list]:
-    from bertforge.config import BertConfig
+    from bertforge.config import BertConfig, dropout_overrides
     preset, batch_size, steps, repeats = CONFIGS[label]
     batch_size = args.batch_size or batch_size
     steps = args.steps or steps
     repeats = args.repeats or repeats
-    dropout = {} if args.dropout is None else {"hidden_dropout_prob": args.dropout,
-                                               "attention_probs_dropout_prob": args.dropout}
-    config = BertConfig.preset(preset, vocab_size=len(tokenizer.vocab), **dropout)
+    config = BertConfig.preset(preset, vocab_size=len(tokenizer.vocab), **dropout_overrides(args.dropout))
     ours = Bertforge(steps, config, data_dir, tokenizer, batch_size, args.seq_len)
     theirs = Transformers(steps, config, data_dir, tokenizer, batch_size, args.seq_len, args.vocab)
     gemm = gemm_seconds(*GEMM)
@@ -266,12 +264,10 @@ def time_to_quality(args, data_dir: Path, tokenizer) -> str:
     """Each loop gets the same wall-clock budget, taken in alternating slices so machine load hits all alike;
     held-out MLM loss (same masked tokens) after every round. Reports when each bertforge loop first
     reaches the loss transformers ends with, and draws the curves."""
-    from bertforge.config import BertConfig
+    from bertforge.config import BertConfig, dropout_overrides
     loops = {}
     for name, kind, recipe in parse_ttq_loops(args.ttq_loops):
-        dropout = {} if recipe["dropout"] is None else {"hidden_dropout_prob": recipe["dropout"],
-                                                        "attention_probs_dropout_prob": recipe["dropout"]}
-        config = BertConfig.preset("mini", vocab_size=len(tokenizer.vocab), **dropout)
+        config = BertConfig.preset("mini", vocab_size=len(tokenizer.vocab), **dropout_overrides(recipe["dropout"]))
         who = (Bertforge(1, config, data_dir, tokenizer, 32, args.seq_len, mask_rate=recipe["mask"])
                if kind == "bertforge" else Transformers(1, config, data_dir, tokenizer, 32, args.seq_len, args.vocab))
         loops[name] = (who, recipe["lr"])

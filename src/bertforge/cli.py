@@ -57,7 +57,7 @@ def main(argv: list[str] | None = None) -> int:
     if not getattr(args, "run", None):
         parser.print_help()
         return 2
-    keep_freed_memory()  # every verb runs a model: large temporaries are reused, not page-faulted in each step
+    keep_freed_memory()  # large temporaries (model steps, corpora) are reused, not page-faulted in each time
     try:
         return int(args.run(args) or 0)
     except KeyboardInterrupt:

@@ -200,3 +200,8 @@ class BertConfig:
     def embedding_projection(self) -> bool:
         """Whether embeddings are projected E -> H before the first layer (ALBERT always has the projection)."""
         return self.embedding_dim != self.hidden_size
+
+
+def dropout_overrides(dropout: float | None) -> dict[str, float]:
+    """Config overrides that set hidden and attention dropout together (`{}` for None: keep the model's)."""
+    return {} if dropout is None else {"hidden_dropout_prob": dropout, "attention_probs_dropout_prob": dropout}

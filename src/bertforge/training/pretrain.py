@@ -167,12 +167,12 @@ def resolve_vocab(data: str | Path, vocab: str | None) -> str:
 
 def build_model(cfg: PretrainConfig, tokenizer: Any, max_len: int) -> torch.nn.Module:
     """The family's pre-training class (BERT: MLM+NSP, ALBERT: MLM+SOP, RoBERTa/DistilBERT: MLM)."""
+    from bertforge.config import dropout_overrides
     from bertforge.model.auto import family, model_class_for, preset_config, read_model_type
     vocab_size = len(tokenizer.vocab)
     if cfg.dropout is not None and not 0.0 <= cfg.dropout < 1.0:
         raise ValueError(f"--dropout must be in [0, 1), got {cfg.dropout}")
-    dropout = {} if cfg.dropout is None else {"hidden_dropout_prob": cfg.dropout,
-                                              "attention_probs_dropout_prob": cfg.dropout}
+    dropout = dropout_overrides(cfg.dropout)
     if cfg.init_from:
         # the run says itself which heads are new and which of them it trains (see init_note)
         checkpoint_log = logging.getLogger("bertforge.checkpoint")
