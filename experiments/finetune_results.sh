@@ -9,7 +9,7 @@
 #     bash experiments/finetune_results.sh conll squad features seeds-mrpc       # the later sections
 #
 # Steps that produced the numbers in RESULTS.md: bench-mrpc bench-sst2 cola rte stsb conll squad features
-# seeds-mrpc extra-seeds squad-full rte-grid cola-grid seeds-conll sst2-full. Written but not run for RESULTS.md
+# seeds-mrpc extra-seeds squad-full rte-grid cola-grid seeds-conll sst2-full seeds-long. Written but not run for RESULTS.md
 # (CPU budget): seeds-rte (and `seeds`, which is both).
 #
 # Outputs (predictor folders, logs, JSON) go to $OUT (default ../runs/ft, outside the repository).
@@ -144,4 +144,16 @@ fi
 if step sst2-full; then
   run sst2_full_s42 $BF finetune --task sst2 --model "$MODEL" --data $DATA --output "$OUT/sst2_full_s42" \
       --epochs 3 --batch-size 32 --lr 2e-5 --seed 42 --no-progress
+fi
+
+# 9. seeds 43 and 44 for the two long runs (SQuAD about 75 min, SST-2 about 90 min each on one thread). $SEEDS picks
+#    them, so two lanes can share the machine: `SEEDS=43 bash ... seeds-long & SEEDS=44 bash ... seeds-long`.
+if step seeds-long; then
+  for seed in ${SEEDS:-43 44}; do
+    run squad_full256_e1_s$seed $BF finetune --task squad --model "$MODEL" --data $DATA/squad/dev-v1.1.json.gz \
+        --output "$OUT/squad_full256_e1_s$seed" --max-seq-length 256 --doc-stride 128 --epochs 1 --batch-size 32 \
+        --lr 5e-5 --seed $seed --no-progress
+    run sst2_full_s$seed $BF finetune --task sst2 --model "$MODEL" --data $DATA --output "$OUT/sst2_full_s$seed" \
+        --epochs 3 --batch-size 32 --lr 2e-5 --seed $seed --no-progress
+  done
 fi
