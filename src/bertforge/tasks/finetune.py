@@ -273,10 +273,9 @@ class RunResult:
 def train_run(spec: TaskSpec, tokenizer, data: TaskData, train_features: list[Feature], settings: FinetuneSettings,
               lr: float, seed: int, run_dir: Path) -> tuple[RunResult, Any]:
     """One fine-tuning run from the pre-trained weights; evaluates after every epoch. Returns (result, model)."""
-    from tqdm.auto import tqdm
-
     from bertforge.training.metrics_log import MetricsLog
     from bertforge.training.optim import build_optimizer, linear_warmup_decay
+    from bertforge.training.progress import progress
 
     torch.manual_seed(seed)
     random.seed(seed)
@@ -293,7 +292,7 @@ def train_run(spec: TaskSpec, tokenizer, data: TaskData, train_features: list[Fe
     first_eval = next(iter(data.evals))
     step, epoch, start = 0, 0, time.perf_counter()
     metrics: dict[str, Any] = {}
-    bar = tqdm(total=total, desc=f"{spec.name} {name}", disable=not settings.progress, leave=False)
+    bar = progress(total, bar=settings.progress, desc=f"{spec.name} {name}", leave=False)
     while step < total:
         running, count = 0.0, 0
         for _, batch in iterate_batches(train_features, settings.batch_size, shuffle=True, seed=seed + epoch,

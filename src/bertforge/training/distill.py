@@ -32,6 +32,7 @@ from bertforge.model.distilbert import LAYER_NORM_EPS, DistilBertConfig, DistilB
 from bertforge.training import checkpointing as ckpt
 from bertforge.training.metrics_log import MetricsLog
 from bertforge.training.optim import build_optimizer, linear_warmup_decay, set_budget_lr
+from bertforge.training.progress import progress
 
 INIT_RECORD = "distill_init.json"
 SUMMARY_FILE = "distill_summary.json"
@@ -294,7 +295,7 @@ def run_distillation(cfg: DistillConfig) -> DistillResult:
     start_step, started, elapsed_before = state["step"], time.perf_counter(), state["elapsed"]
     sums: dict[str, float] = {}
     window_start = time.perf_counter()
-    bar = tqdm(total=cfg.max_steps, initial=start_step, disable=not cfg.progress, unit="step", dynamic_ncols=True)
+    bar = progress(cfg.max_steps, bar=cfg.progress, initial=start_step, desc="distill", dynamic_ncols=True)
     stopped_by, last_saved = "max-steps", state["step"] if latest is not None else -1
     student.train()
     while True:
@@ -521,8 +522,6 @@ def train_student(settings: TaskDistillSettings, spec, ft, labels: Sequence[str]
                   soft: torch.Tensor, transfer: TransferSet, pad_id: int, out: Path):
     """The fine-tuning recipe (AdamW, warmup, linear decay) on the distillation loss; dev eval after each
     epoch. Returns (student, RunResult)."""
-    from tqdm.auto import tqdm
-
     from bertforge.tasks.features import iterate_batches
     from bertforge.tasks.finetune import RunResult, build_model, evaluate_examples, main_value
     torch.manual_seed(ft.seed)
@@ -534,7 +533,7 @@ def train_student(settings: TaskDistillSettings, spec, ft, labels: Sequence[str]
     log = MetricsLog(out / "metrics.jsonl", out / "curves.png", resume_step=0)
     step, epoch, started, running, dev_metrics = 0, 0, time.perf_counter(), {}, {}
     regression = spec.head == "regression"
-    bar = tqdm(total=total, desc=f"distill {spec.name}", disable=not settings.progress, leave=False)
+    bar = progress(total, bar=settings.progress, desc=f"distill {spec.name}", leave=False)
     student.train()
     while step < total:
         for idx, batch in iterate_batches(features, settings.batch_size, shuffle=True, seed=ft.seed + epoch,

@@ -31,6 +31,7 @@ from bertforge.training import checkpointing as ckpt
 from bertforge.training import distributed as dist_
 from bertforge.training.metrics_log import MetricsLog
 from bertforge.training.optim import build_optimizer, linear_warmup_decay, set_budget_lr
+from bertforge.training.progress import progress
 
 # Test hook: steps (1-based, "3,4" or "5-" for 5 onwards) whose loss is replaced by NaN before backward.
 NAN_STEPS_ENV = "BERTFORGE_TEST_NAN_STEPS"
@@ -438,8 +439,8 @@ def _run(cfg: PretrainConfig, info: dist_.DistInfo) -> PretrainResult:
     start_step, started = state["step"], time.perf_counter()
     elapsed_before = state["elapsed"]
     window, window_start = Counters(), time.perf_counter()
-    bar = tqdm(total=cfg.max_steps, initial=start_step, disable=not (main and cfg.progress), unit="step",
-               dynamic_ncols=True)
+    bar = progress(cfg.max_steps, bar=cfg.progress, initial=start_step, desc="pretrain", silent=not main,
+                   dynamic_ncols=True)
     stopped_by, last_eval, last_saved = "max-steps", {}, state["step"] if latest is not None else -1
     save_pending = False
     model.train()
@@ -453,8 +454,8 @@ def _run(cfg: PretrainConfig, info: dist_.DistInfo) -> PretrainResult:
         if budget is not None and state["elapsed"] >= budget:
             stopped_by = "time-budget"
             break
-        progress = state["elapsed"] / budget if budget is not None else step / max_steps
-        train_data.set_max_seq_length(seq_len_at(phases, progress))
+        done = state["elapsed"] / budget if budget is not None else step / max_steps
+        train_data.set_max_seq_length(seq_len_at(phases, done))
 
         loss_sum = 0.0
         for micro in range(cfg.grad_accum):
