@@ -9,7 +9,7 @@
 #     bash experiments/finetune_results.sh conll squad features seeds-mrpc       # the later sections
 #
 # Steps that produced the numbers in RESULTS.md: bench-mrpc bench-sst2 cola rte stsb conll squad features
-# seeds-mrpc extra-seeds squad-full rte-grid cola-grid seeds-conll sst2-full seeds-long wnli. Written but not run for RESULTS.md
+# seeds-mrpc extra-seeds squad-full rte-grid cola-grid seeds-conll sst2-full seeds-long wnli qnli-from-rte. Written but not run for RESULTS.md
 # (CPU budget): seeds-rte (and `seeds`, which is both).
 #
 # Outputs (predictor folders, logs, JSON) go to $OUT (default ../runs/ft, outside the repository).
@@ -163,4 +163,11 @@ fi
 if step wnli; then
   run wnli_3seeds $BF finetune --task wnli --model "$MODEL" --data $DATA --output "$OUT/wnli_3seeds" \
       --epochs 3 --batch-size 32 --lr 2e-5 --seed 42 --restarts 3 --no-progress
+fi
+
+# 11. QNLI: only its dev set is in ../shared/data, so nothing can be trained on it. Its 5,463 pairs re-score the RTE
+#     predictor of seed 43 (the median seed of step 7; both tasks label entailment / not_entailment).
+if step qnli-from-rte; then
+  run qnli_from_rte_s43 $BF evaluate --model "$OUT/rte_lr4e-5_s43" --task qnli --data $DATA \
+      --output "$OUT/qnli_from_rte_s43.json"
 fi
