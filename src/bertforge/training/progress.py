@@ -12,9 +12,10 @@ from typing import Any, Callable, Mapping
 
 
 class LogLines:
-    """tqdm's `update` / `set_postfix` / `close`, writing a line every `every` seconds (and at the end)."""
+    """tqdm's `update` / `set_postfix` / `close`, writing a line every `every` seconds (and at the end).
+    `total` is None for a run bounded by time only: then the line has no percentage and no ETA."""
 
-    def __init__(self, total: int, initial: int = 0, desc: str = "", unit: str = "step", every: float = 60.0,
+    def __init__(self, total: int | None, initial: int = 0, desc: str = "", unit: str = "step", every: float = 60.0,
                  write: Callable[[str], Any] = print, clock: Callable[[], float] = time.perf_counter) -> None:
         self.total, self.n, self.desc, self.unit = total, initial, desc, unit
         self.every, self.write, self.clock = every, write, clock
@@ -49,7 +50,7 @@ class LogLines:
                    + f" | {rate:.3g} {self.unit}/s, elapsed {tqdm.format_interval(elapsed)}{left}")
 
 
-def progress(total: int, bar: bool, initial: int = 0, desc: str = "", unit: str = "step", every: float = 60.0,
+def progress(total: int | None, bar: bool, initial: int = 0, desc: str = "", unit: str = "step", every: float = 60.0,
              silent: bool = False, **tqdm_kwargs: Any):
     """A tqdm bar when `bar`, else `LogLines` (a line every `every` seconds); nothing at all when `silent`
     (e.g. every rank but the first)."""
