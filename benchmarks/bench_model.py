@@ -373,8 +373,10 @@ def run_config(name: str, args, tok: BertTokenizer, tmp: Path) -> list[dict]:
 CATEGORIES = [  # (category, substrings of op / autograd-node names); an op goes to its outermost matching frame
     ("optimizer (fused AdamW)", ("Optimizer.", "_fused_adamw")),
     ("loss", ("cross_entropy", "log_softmax", "LogSoftmax", "nll_loss", "NllLoss")),
-    ("attention (SDPA: math path, or fused kernel at dropout 0)", ("scaled_dot_product", "ScaledDotProduct", "Bmm",
-                                                         "aten::bmm", "softmax", "Softmax")),
+    ("dropout fwd+bwd (masks and scaling, hidden and attention)", ("dropout", "Dropout", "bernoulli", "_MaskedScale",
+                                                                   "aten::randint", "aten::random_", "aten::ge")),
+    ("attention (explicit with dropout, fused SDPA without)", ("scaled_dot_product", "ScaledDotProduct", "Bmm",
+                                                              "aten::bmm", "softmax", "Softmax", "baddbmm")),
     ("GEMMs (linear fwd+bwd)", ("aten::linear", "aten::addmm", "aten::mm", "AddmmBackward", "MmBackward",
                                 "aten::matmul")),
     ("embedding fwd+bwd", ("aten::embedding", "EmbeddingBackward", "embedding_dense_backward")),
@@ -383,7 +385,6 @@ CATEGORIES = [  # (category, substrings of op / autograd-node names); an op goes
                                            "index_put", "index_add")),
     ("layernorm fwd+bwd", ("layer_norm", "LayerNormBackward")),
     ("gelu / tanh fwd+bwd", ("gelu", "Gelu", "tanh", "Tanh")),
-    ("dropout fwd+bwd (hidden)", ("dropout", "Dropout", "bernoulli")),
     ("residual adds / grad accumulation", ("aten::add", "AddBackward", "aten::add_")),
 ]
 
@@ -420,10 +421,15 @@ def profile_training(name: str, args, tok: BertTokenizer, tmp: Path, steps: int)
     wall = time.perf_counter() - t0
     peaks.append(gemm_flops(2048, H, 4 * H) / reference())
     cats: dict[str, float] = {}
+    uncategorised: dict[str, list[float]] = {}  # op -> [calls, self time]: what "other" is made of
     for e in prof.events():
         if e.self_cpu_time_total > 0:
             cat = _category(e)
             cats[cat] = cats.get(cat, 0.0) + e.self_cpu_time_total
+            if cat == "other":
+                entry = uncategorised.setdefault(e.name, [0, 0.0])
+                entry[0] += 1
+                entry[1] += e.self_cpu_time_total
     events = [e for e in prof.key_averages() if e.self_cpu_time_total > 0]
     total = sum(cats.values())
     rows = [(c, f"{t / 1e3:.0f}", f"{t / total:.1%}") for c, t in sorted(cats.items(), key=lambda kv: -kv[1])]
@@ -436,6 +442,9 @@ def profile_training(name: str, args, tok: BertTokenizer, tmp: Path, steps: int)
                           [(e.key, e.count, f"{e.self_cpu_time_total / 1e3:.0f}",
                             f"{e.self_cpu_time_total / total:.1%}")
                            for e in sorted(events, key=lambda e: -e.self_cpu_time_total)[:15]]),
+           "", markdown_table(["ops in \"other\"", "calls", "ms", "share"],
+                              [(op, calls, f"{t / 1e3:.0f}", f"{t / total:.1%}") for op, (calls, t)
+                               in sorted(uncategorised.items(), key=lambda kv: -kv[1][1])[:8]]),
            "", gemm_shape_table(prof, peaks, useful, total / 1e6, wall)]
     return "\n".join(out)
 

@@ -11,6 +11,7 @@ import torch
 from torch import nn
 
 from bertforge.config import BertConfig
+from bertforge.model.dropout import Dropout
 
 
 class Embeddings(nn.Module):
@@ -22,7 +23,7 @@ class Embeddings(nn.Module):
         # DistilBERT-style students have no segments: type_vocab_size = 0 drops the table.
         self.token_type_embeddings = (nn.Embedding(config.type_vocab_size, E) if config.type_vocab_size > 0 else None)
         self.norm = nn.LayerNorm(E, eps=config.layer_norm_eps)
-        self.dropout = nn.Dropout(config.hidden_dropout_prob)
+        self.dropout = Dropout(config.hidden_dropout_prob)
         self.projection = nn.Linear(E, config.hidden_size) if config.embedding_projection else None
 
     def forward(self, input_ids: torch.Tensor, position_ids: torch.Tensor,

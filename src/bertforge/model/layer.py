@@ -11,6 +11,7 @@ from torch import nn
 
 from bertforge.config import BertConfig
 from bertforge.model.attention import SelfAttention
+from bertforge.model.dropout import Dropout
 from bertforge.model.feed_forward import FeedForward
 from bertforge.model.packing import PackedBatch
 
@@ -24,7 +25,7 @@ class EncoderLayer(nn.Module):
         if feed_forward:
             self.feed_forward = FeedForward(config)
             self.output_norm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
-        self.dropout = nn.Dropout(config.hidden_dropout_prob)
+        self.dropout = Dropout(config.hidden_dropout_prob)
 
     def attend(self, x: torch.Tensor, batch: PackedBatch) -> torch.Tensor:
         return self.attention_norm(x + self.dropout(self.attention(x, batch)))

