@@ -1,41 +1,88 @@
-"""The attention scatter's hand-written backward against autograd's own, in both gradient layouts SDPA gives."""
+"""Attention's scatter into per-group grids and gather back, against autograd's own, and the explicit path."""
 from __future__ import annotations
 
 import pytest
 import torch
 
-from bertforge.model.attention import _ScatterToHeads
+from bertforge.model.attention import _GatherFromGroups, _ScatterToGroups
+from bertforge.model.packing import PackedBatch
 
 
-def reference_scatter(heads_major, indices, B, L):
-    three, h, _, d = heads_major.shape
-    grid = heads_major.new_zeros(three, h, B * L, d).index_copy(2, indices, heads_major)
-    return grid.view(three, h, B, L, d).unbind(0)
+def packed_batch(lengths, L):
+    mask = (torch.arange(L)[None] < torch.tensor(lengths)[:, None]).long()
+    return PackedBatch.from_mask(mask, len(lengths), L, torch.device("cpu"))
 
 
-@pytest.mark.parametrize("layout", ["heads-batch-seq", "heads-seq-batch"])
-def test_scatter_to_heads_matches_autograd(layout):
+def reference_scatter(heads_major, groups):
+    out = []
+    for g in groups:
+        rows = heads_major[:, :, g.start:g.stop]
+        three, h, _, d = rows.shape
+        grid = rows if g.slots is None else rows.new_zeros(three, h, g.count * g.length, d).index_copy(2, g.slots,
+                                                                                                        rows)
+        out.extend(grid.reshape(three, h, g.count, g.length, d).unbind(0))
+    return out
+
+
+def reference_gather(groups, ys):
+    parts = []
+    for g, y in zip(groups, ys):
+        h, d = y.shape[0], y.shape[-1]
+        flat = y.reshape(h, g.count * g.length, d)
+        parts.append(flat if g.slots is None else flat.index_select(1, g.slots))
+    joined = torch.cat(parts, dim=1)
+    return joined.transpose(0, 1).reshape(joined.shape[1], -1)
+
+
+CASES = {"groups": ([7, 1, 2, 7, 6, 3, 0], 7), "no padding": ([5, 5, 5], 5), "one group": ([4, 3, 4], 4)}
+
+
+@pytest.mark.parametrize("case", list(CASES))
+@pytest.mark.parametrize("layout", ["heads-count-length", "heads-length-count"])
+def test_scatter_and_gather_match_autograd(case, layout):
     torch.manual_seed(0)
-    h, B, L, d = 3, 4, 7, 5
-    lengths = [7, 3, 5, 1]
-    indices = torch.cat([torch.arange(n) + b * L for b, n in enumerate(lengths)])
-    token_major = torch.randn(int(sum(lengths)), 3, h, d)           # like the QKV projection's output
+    lengths, L = CASES[case]
+    batch = packed_batch(lengths, L)
+    if case == "groups":
+        assert len(batch.groups) > 1
+    h, d = 3, 5
+    T = batch.groups[-1].stop
+    token_major = torch.randn(T, 3, h, d)                                   # like the QKV projection's output
     grads = []
-    for _ in range(3):
-        g = torch.randn(h, B, L, d)
-        if layout == "heads-seq-batch":                              # CPU flash attention's gradient layout
-            g = g.transpose(1, 2).contiguous().transpose(1, 2)
-        grads.append(g)
+    for g in batch.groups:
+        for _ in range(3):
+            grad = torch.randn(h, g.count, g.length, d)
+            if layout == "heads-length-count":                              # CPU flash attention's layout
+                grad = grad.transpose(1, 2).contiguous().transpose(1, 2)
+            grads.append(grad)
     results = []
-    for fn in (_ScatterToHeads.apply, reference_scatter):
+    for fn in (lambda hm: _ScatterToGroups.apply(hm, batch.groups), lambda hm: reference_scatter(hm, batch.groups)):
         x = token_major.clone().requires_grad_()
-        outs = fn(x.permute(1, 2, 0, 3), indices, B, L)
+        outs = fn(x.permute(1, 2, 0, 3))
         torch.autograd.backward(outs, grads)
-        results.append((torch.stack(outs).detach(), x.grad))
+        results.append(([o.detach() for o in outs], x.grad))
     (ours, our_grad), (ref, ref_grad) = results
-    assert torch.equal(ours, ref)
+    assert all(torch.equal(a, b) for a, b in zip(ours, ref))
     assert torch.equal(our_grad, ref_grad)
-    assert ours[:, :, 1, 3:].abs().sum() == 0 and ours[:, :, 3, 1:].abs().sum() == 0   # padding stays zero
+    for g, q in zip(batch.groups, ours[::3]):                               # padded slots stay zero
+        real = torch.zeros(g.count * g.length, dtype=torch.bool)
+        if g.slots is not None:
+            real[g.slots] = True
+            assert q.reshape(h, -1, d)[:, ~real].abs().sum() == 0
+
+    ys = [torch.randn(h, g.count, g.length, d) for g in batch.groups]
+    if layout == "heads-length-count":
+        ys = [y.transpose(1, 2).contiguous().transpose(1, 2) for y in ys]
+    grad = torch.randn(T, h * d)
+    results = []
+    for fn in (lambda *a: _GatherFromGroups.apply(batch.groups, *a), lambda *a: reference_gather(batch.groups, a)):
+        inputs = [y.clone().requires_grad_() for y in ys]
+        out = fn(*inputs)
+        out.backward(grad)
+        results.append((out.detach(), [i.grad for i in inputs]))
+    (ours, our_grads), (ref, ref_grads) = results
+    assert torch.equal(ours, ref)
+    assert all(torch.equal(a, b) for a, b in zip(our_grads, ref_grads))
 
 
 def _attention_inputs(mask_kind: str):
@@ -96,24 +143,4 @@ def test_model_takes_the_explicit_path_only_when_training_with_dropout(monkeypat
     model.eval()(ids, attention_mask=mask)
     assert calls == []
     model.train()(ids, attention_mask=mask)[0].sum().backward()
-    assert len(calls) == 2
-
-
-@pytest.mark.parametrize("layout", ["heads-batch-seq", "heads-seq-batch"])
-def test_unpadded_split_matches_autograd(layout):
-    """Without padding the Function only splits q/k/v (no index); its backward writes the projection's layout."""
-    torch.manual_seed(1)
-    h, B, L, d = 3, 2, 5, 4
-    token_major = torch.randn(B * L, 3, h, d)
-    grads = [torch.randn(h, B, L, d) for _ in range(3)]
-    if layout == "heads-seq-batch":
-        grads = [g.transpose(1, 2).contiguous().transpose(1, 2) for g in grads]
-    results = []
-    for fn in (lambda hm: _ScatterToHeads.apply(hm, None, B, L),
-               lambda hm: hm.contiguous().view(3, h, B, L, d).unbind(0)):
-        x = token_major.clone().requires_grad_()
-        outs = fn(x.permute(1, 2, 0, 3))
-        torch.autograd.backward(outs, grads)
-        results.append((torch.stack(outs).detach(), x.grad))
-    assert torch.equal(results[0][0], results[1][0])
-    assert torch.equal(results[0][1], results[1][1])
+    assert len(calls) == 2 * 3  # two layers, three attention groups (lengths 9, 5 and 2)

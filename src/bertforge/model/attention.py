@@ -3,7 +3,8 @@ attention dropout on CPU.
 
 Q, K and V come from one fused projection (one GEMM instead of three); the checkpoint layer splits it into
 HF's `query`/`key`/`value` on save and joins them on load. Inputs are packed tokens: attention is the one
-place that needs the [batch, heads, seq, head_dim] layout, so it scatters in and gathers out here.
+place that needs a [heads, sequences, length, head_dim] layout, so it scatters each attention group's tokens
+into its own grid and gathers them out again here.
 
 With attention dropout, SDPA on CPU falls back to its math path and draws the dropout mask one Bernoulli
 sample at a time; the explicit path below computes the same thing with bertforge's cheaper mask
@@ -21,7 +22,7 @@ from torch import nn
 
 from bertforge.config import BertConfig
 from bertforge.model.dropout import dropout
-from bertforge.model.packing import PackedBatch
+from bertforge.model.packing import AttentionGroup, PackedBatch
 
 
 def attention_with_dropout(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None,
@@ -42,47 +43,83 @@ def attention_with_dropout(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, ma
     return torch.bmm(probs, v.reshape(n, L, d)).view(*lead, L, d)
 
 
-class _ScatterToHeads(torch.autograd.Function):
-    """Packed q/k/v `[3, heads, tokens, head_dim]` -> three zero-padded `[heads, batch, seq, head_dim]` grids
-    (`indices` None: a batch without padding, the grid is the tokens in order).
+class _ScatterToGroups(torch.autograd.Function):
+    """Packed q/k/v `[3, heads, tokens, head_dim]` -> q, k, v as zero-padded `[heads, count, length, head_dim]`
+    grids, three per attention group (`model/packing.py`).
 
-    One Function for the sake of its backward. Autograd's own (unbind -> index_copy_) stacks the three gradients
-    into a new tensor, copies SDPA's strided gradients to make them viewable, and gathers the real rows into a
-    heads-major tensor that the QKV projection's backward then copies again into token-major order. Here each
-    gradient is gathered once, in whatever layout SDPA returned it, straight into the token-major
-    `[tokens, 3, heads, head_dim]` buffer that the projection's backward reads as is. Same values.
+    One Function for the sake of its backward. Autograd's own (slice -> index_copy_ -> unbind) would stack the
+    three gradients into a new tensor, copy SDPA's strided gradients to make them viewable, add one full-size
+    buffer per group, and gather the real rows into a heads-major tensor that the QKV projection's backward then
+    copies again into token-major order. Here each gradient is gathered once, in whatever layout SDPA returned
+    it, straight into the token-major `[tokens, 3, heads, head_dim]` buffer the projection's backward reads as is.
     """
 
     @staticmethod
-    def forward(ctx, heads_major: torch.Tensor, indices: torch.Tensor | None, batch_size: int, seq_len: int):
-        ctx.save_for_backward(indices)
+    def forward(ctx, heads_major: torch.Tensor, groups: list[AttentionGroup]):
+        ctx.groups = groups
         three, h, _, d = heads_major.shape
-        if indices is None:  # no padding: every grid slot is a token, in order
-            grid = heads_major.contiguous()
-        else:
-            grid = heads_major.new_zeros(three, h, batch_size * seq_len, d).index_copy_(2, indices, heads_major)
-        return grid.view(three, h, batch_size, seq_len, d).unbind(0)
+        out: list[torch.Tensor] = []
+        for g in groups:
+            rows = heads_major[:, :, g.start:g.stop]
+            if g.slots is None:  # no padding: the grid is the tokens in order
+                grid = rows.contiguous()
+            else:
+                grid = heads_major.new_zeros(three, h, g.count * g.length, d).index_copy_(2, g.slots, rows)
+            out.extend(grid.view(three, h, g.count, g.length, d).unbind(0))
+        return tuple(out)
 
     @staticmethod
     def backward(ctx, *grads: torch.Tensor):
-        (indices,) = ctx.saved_tensors
-        h, B, L, d = grads[0].shape
-        if indices is None:
-            token_major = grads[0].new_empty(B * L, len(grads), h, d)
-            for i, g in enumerate(grads):
-                token_major[:, i].view(B, L, h, d).permute(2, 0, 1, 3).copy_(g)
-            return token_major.permute(1, 2, 0, 3), None, None, None
-        token_major = grads[0].new_empty(indices.numel(), len(grads), h, d)
-        by_seq = None
-        for i, g in enumerate(grads):
-            if g.transpose(1, 2).is_contiguous():  # [heads, seq, batch, d] in memory, as CPU flash attention gives
-                if by_seq is None:  # the real tokens' rows in that order
-                    by_seq = (indices % L) * B + torch.div(indices, L, rounding_mode="floor")
-                rows, source = by_seq, g.transpose(1, 2).view(h, L * B, d)
+        groups: list[AttentionGroup] = ctx.groups
+        h, d = grads[0].shape[0], grads[0].shape[-1]
+        token_major = grads[0].new_empty(groups[-1].stop, 3, h, d)
+        for gi, g in enumerate(groups):
+            n, L = g.count, g.length
+            for i in range(3):
+                grad, into = grads[3 * gi + i], token_major[g.start:g.stop, i]     # into: [tokens, heads, d]
+                if g.slots is None:
+                    into.view(n, L, h, d).permute(2, 0, 1, 3).copy_(grad)
+                elif grad.transpose(1, 2).is_contiguous():  # [heads, length, count, d] in memory (CPU flash)
+                    by_position = (g.slots % L) * n + torch.div(g.slots, L, rounding_mode="floor")
+                    torch.index_select(grad.transpose(1, 2).view(h, L * n, d), 1, by_position,
+                                       out=into.transpose(0, 1))
+                else:
+                    torch.index_select(grad.reshape(h, n * L, d), 1, g.slots, out=into.transpose(0, 1))
+        return token_major.permute(1, 2, 0, 3), None
+
+
+class _GatherFromGroups(torch.autograd.Function):
+    """Each group's attention output `[heads, count, length, head_dim]` -> the real tokens' `[tokens, hidden]`
+    rows, in packed order, written once; the backward scatters each group's rows back into its grid."""
+
+    @staticmethod
+    def forward(ctx, groups: list[AttentionGroup], *ys: torch.Tensor) -> torch.Tensor:
+        ctx.groups = groups
+        h, d = ys[0].shape[0], ys[0].shape[-1]
+        ctx.heads, ctx.head_dim = h, d
+        out = ys[0].new_empty(groups[-1].stop, h, d)
+        for g, y in zip(groups, ys):
+            into = out[g.start:g.stop]                                         # [tokens, heads, d]
+            if g.slots is None:
+                into.view(g.count, g.length, h, d).copy_(y.permute(1, 2, 0, 3))
             else:
-                rows, source = indices, g.reshape(h, B * L, d)
-            torch.index_select(source, 1, rows, out=token_major[:, i].transpose(0, 1))
-        return token_major.permute(1, 2, 0, 3), None, None, None
+                torch.index_select(y.reshape(h, g.count * g.length, d), 1, g.slots, out=into.transpose(0, 1))
+        return out.view(-1, h * d)
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor):
+        groups: list[AttentionGroup] = ctx.groups
+        h, d = ctx.heads, ctx.head_dim
+        grad = grad.view(-1, h, d)
+        grads = []
+        for g in groups:
+            rows = grad[g.start:g.stop]                                        # [tokens, heads, d]
+            if g.slots is None:
+                grads.append(rows.view(g.count, g.length, h, d).permute(2, 0, 1, 3))
+            else:
+                grid = rows.new_zeros(h, g.count * g.length, d).index_copy_(1, g.slots, rows.transpose(0, 1))
+                grads.append(grid.view(h, g.count, g.length, d))
+        return (None, *grads)
 
 
 class SelfAttention(nn.Module):
@@ -95,21 +132,19 @@ class SelfAttention(nn.Module):
         self.dropout_p = config.attention_probs_dropout_prob
 
     def forward(self, x: torch.Tensor, batch: PackedBatch) -> torch.Tensor:
-        B, L, T = batch.batch_size, batch.seq_len, x.shape[0]
-        h, d = self.num_heads, self.head_dim
-        # Heads-major layout [3, heads, B*L, head_dim]: packed tokens go in with one index_copy_ along a
-        # single dimension, q/k/v come out contiguous (SDPA's kernels then copy nothing), and padded slots
-        # stay zero (their keys are masked anyway). SDPA takes any leading dims: here (heads, batch).
+        T, h, d = x.shape[0], self.num_heads, self.head_dim
+        # Heads-major layout [3, heads, tokens, head_dim]: each group's tokens go into its grid with one
+        # index_copy_ along a single dimension, q/k/v come out contiguous (SDPA's kernels then copy nothing),
+        # and padded slots stay zero (their keys are masked anyway). SDPA takes any leading dims: (heads, count).
         heads_major = self.qkv(x).view(T, 3, h, d).permute(1, 2, 0, 3)
-        q, k, v = _ScatterToHeads.apply(heads_major, batch.indices, B, L)      # each [heads, B, L, head_dim]
-        mask = batch.attention_mask
-        mask = mask.transpose(0, 1) if mask is not None else None          # [1, B, 1|L, L]
-        if self.training and self.dropout_p > 0 and x.device.type == "cpu":
-            y = attention_with_dropout(q, k, v, mask, self.dropout_p)
-        else:
-            y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask,
-                                               dropout_p=self.dropout_p if self.training else 0.0)
-        y = y.reshape(h, B * L, d)
-        if batch.is_packed:
-            y = y.index_select(1, batch.indices)                           # real tokens only
-        return self.out(y.transpose(0, 1).reshape(T, h * d))
+        qkv = _ScatterToGroups.apply(heads_major, batch.groups)
+        explicit = self.training and self.dropout_p > 0 and x.device.type == "cpu"
+        ys = []
+        for i, g in enumerate(batch.groups):
+            q, k, v = qkv[3 * i:3 * i + 3]                                     # each [heads, count, length, d]
+            if explicit:
+                ys.append(attention_with_dropout(q, k, v, g.mask, self.dropout_p))
+            else:
+                ys.append(F.scaled_dot_product_attention(q, k, v, attn_mask=g.mask,
+                                                         dropout_p=self.dropout_p if self.training else 0.0))
+        return self.out(_GatherFromGroups.apply(batch.groups, *ys))

@@ -1,36 +1,95 @@
-"""Removing padding: run every dense layer on real tokens only.
+"""Removing padding: run every dense layer on real tokens only, and attention on grids sized to the sequences.
 
 A batch of variable-length sequences padded to its longest one wastes the padded share of every matmul.
 `PackedBatch` records where the real tokens sit, so layers work on a `[tokens, hidden]` matrix and only
-attention, which must see each sequence on its own, scatters back to `[batch, seq]`.
+attention, which must see each sequence on its own, scatters back to a `[sequences, length]` grid.
+
+Attention's cost grows with the grid's length squared, so one grid padded to the longest sequence wastes
+most of it on a batch of mixed lengths (pre-training pairs: half the grid; SST-2: three quarters). The
+sequences are therefore split into a few *attention groups* of similar length, each with its own grid
+(`plan_groups`). The packed rows are ordered group by group, so a group's tokens are one contiguous block.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Optional
 
+import numpy as np
 import torch
+
+MAX_GROUPS = 4
+MIN_SAVING = 0.1  # a split must cut the attention grid's cost by this share, or the batch stays one grid
+
+
+@dataclass
+class AttentionGroup:
+    """Sequences that attend in one `[count, length]` grid; their tokens are packed rows `start:stop`."""
+    start: int
+    stop: int
+    count: int
+    length: int
+    # slot (in the flattened [count*length] grid) of each of the group's packed tokens; None: no padding
+    slots: Optional[torch.Tensor]
+    # [1, count, 1|length, length] boolean "may attend" mask, in SDPA's layout, or None (no mask needed)
+    mask: Optional[torch.Tensor]
+
+
+def plan_groups(spans: list[int], max_groups: int = MAX_GROUPS, min_saving: float = MIN_SAVING) -> list[list[int]]:
+    """Split sequences (by index) into at most `max_groups` runs of similar span, minimising sum(count * length^2).
+
+    Exact dynamic programme over the distinct spans (at most the sequence length of them). Fewer groups win
+    unless more cut the cost by `min_saving`: every group costs a few more kernel calls per layer.
+    """
+    order = sorted(range(len(spans)), key=lambda i: spans[i])
+    values, counts = np.unique(np.asarray([spans[i] for i in order], dtype=np.float64), return_counts=True)
+    D = len(values)
+    cum = np.concatenate([[0.0], np.cumsum(counts)])
+    sq = values ** 2
+    # best[g][j]: cost of covering distinct spans 0..j with g+1 groups; cut[g][j]: where the last group starts
+    best = np.full((max_groups, D), np.inf)
+    cut = np.zeros((max_groups, D), dtype=np.int64)
+    best[0] = cum[1:] * sq
+    for g in range(1, max_groups):
+        for j in range(g, D):
+            starts = np.arange(1, j + 1)                       # last group covers distinct spans starts..j
+            cost = best[g - 1][starts - 1] + (cum[j + 1] - cum[starts]) * sq[j]
+            k = int(np.argmin(cost))
+            best[g][j], cut[g][j] = cost[k], starts[k]
+    n_groups = 1
+    for g in range(1, min(max_groups, D)):
+        if best[g][D - 1] <= (1.0 - min_saving) * best[n_groups - 1][D - 1]:
+            n_groups = g + 1
+    bounds, j = [], D - 1                                      # walk the cuts back: distinct-span ranges
+    for g in range(n_groups - 1, -1, -1):
+        s = int(cut[g][j]) if g > 0 else 0
+        bounds.append((s, j))
+        j = s - 1
+    groups, taken = [], 0
+    for s, e in reversed(bounds):
+        n = int(cum[e + 1] - cum[s])
+        groups.append(sorted(order[taken:taken + n]))          # batch order inside a group
+        taken += n
+    return groups
 
 
 @dataclass
 class PackedBatch:
     batch_size: int
     seq_len: int
-    # positions (in the flattened [batch*seq] grid) of the real tokens; None when the batch has no padding
+    # positions (in the flattened [batch*seq] grid) of the packed rows, group by group; None: no padding
     indices: Optional[torch.Tensor]
-    # [batch, 1, 1|seq, seq] boolean "may attend" mask for attention, or None (no padding, not causal)
-    attention_mask: Optional[torch.Tensor]
+    groups: list[AttentionGroup]
     device: torch.device = torch.device("cpu")
     causal: bool = False
 
     @classmethod
     def from_mask(cls, attention_mask: Optional[torch.Tensor], batch_size: int, seq_len: int,
                   device: torch.device, causal: bool = False, unpad: bool = True) -> "PackedBatch":
+        B, L = batch_size, seq_len
+        tril = torch.ones(L, L, dtype=torch.bool, device=device).tril()
         if attention_mask is None or bool(attention_mask.all()):
-            mask = None
-            if causal:
-                mask = torch.ones(seq_len, seq_len, dtype=torch.bool, device=device).tril()[None, None]
-            return cls(batch_size, seq_len, None, mask, device, causal)
+            mask = tril[None, None] if causal else None
+            return cls(B, L, None, [AttentionGroup(0, B * L, B, L, None, mask)], device, causal)
         if attention_mask.dim() != 2:
             raise ValueError(f"attention_mask must be [batch, seq] of 0/1, got shape {tuple(attention_mask.shape)}")
         keys = attention_mask.bool()
@@ -40,11 +99,28 @@ class PackedBatch:
         if empty.any():
             keys = keys.clone()
             keys[empty, 0] = True
-        mask = keys[:, None, None, :]
-        if causal:
-            mask = mask & torch.ones(seq_len, seq_len, dtype=torch.bool, device=device).tril()[None, None]
-        indices = attention_mask.reshape(-1).nonzero().squeeze(1) if unpad else None
-        return cls(batch_size, seq_len, indices, mask, device, causal)
+        if not unpad:  # layers see the padded [batch*seq] rows; attention is one grid
+            mask = keys[None, :, None, :] & tril if causal else keys[None, :, None, :]
+            return cls(B, L, None, [AttentionGroup(0, B * L, B, L, None, mask)], device, causal)
+        # span = last real position + 1: a sequence's grid row must reach it (left padding spans all of L)
+        spans = (L - keys.flip(1).int().argmax(dim=1)).tolist()
+        real = attention_mask.bool()
+        groups, indices, start = [], [], 0
+        for members in plan_groups(spans):
+            length = max(spans[i] for i in members)
+            rows = torch.tensor(members, device=device)
+            sub = real[rows, :length]                                    # [count, length]
+            slots = sub.reshape(-1).nonzero().squeeze(1)
+            indices.append(rows[slots // length] * L + slots % length)
+            group_keys = keys[rows, :length]
+            mask = group_keys[None, :, None, :]
+            if causal:
+                mask = mask & tril[:length, :length]
+            elif bool(group_keys.all()):
+                mask = None
+            groups.append(AttentionGroup(start, start + slots.numel(), len(members), length, slots, mask))
+            start += slots.numel()
+        return cls(B, L, torch.cat(indices), groups, device, causal)
 
     @property
     def is_packed(self) -> bool:
@@ -63,16 +139,25 @@ class PackedBatch:
         out = out.index_copy(0, self.indices, packed)
         return out.reshape(self.batch_size, self.seq_len, *packed.shape[1:])
 
+    def _row_of_position(self) -> torch.Tensor:
+        """Packed row of every flattened [batch*seq] position (-1 at padding)."""
+        rows = torch.full((self.batch_size * self.seq_len,), -1, dtype=torch.long, device=self.device)
+        return rows.index_copy_(0, self.indices, torch.arange(self.indices.numel(), device=self.device))
+
     def first_token_rows(self) -> torch.Tensor:
-        """Row of each sequence's position 0 ([CLS]) in the packed matrix."""
+        """Row of each sequence's position 0 ([CLS]) in the packed matrix (its first real token if padded left)."""
         starts = torch.arange(self.batch_size, device=self.device) * self.seq_len
         if self.indices is None:
             return starts
-        return torch.searchsorted(self.indices, starts).clamp_(max=self.indices.numel() - 1)
+        # the first real position of each sequence: positions are increasing within a sequence's rows
+        first = torch.full((self.batch_size,), self.seq_len * self.batch_size, dtype=torch.long, device=self.device)
+        first = first.scatter_reduce(0, self.indices // self.seq_len, self.indices, reduce="amin")
+        rows = self._row_of_position()
+        return rows[first.clamp_(max=self.batch_size * self.seq_len - 1)].clamp_(min=0)
 
     def rows_of(self, positions: torch.Tensor) -> torch.Tensor:
         """Packed rows of the flattened [batch*seq] positions selected by a boolean [batch, seq] mask."""
         flat = positions.reshape(-1).nonzero().squeeze(1)
         if self.indices is None:
             return flat
-        return torch.searchsorted(self.indices, flat)
+        return self._row_of_position()[flat]
