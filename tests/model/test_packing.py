@@ -80,7 +80,7 @@ def test_groups_change_no_number(monkeypatch, causal, dropout):
     nsp = torch.randint(0, 2, (8,))
     results = []
     for max_groups in (4, 1):
-        monkeypatch.setattr(packing.plan_groups, "__defaults__", (max_groups, packing.MIN_SAVING))
+        monkeypatch.setattr(packing, "MAX_GROUPS", max_groups)
         model.zero_grad()
         torch.manual_seed(1)
         out = model(ids, attention_mask=mask, labels=labels, next_sentence_label=nsp, causal=causal)

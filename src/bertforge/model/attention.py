@@ -24,6 +24,9 @@ from bertforge.config import BertConfig
 from bertforge.model.dropout import dropout
 from bertforge.model.packing import AttentionGroup, PackedBatch
 
+# Train with attention dropout on CPU through `attention_with_dropout` (False: SDPA's math path, for comparison)
+EXPLICIT_DROPOUT_ON_CPU = True
+
 
 def attention_with_dropout(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None,
                            p: float) -> torch.Tensor:
@@ -138,7 +141,7 @@ class SelfAttention(nn.Module):
         # and padded slots stay zero (their keys are masked anyway). SDPA takes any leading dims: (heads, count).
         heads_major = self.qkv(x).view(T, 3, h, d).permute(1, 2, 0, 3)
         qkv = _ScatterToGroups.apply(heads_major, batch.groups)
-        explicit = self.training and self.dropout_p > 0 and x.device.type == "cpu"
+        explicit = EXPLICIT_DROPOUT_ON_CPU and self.training and self.dropout_p > 0 and x.device.type == "cpu"
         ys = []
         for i, g in enumerate(batch.groups):
             q, k, v = qkv[3 * i:3 * i + 3]                                     # each [heads, count, length, d]

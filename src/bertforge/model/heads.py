@@ -6,6 +6,7 @@ from torch import nn
 
 from bertforge.config import BertConfig
 from bertforge.model.feed_forward import activation
+from bertforge.model.tiled_linear import tiled_linear
 
 
 class Pooler(nn.Module):
@@ -40,7 +41,7 @@ class MaskedLMHead(nn.Module):
     def forward(self, hidden: torch.Tensor) -> torch.Tensor:
         """`hidden` holds only the rows to predict: the 30k-wide matmul never sees unmasked tokens."""
         h = self.norm(self.act(self.transform(hidden)))
-        return torch.nn.functional.linear(h, self.decoder_weight, self.bias)
+        return tiled_linear(h, self.decoder_weight, self.bias)
 
 
 class NextSentenceHead(nn.Module):

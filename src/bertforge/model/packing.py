@@ -17,7 +17,7 @@ from typing import Optional
 import numpy as np
 import torch
 
-MAX_GROUPS = 4
+MAX_GROUPS = 4  # 1 turns grouping off: one grid padded to the longest sequence
 MIN_SAVING = 0.1  # a split must cut the attention grid's cost by this share, or the batch stays one grid
 
 
@@ -106,7 +106,7 @@ class PackedBatch:
         spans = (L - keys.flip(1).int().argmax(dim=1)).tolist()
         real = attention_mask.bool()
         groups, indices, start = [], [], 0
-        for members in plan_groups(spans):
+        for members in plan_groups(spans, MAX_GROUPS):
             length = max(spans[i] for i in members)
             rows = torch.tensor(members, device=device)
             sub = real[rows, :length]                                    # [count, length]
