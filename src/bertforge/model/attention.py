@@ -8,7 +8,8 @@ into its own grid and gathers them out again here.
 
 With attention dropout, SDPA on CPU falls back to its math path and draws the dropout mask one Bernoulli
 sample at a time; the explicit path below computes the same thing with bertforge's cheaper mask
-(`model/dropout.py`) and is 1.35x as fast for `mini`'s attention, forward + backward. Without dropout
+(`model/dropout.py`) and is 1.30x as fast for `mini`'s attention, forward + backward
+(`benchmarks/bench_step_parts.py`). Without dropout
 (inference, fine-tuned models evaluated, dropout-0 recipes) SDPA's fused kernel stays, as it never holds
 the [seq, seq] scores of all heads at once.
 """

@@ -2,9 +2,9 @@
 
 `[rows, H] x [H, 30522]` writes a 30,522-wide output; MKL runs it at 55-65 % of the rate it reaches on square
 GEMMs, the slowest GEMM of a `mini` training step (about 9 % of it). Computed as tiles of 512 rows x 1,024
-vocabulary columns (a 2 MB output tile that stays in cache while it is written), the same products run 1.2-1.35x
-as fast (`benchmarks/bench_step_parts.py` measures it), with the same values: each tile is one `addmm`
-over the full H, so every output element is the same dot product. Backward is autograd's (two GEMMs and a
+vocabulary columns (a 2 MB output tile that stays in cache while it is written), the same products run 1.26x
+as fast (`benchmarks/bench_step_parts.py`, `mini`'s shape), and each tile is one `addmm` over the full H:
+every output element is the same dot product. Backward is autograd's (two GEMMs and a
 sum). Other devices, other dtypes and autocast take `F.linear`.
 """
 from __future__ import annotations
