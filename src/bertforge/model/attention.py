@@ -9,9 +9,8 @@ into its own grid and gathers them out again here.
 With attention dropout, SDPA on CPU falls back to its math path and draws the dropout mask one Bernoulli
 sample at a time; the explicit path below computes the same thing with bertforge's cheaper mask
 (`model/dropout.py`) and is 1.30x as fast for `mini`'s attention, forward + backward
-(`benchmarks/bench_step_parts.py`). Without dropout
-(inference, fine-tuned models evaluated, dropout-0 recipes) SDPA's fused kernel stays, as it never holds
-the [seq, seq] scores of all heads at once.
+(`benchmarks/bench_step_parts.py`). Without dropout (inference, fine-tuned models evaluated, dropout-0
+recipes) SDPA's fused kernel stays, as it never holds the [seq, seq] scores of all heads at once.
 """
 from __future__ import annotations
 
@@ -62,6 +61,7 @@ class _ScatterToGroups(torch.autograd.Function):
     def forward(ctx, heads_major: torch.Tensor, groups: list[AttentionGroup]):
         ctx.groups = groups
         three, h, _, d = heads_major.shape
+        ctx.shape, ctx.dtype, ctx.device = (h, d), heads_major.dtype, heads_major.device
         out: list[torch.Tensor] = []
         for g in groups:
             rows = heads_major[:, :, g.start:g.stop]
@@ -75,13 +75,15 @@ class _ScatterToGroups(torch.autograd.Function):
     @staticmethod
     def backward(ctx, *grads: torch.Tensor):
         groups: list[AttentionGroup] = ctx.groups
-        h, d = grads[0].shape[0], grads[0].shape[-1]
-        token_major = grads[0].new_empty(groups[-1].stop, 3, h, d)
+        h, d = ctx.shape
+        token_major = torch.empty(groups[-1].stop, 3, h, d, dtype=ctx.dtype, device=ctx.device)
         for gi, g in enumerate(groups):
             n, L = g.count, g.length
             for i in range(3):
                 grad, into = grads[3 * gi + i], token_major[g.start:g.stop, i]     # into: [tokens, heads, d]
-                if g.slots is None:
+                if grad is None:                                                 # an output nobody used
+                    into.zero_()
+                elif g.slots is None:
                     into.view(n, L, h, d).permute(2, 0, 1, 3).copy_(grad)
                 elif grad.transpose(1, 2).is_contiguous():  # [heads, length, count, d] in memory (CPU flash)
                     by_position = (g.slots % L) * n + torch.div(g.slots, L, rounding_mode="floor")
@@ -114,7 +116,7 @@ class _GatherFromGroups(torch.autograd.Function):
     def backward(ctx, grad: torch.Tensor):
         groups: list[AttentionGroup] = ctx.groups
         h, d = ctx.heads, ctx.head_dim
-        grad = grad.view(-1, h, d)
+        grad = grad.reshape(-1, h, d)
         grads = []
         for g in groups:
             rows = grad[g.start:g.stop]                                        # [tokens, heads, d]
