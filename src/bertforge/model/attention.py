@@ -79,6 +79,7 @@ class _ScatterToGroups(torch.autograd.Function):
         token_major = torch.empty(groups[-1].stop, 3, h, d, dtype=ctx.dtype, device=ctx.device)
         for gi, g in enumerate(groups):
             n, L = g.count, g.length
+            by_position = None  # the real tokens' slots in a [length, count] grid, built once per group
             for i in range(3):
                 grad, into = grads[3 * gi + i], token_major[g.start:g.stop, i]     # into: [tokens, heads, d]
                 if grad is None:                                                 # an output nobody used
@@ -86,7 +87,8 @@ class _ScatterToGroups(torch.autograd.Function):
                 elif g.slots is None:
                     into.view(n, L, h, d).permute(2, 0, 1, 3).copy_(grad)
                 elif grad.transpose(1, 2).is_contiguous():  # [heads, length, count, d] in memory (CPU flash)
-                    by_position = (g.slots % L) * n + torch.div(g.slots, L, rounding_mode="floor")
+                    if by_position is None:
+                        by_position = (g.slots % L) * n + torch.div(g.slots, L, rounding_mode="floor")
                     torch.index_select(grad.transpose(1, 2).view(h, L * n, d), 1, by_position,
                                        out=into.transpose(0, 1))
                 else:

@@ -10,6 +10,8 @@ The kept values are scaled by 1 / (1 - p) as usual; the mask is kept as bools fo
 """
 from __future__ import annotations
 
+import math
+
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -19,9 +21,7 @@ _LANES = 65536  # values of one 16-bit lane
 
 def keep_mask(shape: torch.Size | tuple[int, ...], p: float, device: torch.device | str = "cpu") -> torch.Tensor:
     """Bool mask, True = keep, each element dropped with probability p (to 1 / 131072), from the global RNG."""
-    n = 1
-    for size in shape:
-        n *= size
+    n = math.prod(shape)
     words = torch.randint(-2**63, 2**63 - 1, ((n + 3) // 4,), dtype=torch.int64, device=device)
     lanes = words.view(torch.int16)[:n].view(shape)
     return lanes >= round(p * _LANES) - _LANES // 2

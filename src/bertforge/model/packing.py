@@ -86,7 +86,7 @@ class PackedBatch:
     def from_mask(cls, attention_mask: Optional[torch.Tensor], batch_size: int, seq_len: int,
                   device: torch.device, causal: bool = False, unpad: bool = True) -> "PackedBatch":
         B, L = batch_size, seq_len
-        tril = torch.ones(L, L, dtype=torch.bool, device=device).tril()
+        tril = torch.ones(L, L, dtype=torch.bool, device=device).tril() if causal else None
         if attention_mask is None or bool(attention_mask.all()):
             mask = tril[None, None] if causal else None
             return cls(B, L, None, [AttentionGroup(0, B * L, B, L, None, mask)], device, causal)
