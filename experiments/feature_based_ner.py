@@ -27,7 +27,7 @@ from torch import nn
 
 from bertforge import BertModel
 from bertforge.tasks.feature_extraction import word_features
-from bertforge.tasks.finetune import _subset
+from bertforge.tasks.task_data import subset as _subset
 from bertforge.tasks.metrics import ner_metrics
 from bertforge.tasks.readers import CONLL2003_LABELS, read_conll
 from bertforge.tokenization import BertTokenizer

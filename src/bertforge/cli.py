@@ -24,6 +24,11 @@ VERBS = {
     "evaluate": "evaluate",
     "predict": "predict",
     "features": "features",
+    "embed": "embed",
+    "serve": "serve",
+    "export": "export",
+    "generate": "generate",
+    "score": "score",
     "ablate": "ablate",
     "info": "info",
 }

@@ -23,12 +23,10 @@ import numpy as np
 import torch
 
 from bertforge.atomic import atomic_write_text
-from bertforge.tasks.features import (Feature, encode_classification, encode_multiple_choice, encode_ner,
-                                      encode_squad, iterate_batches)
-from bertforge.tasks.metrics import align_predictions_to_words, squad_v1_evaluate, squad_v2_evaluate
-from bertforge.tasks.readers import split_squad_by_article
+from bertforge.tasks.evaluation import default_seq_length, encode, evaluate_examples, main_value, model_inputs
+from bertforge.tasks.features import Feature, iterate_batches
 from bertforge.tasks.registry import TaskSpec, get_task
-from bertforge.tasks.squad_postprocess import postprocess_squad
+from bertforge.tasks.task_data import TaskData, load_task_data, subset
 
 logger = logging.getLogger(__name__)
 
@@ -65,101 +63,7 @@ class FinetuneSettings:
     progress: bool = True
 
     def seq_length(self, spec: TaskSpec) -> int:
-        if self.max_seq_length:
-            return self.max_seq_length
-        return 384 if spec.head == "question_answering" else 128
-
-
-@dataclass
-class TaskData:
-    train: list[Any]
-    evals: dict[str, list[Any]]  # name -> examples; the first is the one runs are chosen on
-    labels: list[str] | None
-    note: str = ""
-    files: dict[str, str] = field(default_factory=dict)
-
-
-# ---- data ------------------------------------------------------------------------------------------------------
-def _subset(items: list[Any], n: int | None, seed: int | None) -> list[Any]:
-    """The first n (eval, so numbers are comparable) or a seeded random n in file order (train)."""
-    if n is None or n >= len(items):
-        return items
-    if seed is None:
-        return items[:n]
-    keep = sorted(random.Random(seed).sample(range(len(items)), n))
-    return [items[i] for i in keep]
-
-
-def load_task_data(spec: TaskSpec, data: str | None = None, train_file: str | None = None,
-                   eval_file: str | None = None, *, skip_bad_rows: bool = False, need_train: bool = True,
-                   eval_split: str = "dev") -> TaskData:
-    """Find and read the train and eval examples of a task.
-
-    `train_file`/`eval_file` win; otherwise `data` is a folder holding the task's standard files. For
-    SQuAD a single JSON file as `data` (only the v1.1 dev set exists offline) is split by article: 0-37
-    train, 38-47 eval, and `note` says so, because such numbers are not official dev results.
-    """
-    opts = {"skip_bad_rows": skip_bad_rows}
-    qa = spec.head == "question_answering"
-    if qa and data and Path(data).is_file() and not train_file and not eval_file:
-        result = spec.reader(data, **opts)
-        n = result.n_articles
-        cut = round(n * 38 / 48)
-        train, dev = split_squad_by_article(result.examples, range(0, cut), range(cut, n))
-        note = (f"SQuAD article split of {Path(data).name}: trained on articles 0-{cut - 1}, evaluated on "
-                f"articles {cut}-{n - 1} (not the official train/dev protocol)")
-        return TaskData(train, {"eval": dev}, None, note, {"train": str(data), "eval": str(data)})
-    files: dict[str, str] = {}
-    train_paths: list[Path] = []
-    if train_file:
-        train_paths = [Path(train_file)]
-    elif need_train:
-        if not data:
-            raise ValueError("give --data (the task's folder) or --train FILE")
-        train_paths = spec.files(data, "train")
-    if eval_file:
-        eval_paths = [Path(eval_file)]
-    else:
-        if not data:
-            raise ValueError("give --data (the task's folder) or --eval FILE")
-        eval_paths = spec.files(data, eval_split)
-    train: list[Any] = []
-    labels = list(spec.labels) if spec.labels is not None else None
-    if train_paths:
-        result = spec.reader(train_paths[0], **opts)
-        train = list(result.examples)
-        files["train"] = str(train_paths[0])
-        if labels is None and spec.head == "sequence_classification":
-            labels = list(result.labels or [])
-    evals: dict[str, list[Any]] = {}
-    for i, path in enumerate(eval_paths):
-        eval_opts = dict(opts)
-        if spec.name == "classification" and labels:
-            eval_opts["label_list"] = labels
-        result = spec.reader(path, **eval_opts)
-        if labels is None and spec.head == "sequence_classification":
-            labels = list(result.labels or [])
-        name = "eval" if i == 0 else f"eval_{Path(path).name.split('.')[0]}"
-        evals[name] = list(result.examples)
-        files[name] = str(path)
-    return TaskData(train, evals, labels, "", files)
-
-
-def encode(spec: TaskSpec, tokenizer, examples: Sequence[Any], settings: FinetuneSettings,
-           labels: Sequence[str] | None, training: bool) -> list[Feature]:
-    """The head kind's features for `examples`."""
-    length = settings.seq_length(spec)
-    label2id = {name: i for i, name in enumerate(labels)} if labels else None
-    if spec.head in ("sequence_classification", "regression"):
-        return encode_classification(tokenizer, examples, length, label2id, regression=spec.head == "regression")
-    if spec.head == "token_classification":
-        return encode_ner(tokenizer, examples, length, label2id)
-    if spec.head == "question_answering":
-        return encode_squad(tokenizer, examples, length, settings.doc_stride, settings.max_query_length,
-                            training=training)
-    if spec.head == "multiple_choice":
-        return encode_multiple_choice(tokenizer, examples, length)
-    raise ValueError(f"unknown head kind {spec.head!r}")
+        return default_seq_length(spec, self.max_seq_length)
 
 
 # ---- model -----------------------------------------------------------------------------------------------------
@@ -175,86 +79,6 @@ def build_model(spec: TaskSpec, model_dir: str | Path, labels: Sequence[str] | N
                      "problem_type": "single_label_classification" if spec.head == "sequence_classification"
                      else None}
     return cls.from_pretrained(model_dir, **overrides)
-
-
-def _model_inputs(batch: dict[str, torch.Tensor], with_labels: bool) -> dict[str, torch.Tensor]:
-    keys = ("input_ids", "token_type_ids", "attention_mask") + (
-        ("labels", "start_positions", "end_positions") if with_labels else ())
-    return {k: v for k, v in batch.items() if k in keys}
-
-
-@torch.no_grad()
-def run_model(model, features: Sequence[Feature], batch_size: int = 64, pad_id: int = 0) -> list[Any]:
-    """Raw outputs per feature in the original order: logits (numpy, unpadded) or (start, end) for QA."""
-    model.eval()
-    outputs: list[Any] = [None] * len(features)
-    for idx, batch in iterate_batches(features, batch_size, shuffle=False, pad_id=pad_id):
-        out = model(**_model_inputs(batch, with_labels=False))
-        lengths = batch["attention_mask"].sum(-1).tolist()
-        if hasattr(out, "start_logits"):
-            s, e = out.start_logits.float().numpy(), out.end_logits.float().numpy()
-            for row, i in enumerate(idx):
-                outputs[i] = (s[row, :lengths[row]], e[row, :lengths[row]])
-        else:
-            logits = out.logits.float().numpy()
-            for row, i in enumerate(idx):
-                outputs[i] = logits[row, :lengths[row]] if logits.ndim == 3 else logits[row]
-    return outputs
-
-
-# ---- scoring ---------------------------------------------------------------------------------------------------
-def decode_outputs(spec: TaskSpec, examples: Sequence[Any], features: Sequence[Feature], outputs: Sequence[Any],
-                   labels: Sequence[str] | None, settings: FinetuneSettings) -> Any:
-    """Task-level predictions: label ids / floats, word tag lists, or {qid: QuestionPrediction}."""
-    if spec.head == "regression":
-        return [float(o.reshape(-1)[0]) for o in outputs]
-    if spec.head in ("sequence_classification", "multiple_choice"):
-        return [int(np.argmax(o)) for o in outputs]
-    if spec.head == "token_classification":
-        return [align_predictions_to_words(np.argmax(o, -1), f["word_ids"], labels, f["num_words"])
-                for o, f in zip(outputs, features)]
-    return postprocess_squad(examples, features, [o[0] for o in outputs], [o[1] for o in outputs],
-                             settings.n_best, settings.max_answer_length)
-
-
-def score(spec: TaskSpec, examples: Sequence[Any], predictions: Any, labels: Sequence[str] | None) -> dict[str, Any]:
-    """The task's official metric on decoded predictions."""
-    if spec.head == "question_answering":
-        if spec.name == "squad2":
-            texts = {q: p.answer() for q, p in predictions.items()}
-            diffs = {q: p.null_diff for q, p in predictions.items()}
-            return squad_v2_evaluate(texts, list(examples), na_probs=diffs, na_prob_thresh=0.0)
-        return squad_v1_evaluate({q: p.answer() for q, p in predictions.items()}, list(examples))
-    if spec.head == "token_classification":
-        return spec.metric(predictions, [list(ex.tags) for ex in examples])
-    if spec.head == "regression":
-        return spec.metric(predictions, [float(ex.label) for ex in examples])
-    if spec.head == "multiple_choice":
-        return spec.metric(predictions, [int(ex.label) for ex in examples])
-    label2id = {name: i for i, name in enumerate(labels or [])}
-    return spec.metric(predictions, [label2id[str(ex.label)] for ex in examples])
-
-
-def evaluate_examples(model, tokenizer, spec: TaskSpec, examples: Sequence[Any], settings: FinetuneSettings,
-                      labels: Sequence[str] | None) -> tuple[dict[str, Any], Any]:
-    """(metrics, predictions) of `model` on labelled `examples`, plus throughput in the metrics."""
-    start = time.perf_counter()
-    features = encode(spec, tokenizer, examples, settings, labels, training=False)
-    outputs = run_model(model, features, settings.eval_batch_size, tokenizer.pad_token_id)
-    predictions = decode_outputs(spec, examples, features, outputs, labels, settings)
-    metrics = score(spec, examples, predictions, labels)
-    seconds = time.perf_counter() - start
-    metrics["n_examples"] = len(examples)
-    metrics["eval_seconds"] = round(seconds, 3)
-    metrics["examples_per_second"] = round(len(examples) / max(seconds, 1e-9), 2)
-    return metrics, predictions
-
-
-def main_value(spec: TaskSpec, metrics: dict[str, Any]) -> float:
-    """The number runs are compared on (best-threshold F1 for SQuAD v2)."""
-    if spec.name == "squad2" and "best_f1" in metrics:
-        return float(metrics["best_f1"])
-    return float(metrics[spec.main_metric])
 
 
 # ---- training --------------------------------------------------------------------------------------------------
@@ -297,7 +121,7 @@ def train_run(spec: TaskSpec, tokenizer, data: TaskData, train_features: list[Fe
         running, count = 0.0, 0
         for _, batch in iterate_batches(train_features, settings.batch_size, shuffle=True, seed=seed + epoch,
                                         pad_id=tokenizer.pad_token_id):
-            loss = model(**_model_inputs(batch, with_labels=True)).loss
+            loss = model(**model_inputs(batch, with_labels=True)).loss
             loss.backward()
             torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
             optimizer.step()
@@ -337,8 +161,8 @@ def finetune(settings: FinetuneSettings, say=print) -> dict[str, Any]:
                           skip_bad_rows=settings.skip_bad_rows)
     if data.note:
         say(f"NOTE: {data.note}")
-    data.train = _subset(data.train, settings.max_train_samples, settings.seed)
-    data.evals = {k: _subset(v, settings.max_eval_samples, None) for k, v in data.evals.items()}
+    data.train = subset(data.train, settings.max_train_samples, settings.seed)
+    data.evals = {k: subset(v, settings.max_eval_samples, None) for k, v in data.evals.items()}
     if not data.train:
         raise ValueError("no training examples")
     tokenizer = load_tokenizer(settings.model)

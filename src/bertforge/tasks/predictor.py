@@ -13,8 +13,9 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from bertforge.tasks.finetune import (TASK_FILE, FinetuneSettings, decode_outputs, evaluate_examples,
-                                      load_task_data, run_model)
+from bertforge.tasks.evaluation import InferenceSettings, decode_outputs, evaluate_examples, run_model
+from bertforge.tasks.finetune import TASK_FILE
+from bertforge.tasks.task_data import load_task_data
 from bertforge.tasks.features import encode_classification, encode_multiple_choice, encode_ner, encode_squad
 from bertforge.tasks.readers import SquadExample, SwagExample, TextExample
 from bertforge.tasks.registry import get_task
@@ -42,12 +43,11 @@ class Predictor:
         self.path = path
         self.spec = get_task(task["task"])
         self.labels: list[str] | None = task.get("labels")
-        self.settings = FinetuneSettings(task=task["task"], model=str(path or ""), output="",
-                                         max_seq_length=task.get("max_seq_length"),
-                                         doc_stride=task.get("doc_stride", 128),
-                                         max_query_length=task.get("max_query_length", 64),
-                                         max_answer_length=task.get("max_answer_length", 30),
-                                         n_best=task.get("n_best", 20), progress=False)
+        self.settings = InferenceSettings(max_seq_length=task.get("max_seq_length"),
+                                          doc_stride=task.get("doc_stride", 128),
+                                          max_query_length=task.get("max_query_length", 64),
+                                          max_answer_length=task.get("max_answer_length", 30),
+                                          n_best=task.get("n_best", 20))
         self.timing: dict[str, float] = {}
 
     @classmethod

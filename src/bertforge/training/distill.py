@@ -489,15 +489,15 @@ def build_transfer_set(settings: TaskDistillSettings, spec, labels: Sequence[str
                        max_train: int | None) -> TransferSet:
     """Unlabeled texts minus any train/dev text (never train on dev), a seeded sample of them, plus the
     labelled train subset (by default the teacher's own: same size and seed as its fine-tuning)."""
-    from bertforge.tasks.finetune import _subset, load_task_data
+    from bertforge.tasks.task_data import load_task_data, subset
     from bertforge.tasks.readers import TextExample
     regression = spec.head == "regression"
     train, dev, note = [], [], None
     if settings.data or settings.train_file or settings.eval_file:
         need_train = settings.include_train or settings.alpha_hard > 0
         data = load_task_data(spec, settings.data, settings.train_file, settings.eval_file, need_train=need_train)
-        train = _subset(data.train, max_train, seed) if need_train else []
-        dev = _subset(next(iter(data.evals.values())), settings.max_eval_samples, None)
+        train = subset(data.train, max_train, seed) if need_train else []
+        dev = subset(next(iter(data.evals.values())), settings.max_eval_samples, None)
         note = data.note or None
     seen = {(ex.text, ex.text_pair) for ex in list(train) + list(dev)}
     unlabeled = []
@@ -505,7 +505,7 @@ def build_transfer_set(settings: TaskDistillSettings, spec, labels: Sequence[str
         if (ex.text, ex.text_pair) not in seen:
             seen.add((ex.text, ex.text_pair))
             unlabeled.append(ex)
-    unlabeled = _subset(unlabeled, settings.max_unlabeled, seed)
+    unlabeled = subset(unlabeled, settings.max_unlabeled, seed)
     used_train = list(train) if settings.include_train else []
     if not unlabeled and not used_train:
         raise ValueError(f"no texts to distill on: {', '.join(map(str, settings.unlabeled))} held only texts of the "
@@ -523,7 +523,8 @@ def train_student(settings: TaskDistillSettings, spec, ft, labels: Sequence[str]
     """The fine-tuning recipe (AdamW, warmup, linear decay) on the distillation loss; dev eval after each
     epoch. Returns (student, RunResult)."""
     from bertforge.tasks.features import iterate_batches
-    from bertforge.tasks.finetune import RunResult, build_model, evaluate_examples, main_value
+    from bertforge.tasks.evaluation import evaluate_examples, main_value
+    from bertforge.tasks.finetune import RunResult, build_model
     torch.manual_seed(ft.seed)
     student = build_model(spec, settings.student, labels)
     student_tokenizer = load_tokenizer(settings.student)
@@ -576,7 +577,7 @@ def train_student(settings: TaskDistillSettings, spec, ft, labels: Sequence[str]
 def compare(rows: dict[str, Any], spec, dev: list[Any], labels: Sequence[str] | None,
             rounds: int, batch_size: int) -> dict[str, Any]:
     """Dev metric, size and measured examples/s of each predictor (same inputs, interleaved timing)."""
-    from bertforge.tasks.finetune import evaluate_examples
+    from bertforge.tasks.evaluation import evaluate_examples
     report: dict[str, Any] = {}
     for name, p in rows.items():
         config = p.model.config
@@ -598,7 +599,9 @@ def compare(rows: dict[str, Any], spec, dev: list[Any], labels: Sequence[str] | 
 
 def distill_task(settings: TaskDistillSettings, say: Callable[[str], None] = print) -> dict[str, Any]:
     """Teacher soft targets on the transfer set -> student training -> predictor folder + distill_report.json."""
-    from bertforge.tasks.finetune import FinetuneSettings, TaskData, encode, run_model, save_predictor
+    from bertforge.tasks.evaluation import encode, run_model
+    from bertforge.tasks.finetune import FinetuneSettings, save_predictor
+    from bertforge.tasks.task_data import TaskData
     from bertforge.tasks.predictor import Predictor
     from bertforge.tasks.registry import get_task
 

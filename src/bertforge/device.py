@@ -1,0 +1,101 @@
+"""Device and precision, decided in one place for training and inference alike.
+
+`resolve_device("auto")` picks CUDA when torch sees it (a process under `torchrun` takes the GPU of its local
+rank); `Precision.resolve(name, device)` turns `--precision auto|fp32|bf16|fp16` into what a step runs under:
+"auto" is bf16 autocast on CUDA and fp32 on CPU; bf16 autocast works on both; fp16 autocast (with a gradient
+scaler when training) on CUDA only.
+"""
+from __future__ import annotations
+
+import contextlib
+import functools
+from dataclasses import dataclass
+from typing import Any, Callable, ContextManager
+
+import torch
+
+DEVICES = ("auto", "cpu", "cuda")
+PRECISIONS = ("auto", "fp32", "bf16", "fp16")
+
+
+def resolve_device(device: str = "auto", local_rank: int = 0) -> torch.device:
+    """"auto" picks CUDA when present; a CUDA run uses the GPU of its local rank."""
+    if isinstance(device, torch.device):
+        return device
+    if device == "auto":
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+    if device.startswith("cuda"):
+        if not torch.cuda.is_available():
+            raise RuntimeError("--device cuda was asked for but torch sees no CUDA device")
+        index = int(device.split(":", 1)[1]) if ":" in device else local_rank
+        torch.cuda.set_device(index)
+        return torch.device("cuda", index)
+    if device != "cpu":
+        raise ValueError(f"unknown device {device!r}; choose one of {', '.join(DEVICES)}")
+    return torch.device("cpu")
+
+
+@functools.lru_cache(maxsize=None)
+def cpu_has_native_bf16() -> bool:
+    """True when the CPU computes bf16 matrix products natively (oneDNN's AVX-512 BF16 / AMX kernels);
+    elsewhere bf16 autocast is emulated and slower than fp32."""
+    try:
+        import torch.backends.mkldnn as mkldnn
+        if hasattr(mkldnn, "is_bf16_supported"):
+            return bool(mkldnn.is_bf16_supported())
+    except Exception:  # pragma: no cover - very old torch
+        pass
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as handle:
+            flags = handle.read()
+        return "avx512_bf16" in flags or "amx_bf16" in flags
+    except OSError:  # pragma: no cover - not Linux
+        return False
+
+
+@dataclass(frozen=True)
+class Precision:
+    """What a forward pass runs under: `autocast()` is a fresh context manager each call."""
+
+    name: str                    # "fp32", "bf16" or "fp16" (never "auto")
+    device: torch.device
+
+    @classmethod
+    def resolve(cls, name: str, device: torch.device) -> "Precision":
+        if name not in PRECISIONS:
+            raise ValueError(f"unknown precision {name!r}; choose one of {', '.join(PRECISIONS)}")
+        if name == "auto":
+            # CPU stays fp32 under "auto": bf16 is offered (and fast where `cpu_has_native_bf16`), but a
+            # default change needs a measured quality race first
+            name = "bf16" if device.type == "cuda" and torch.cuda.is_bf16_supported() else "fp32"
+        if name == "fp16" and device.type != "cuda":
+            raise ValueError("--precision fp16 needs a CUDA device (use bf16 or fp32 on CPU)")
+        return cls(name, device)
+
+    @property
+    def dtype(self) -> torch.dtype:
+        return {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}[self.name]
+
+    def autocast(self) -> ContextManager[Any]:
+        if self.name == "fp32":
+            return contextlib.nullcontext()
+        return torch.autocast(self.device.type, dtype=self.dtype)
+
+    def grad_scaler(self) -> "torch.amp.GradScaler | None":
+        """fp16 training needs loss scaling; bf16 and fp32 do not."""
+        if self.name != "fp16":
+            return None
+        return torch.amp.GradScaler(self.device.type)
+
+    def __str__(self) -> str:
+        return self.name
+
+
+def autocast_factory(device: torch.device, precision: str) -> Callable[[], ContextManager[Any]]:
+    """A no-argument callable returning the precision's autocast context (for code that wants a factory)."""
+    return Precision.resolve(precision, device).autocast
+
+
+def move_to(batch: dict[str, Any], device: torch.device) -> dict[str, Any]:
+    """Tensors of a batch on `device` (non-blocking from pinned memory); other values unchanged."""
+    return {k: v.to(device, non_blocking=True) if isinstance(v, torch.Tensor) else v for k, v in batch.items()}

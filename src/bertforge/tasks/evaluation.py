@@ -1,0 +1,135 @@
+"""Scoring a model on a task: encode examples, run the model in batches, decode its outputs into task-level
+predictions, and apply the task's official metric. Fine-tuning, `bertforge evaluate`, distillation and the
+predictor all go through here."""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+import numpy as np
+import torch
+
+from bertforge.tasks.features import (Feature, encode_classification, encode_multiple_choice, encode_ner,
+                                      encode_squad, iterate_batches)
+from bertforge.tasks.metrics import align_predictions_to_words, squad_v1_evaluate, squad_v2_evaluate
+from bertforge.tasks.registry import TaskSpec
+from bertforge.tasks.squad_postprocess import postprocess_squad
+
+
+@dataclass
+class InferenceSettings:
+    """The settings that shape encoding and decoding (`FinetuneSettings` carries the same fields)."""
+
+    max_seq_length: int | None = None  # None: 384 for SQuAD, 128 otherwise
+    eval_batch_size: int = 64
+    doc_stride: int = 128
+    max_query_length: int = 64
+    max_answer_length: int = 30
+    n_best: int = 20
+
+    def seq_length(self, spec: TaskSpec) -> int:
+        return default_seq_length(spec, self.max_seq_length)
+
+
+def default_seq_length(spec: TaskSpec, asked: int | None) -> int:
+    if asked:
+        return asked
+    return 384 if spec.head == "question_answering" else 128
+
+
+def encode(spec: TaskSpec, tokenizer, examples: Sequence[Any], settings: "InferenceSettings",
+           labels: Sequence[str] | None, training: bool) -> list[Feature]:
+    """The head kind's features for `examples`."""
+    length = settings.seq_length(spec)
+    label2id = {name: i for i, name in enumerate(labels)} if labels else None
+    if spec.head in ("sequence_classification", "regression"):
+        return encode_classification(tokenizer, examples, length, label2id, regression=spec.head == "regression")
+    if spec.head == "token_classification":
+        return encode_ner(tokenizer, examples, length, label2id)
+    if spec.head == "question_answering":
+        return encode_squad(tokenizer, examples, length, settings.doc_stride, settings.max_query_length,
+                            training=training)
+    if spec.head == "multiple_choice":
+        return encode_multiple_choice(tokenizer, examples, length)
+    raise ValueError(f"unknown head kind {spec.head!r}")
+
+
+def model_inputs(batch: dict[str, torch.Tensor], with_labels: bool) -> dict[str, torch.Tensor]:
+    keys = ("input_ids", "token_type_ids", "attention_mask") + (
+        ("labels", "start_positions", "end_positions") if with_labels else ())
+    return {k: v for k, v in batch.items() if k in keys}
+
+
+@torch.no_grad()
+def run_model(model, features: Sequence[Feature], batch_size: int = 64, pad_id: int = 0) -> list[Any]:
+    """Raw outputs per feature in the original order: logits (numpy, unpadded) or (start, end) for QA."""
+    model.eval()
+    outputs: list[Any] = [None] * len(features)
+    for idx, batch in iterate_batches(features, batch_size, shuffle=False, pad_id=pad_id):
+        out = model(**model_inputs(batch, with_labels=False))
+        lengths = batch["attention_mask"].sum(-1).tolist()
+        if hasattr(out, "start_logits"):
+            s, e = out.start_logits.float().numpy(), out.end_logits.float().numpy()
+            for row, i in enumerate(idx):
+                outputs[i] = (s[row, :lengths[row]], e[row, :lengths[row]])
+        else:
+            logits = out.logits.float().numpy()
+            for row, i in enumerate(idx):
+                outputs[i] = logits[row, :lengths[row]] if logits.ndim == 3 else logits[row]
+    return outputs
+
+
+# ---- scoring ---------------------------------------------------------------------------------------------------
+def decode_outputs(spec: TaskSpec, examples: Sequence[Any], features: Sequence[Feature], outputs: Sequence[Any],
+                   labels: Sequence[str] | None, settings: "InferenceSettings") -> Any:
+    """Task-level predictions: label ids / floats, word tag lists, or {qid: QuestionPrediction}."""
+    if spec.head == "regression":
+        return [float(o.reshape(-1)[0]) for o in outputs]
+    if spec.head in ("sequence_classification", "multiple_choice"):
+        return [int(np.argmax(o)) for o in outputs]
+    if spec.head == "token_classification":
+        return [align_predictions_to_words(np.argmax(o, -1), f["word_ids"], labels, f["num_words"])
+                for o, f in zip(outputs, features)]
+    return postprocess_squad(examples, features, [o[0] for o in outputs], [o[1] for o in outputs],
+                             settings.n_best, settings.max_answer_length)
+
+
+def score(spec: TaskSpec, examples: Sequence[Any], predictions: Any, labels: Sequence[str] | None) -> dict[str, Any]:
+    """The task's official metric on decoded predictions."""
+    if spec.head == "question_answering":
+        if spec.name == "squad2":
+            texts = {q: p.answer() for q, p in predictions.items()}
+            diffs = {q: p.null_diff for q, p in predictions.items()}
+            return squad_v2_evaluate(texts, list(examples), na_probs=diffs, na_prob_thresh=0.0)
+        return squad_v1_evaluate({q: p.answer() for q, p in predictions.items()}, list(examples))
+    if spec.head == "token_classification":
+        return spec.metric(predictions, [list(ex.tags) for ex in examples])
+    if spec.head == "regression":
+        return spec.metric(predictions, [float(ex.label) for ex in examples])
+    if spec.head == "multiple_choice":
+        return spec.metric(predictions, [int(ex.label) for ex in examples])
+    label2id = {name: i for i, name in enumerate(labels or [])}
+    return spec.metric(predictions, [label2id[str(ex.label)] for ex in examples])
+
+
+def evaluate_examples(model, tokenizer, spec: TaskSpec, examples: Sequence[Any], settings: "InferenceSettings",
+                      labels: Sequence[str] | None) -> tuple[dict[str, Any], Any]:
+    """(metrics, predictions) of `model` on labelled `examples`, plus throughput in the metrics."""
+    start = time.perf_counter()
+    features = encode(spec, tokenizer, examples, settings, labels, training=False)
+    outputs = run_model(model, features, settings.eval_batch_size, tokenizer.pad_token_id)
+    predictions = decode_outputs(spec, examples, features, outputs, labels, settings)
+    metrics = score(spec, examples, predictions, labels)
+    seconds = time.perf_counter() - start
+    metrics["n_examples"] = len(examples)
+    metrics["eval_seconds"] = round(seconds, 3)
+    metrics["examples_per_second"] = round(len(examples) / max(seconds, 1e-9), 2)
+    return metrics, predictions
+
+
+def main_value(spec: TaskSpec, metrics: dict[str, Any]) -> float:
+    """The number runs are compared on (best-threshold F1 for SQuAD v2)."""
+    if spec.name == "squad2" and "best_f1" in metrics:
+        return float(metrics["best_f1"])
+    return float(metrics[spec.main_metric])
