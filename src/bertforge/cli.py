@@ -55,10 +55,12 @@ def _version() -> str:
     return f"bertforge {__version__}"
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, hooks=None) -> int:
+    """Run one verb. `hooks` (a `training.engine.FaultHooks`) reaches the training verbs: fault-injection tests."""
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     parser = build_parser()
     args = parser.parse_args(argv)
+    args.hooks = hooks
     if not getattr(args, "run", None):
         parser.print_help()
         return 2

@@ -14,6 +14,7 @@ from bertforge.checkpoint import internal_to_hf_state_dict
 from bertforge.config import BertConfig
 from bertforge.data import PretrainingDataset
 from bertforge.model import BertForPreTraining
+from bertforge.training.checkpointing import load_training_state
 from bertforge.training.optim import build_optimizer
 
 SEED, BATCH, LR = 5, 4, 1e-3
@@ -36,7 +37,7 @@ def test_two_ranks_average_gradients_like_one_process_on_the_union(train_data, v
     config.save_pretrained(tmp_path / "model")
     out = tmp_path / "ddp"
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
-           "-m", "bertforge.cli", "pretrain", "--data", str(train_data), "--vocab", str(vocab_dir),
+           "-m", "bertforge", "pretrain", "--data", str(train_data), "--vocab", str(vocab_dir),
            "--model", str(tmp_path / "model"), "--output", str(out), "--batch-size", str(BATCH),
            "--max-steps", "1", "--lr", str(LR), "--seq-len-schedule", "64:1", "--seed", str(SEED),
            "--eval-batches", "1", "--no-progress", "--device", "cpu", "--debug"]
@@ -69,5 +70,5 @@ def test_two_ranks_average_gradients_like_one_process_on_the_union(train_data, v
     key = "bert.encoder.layer.0.attention.self.query.weight"
     assert (got[key] - initial[key]).abs().max() > LR / 2, "the step moved the weights"
 
-    state = torch.load(out / "checkpoints" / "step-1" / "training_state.pt", weights_only=False)
-    assert state["world_size"] == 2 and len(state["rng"]) == 2 and state["dataset"]["index"] == BATCH
+    state = load_training_state(out / "checkpoints" / "step-1")
+    assert state["world_size"] == 2 and len(state["rng"]) == 2 and state["stage"]["index"] == BATCH

@@ -13,24 +13,22 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from bertforge.training.checkpointing import SAVE_SLEEP_ENV, list_checkpoints
+from bertforge.training.checkpointing import list_checkpoints, load_training_state
 
 STEPS = 8
+RUNNER = Path(__file__).with_name("fault_runner.py")
 
 
-def command(data: Path, vocab: Path, output: Path) -> list[str]:
-    return [sys.executable, "-m", "bertforge.cli", "pretrain", "--data", str(data), "--vocab", str(vocab),
+def command(data: Path, vocab: Path, output: Path, *faults: str) -> list[str]:
+    return [sys.executable, str(RUNNER), *faults, "--", "pretrain", "--data", str(data), "--vocab", str(vocab),
             "--model", "tiny", "--output", str(output), "--objective", "mlm+nsp", "--batch-size", "4",
             "--grad-accum", "2", "--lr", "1e-3", "--warmup-steps", "3", "--max-steps", str(STEPS),
             "--seq-len-schedule", "64:0.5,128:0.5", "--save-every", "2", "--eval-every", "4", "--eval-batches", "1",
             "--log-every", "1", "--seed", "3", "--no-progress", "--debug"]
 
 
-def env(**extra: str) -> dict[str, str]:
-    e = {**os.environ, "OMP_NUM_THREADS": "2", **extra}
-    e.pop(SAVE_SLEEP_ENV, None)
-    e.update(extra)
-    return e
+def env() -> dict[str, str]:
+    return {**os.environ, "OMP_NUM_THREADS": "2"}
 
 
 def run_to_end(cmd: list[str]) -> subprocess.CompletedProcess:
@@ -39,9 +37,9 @@ def run_to_end(cmd: list[str]) -> subprocess.CompletedProcess:
     return done
 
 
-def kill_when(cmd: list[str], ready, extra_env: dict[str, str] | None = None, timeout: float = 120) -> None:
+def kill_when(cmd: list[str], ready, timeout: float = 120) -> None:
     """Start `cmd`, SIGKILL it as soon as `ready(proc)` is true."""
-    proc = subprocess.Popen(cmd, env=env(**(extra_env or {})), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+    proc = subprocess.Popen(cmd, env=env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                             text=True)
     deadline = time.time() + timeout
     try:
@@ -73,13 +71,14 @@ def test_sigkill_anywhere_then_resume_is_bitwise_identical(train_data, vocab_dir
     def in_save(proc):
         line = proc.stderr.readline()
         return "inside checkpoint save of step-2" in line
-    kill_when(cmd, in_save, {SAVE_SLEEP_ENV: "30"})
+    kill_when(command(train_data, vocab_dir, out, "--sleep-in-save", "30"), in_save)
     assert list_checkpoints(out) == [], "a killed save must not leave a checkpoint that looks complete"
     assert any(p.name.startswith(".step-2") for p in (out / "checkpoints").iterdir())
     # 2. between checkpoints, in the middle of a step (step 3 logged, step-2 is the newest checkpoint)
     kill_when(cmd, lambda proc: logged_step(out) >= 3)
     # 3. during a later save, after the sequence length switched to 128 at step 4
-    kill_when(cmd, lambda proc: "inside checkpoint save of step-6" in proc.stderr.readline(), {SAVE_SLEEP_ENV: "30"})
+    kill_when(command(train_data, vocab_dir, out, "--sleep-in-save", "30"),
+              lambda proc: "inside checkpoint save of step-6" in proc.stderr.readline())
     assert max(s for s, _ in list_checkpoints(out)) == 4
     # 4. resume to the end
     run_to_end(cmd)
@@ -93,8 +92,8 @@ def test_sigkill_anywhere_then_resume_is_bitwise_identical(train_data, vocab_dir
     assert a == b
     assert not any(p.name.startswith(".") for p in (out / "checkpoints").iterdir()), "partial saves are swept"
     # the optimizer state at the end matches too
-    sa = torch.load(reference / "checkpoints" / f"step-{STEPS}" / "training_state.pt", weights_only=False)
-    sb = torch.load(out / "checkpoints" / f"step-{STEPS}" / "training_state.pt", weights_only=False)
+    sa = load_training_state(reference / "checkpoints" / f"step-{STEPS}")
+    sb = load_training_state(out / "checkpoints" / f"step-{STEPS}")
     for (ka, va), (kb, vb) in zip(sa["optimizer"]["state"].items(), sb["optimizer"]["state"].items()):
         assert torch.equal(va["exp_avg"], vb["exp_avg"]) and torch.equal(va["exp_avg_sq"], vb["exp_avg_sq"])
-    assert sa["dataset"] == sb["dataset"]
+    assert sa["stage"] == sb["stage"]

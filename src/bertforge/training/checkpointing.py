@@ -9,14 +9,11 @@ resumed run end bitwise identical to one that was never interrupted.
 """
 from __future__ import annotations
 
-import os
 import random
 import re
 import shutil
-import sys
-import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 import torch
@@ -27,9 +24,6 @@ CHECKPOINTS = "checkpoints"
 TRAINING_STATE = "training_state.pt"
 REQUIRED_FILES = ("config.json", "model.safetensors", TRAINING_STATE)
 _STEP_DIR = re.compile(r"step-(\d+)")
-# Test hook: seconds to sleep inside a checkpoint save, after the files are written and before the rename,
-# so a test can SIGKILL the process exactly there.
-SAVE_SLEEP_ENV = "BERTFORGE_TEST_SAVE_SLEEP"
 
 
 def capture_rng() -> dict[str, Any]:
@@ -86,18 +80,18 @@ def sweep_partial_saves(output: str | Path) -> list[Path]:
 
 
 def save_checkpoint(output: str | Path, step: int, model: torch.nn.Module, tokenizer: Any,
-                    state: dict[str, Any], keep: int = 3) -> Path:
-    """Write ``checkpoints/step-N`` atomically, then drop all but the newest `keep` checkpoints."""
+                    state: dict[str, Any], keep: int = 3,
+                    before_commit: Callable[[Path], None] | None = None) -> Path:
+    """Write ``checkpoints/step-N`` atomically, then drop all but the newest `keep` checkpoints.
+    `before_commit(folder)` runs once the files are written, before the rename (fault-injection tests)."""
     target = checkpoint_dir(output, step)
     with atomic_directory(target) as tmp:
         model.save_pretrained(tmp)
         if tokenizer is not None:
             tokenizer.save_pretrained(tmp)
         torch.save(state, tmp / TRAINING_STATE)
-        delay = float(os.environ.get(SAVE_SLEEP_ENV, "0") or 0)
-        if delay > 0:
-            print(f"[test hook] inside checkpoint save of step-{step}", file=sys.stderr, flush=True)
-            time.sleep(delay)
+        if before_commit is not None:
+            before_commit(tmp)
     if keep > 0:
         for _, old in list_checkpoints(output)[:-keep]:
             shutil.rmtree(old, ignore_errors=True)

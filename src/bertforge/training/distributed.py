@@ -12,6 +12,8 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
+from bertforge.device import resolve_device
+
 
 @dataclass
 class DistInfo:
@@ -27,20 +29,6 @@ class DistInfo:
     @property
     def enabled(self) -> bool:
         return self.world_size > 1
-
-
-def resolve_device(device: str = "auto", local_rank: int = 0) -> torch.device:
-    """"auto" picks CUDA when present; a CUDA run uses the GPU of its local rank."""
-    if device == "auto":
-        device = "cuda" if torch.cuda.is_available() else "cpu"
-    if device == "cuda":
-        if not torch.cuda.is_available():
-            raise RuntimeError("--device cuda was asked for but torch sees no CUDA device")
-        torch.cuda.set_device(local_rank)
-        return torch.device("cuda", local_rank)
-    if device != "cpu":
-        raise ValueError(f"unknown device {device!r}; choose auto, cpu or cuda")
-    return torch.device("cpu")
 
 
 def init_distributed(device: str = "auto") -> DistInfo:
@@ -104,3 +92,10 @@ def broadcast_object(obj: Any, info: DistInfo) -> Any:
 
 def _collective_device(info: DistInfo) -> torch.device:
     return info.device if dist.get_backend() == "nccl" else torch.device("cpu")
+
+
+def is_main_process() -> bool:
+    """Rank 0, or the only process (what prints a command's summary)."""
+    if dist.is_available() and dist.is_initialized():
+        return dist.get_rank() == 0
+    return int(os.environ.get("RANK", "0")) == 0

@@ -1,48 +1,32 @@
-"""The pre-training loop: build, load or resume, loop, stop on budget, log, evaluate, checkpoint.
+"""Pre-training: MLM + NSP (BERT), MLM + SOP (ALBERT), MLM (RoBERTa, DistilBERT) or left-to-right LM, as a
+stage of the training engine (`training/engine.py`, which owns the loop, resume, DDP and precision).
 
-`run_pretraining(PretrainConfig(...))` is what `bertforge pretrain` calls; `pretrain(data, output, **kw)`
-is the same with keyword arguments. The same code runs as one process or under `torchrun` (DDP: each rank
-reads a disjoint slice of the data; rank 0 alone writes). A run killed at any moment and started again
-with the same arguments continues from its newest complete checkpoint and ends with the same weights,
-bit for bit, as a run that was never interrupted: the checkpoint holds everything a step depends on
-(weights, optimizer, schedule, every RNG, the data position).
+`run_pretraining(PretrainConfig(...))` is what `bertforge pretrain` calls; `pretrain(data, output, **kw)` is the
+same with keyword arguments (engine settings such as `max_steps` or `lr` go to `PretrainConfig.train`).
 """
 from __future__ import annotations
 
-import contextlib
-import json
+import hashlib
 import logging
 import math
-import os
 import re
-import tempfile
-import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
 import torch
 
-from bertforge.atomic import atomic_path, atomic_write_text
-from bertforge.checkpoint import load_hf_state_dict, read_state_dict
 from bertforge.data import MaskingConfig, PretrainingDataset, load_manifest
-from bertforge.data.shards import load_tokenizer
-from bertforge.training import checkpointing as ckpt
-from bertforge.training import distributed as dist_
-from bertforge.training.metrics_log import MetricsLog
-from bertforge.training.optim import build_optimizer, linear_warmup_decay, set_budget_lr
-from bertforge.training.progress import progress
+from bertforge.data.shards import MANIFEST, load_tokenizer
+from bertforge.device import Precision
+from bertforge.training.engine import FaultHooks, FitResult, NonFiniteLossError, Session, Stage, TrainOptions, fit
+from bertforge.training.run_output import claim_run_output
 
-# Test hook: steps (1-based, "3,4" or "5-" for 5 onwards) whose loss is replaced by NaN before backward.
-NAN_STEPS_ENV = "BERTFORGE_TEST_NAN_STEPS"
-# Settings that must not change when a run is resumed (the data order or the model would change under it).
-RESUME_KEYS = ("objective", "packing", "model", "batch_size", "grad_accum", "seed", "masking", "mask_rate",
-               "dupe_factor",
-               "whole_word", "seq_len_schedule", "optimizer")
+__all__ = ["PretrainConfig", "PretrainResult", "pretrain", "run_pretraining", "NonFiniteLossError"]
 
 
-class NonFiniteLossError(RuntimeError):
-    """Too many consecutive steps with a NaN/inf loss or gradient: the run diverged."""
+def pretrain_defaults() -> TrainOptions:
+    return TrainOptions(lr=1e-4, save_every=1000, keep_checkpoints=3, max_grad_norm=1.0)
 
 
 @dataclass
@@ -54,47 +38,38 @@ class PretrainConfig:
     packing: str = "full-sentences"
     vocab: str | None = None                 # default: the vocab the corpus was prepared with
     batch_size: int = 32                     # per rank, per micro-batch
-    grad_accum: int = 1
-    lr: float = 1e-4
-    weight_decay: float = 0.01
-    warmup_steps: int = 0
-    max_steps: int | None = None             # required unless time_budget is given
     seq_len_schedule: str = "128:1.0"        # "128:0.9,512:0.1": phases as fractions of the run
-    optimizer: str = "adamw"
-    time_budget: float | None = None         # seconds; lr decays with time spent and the run stops at it
-    save_every: int = 1000
-    keep_checkpoints: int = 3
-    eval_every: int = 0                      # 0: evaluate only at the end
-    eval_batches: int = 20                   # 0: never evaluate
-    log_every: int = 10
+    eval_batches: int = 20                   # held-out batches per evaluation; 0: never evaluate
     masking: str = "dynamic"
     mask_rate: float = 0.15
     dupe_factor: int = 10                    # static masking: differently masked copies of the corpus
     whole_word: bool = False
     dropout: float | None = None             # hidden + attention dropout; None = the model's own (BERT 0.1)
-    seed: int = 0
     init_from: str | None = None
-    device: str = "auto"
-    precision: str = "auto"                  # auto = bf16 autocast on CUDA, fp32 on CPU
-    max_grad_norm: float = 1.0
-    max_bad_steps: int = 20
-    progress: bool = True
-    tensorboard: bool = True                 # only if torch.utils.tensorboard imports
+    overwrite: bool = False                  # start again in an OUTPUT that holds another run
+    train: TrainOptions = field(default_factory=pretrain_defaults)
 
 
-@dataclass
-class PretrainResult:
-    output: Path
-    step: int
-    stopped_by: str
-    skipped_steps: int
-    final_eval: dict[str, float] = field(default_factory=dict)
-    notes: list[str] = field(default_factory=list)
+# A result is what the engine returns.
+PretrainResult = FitResult
 
 
-def pretrain(data: str | Path, output: str | Path, **options: Any) -> PretrainResult:
+def split_options(cls: type, options: dict[str, Any], defaults: TrainOptions) -> tuple[dict[str, Any], TrainOptions]:
+    """Keyword options of `cls` and of the engine, told apart by name (an unknown name is an error)."""
+    own = {f.name for f in fields(cls)}
+    engine = {f.name for f in fields(TrainOptions)}
+    unknown = set(options) - own - engine
+    if unknown:
+        raise TypeError(f"unknown option(s): {', '.join(sorted(unknown))}")
+    train = TrainOptions(**{**{f.name: getattr(defaults, f.name) for f in fields(TrainOptions)},
+                            **{k: v for k, v in options.items() if k in engine}})
+    return {k: v for k, v in options.items() if k in own}, train
+
+
+def pretrain(data: str | Path, output: str | Path, *, hooks: FaultHooks | None = None, **options: Any) -> FitResult:
     """Keyword front end of `run_pretraining`: ``pretrain("data/", "out/", model="mini", max_steps=1000)``."""
-    return run_pretraining(PretrainConfig(data=str(data), output=str(output), **options))
+    own, train = split_options(PretrainConfig, options, pretrain_defaults())
+    return run_pretraining(PretrainConfig(data=str(data), output=str(output), train=train, **own), hooks=hooks)
 
 
 # ---- small pieces ------------------------------------------------------------------------------------------------
@@ -133,19 +108,6 @@ def seq_len_at(phases: list[tuple[int, float]], progress: float) -> int:
         if progress < edge - 1e-12:
             return length
     return phases[-1][0]
-
-
-def nan_steps() -> set[int] | tuple[int]:
-    spec = os.environ.get(NAN_STEPS_ENV, "").strip()
-    if not spec:
-        return set()
-    if spec.endswith("-"):
-        return (int(spec[:-1]),)  # open range: from this step on
-    return {int(s) for s in spec.split(",") if s}
-
-
-def _inject_nan(step: int, spec) -> bool:
-    return step >= spec[0] if isinstance(spec, tuple) else step in spec
 
 
 def resolve_vocab(data: str | Path, vocab: str | None) -> str:
@@ -221,16 +183,6 @@ def init_note(model: torch.nn.Module, cfg: PretrainConfig) -> str:
     return note
 
 
-def _autocast(device: torch.device, precision: str):
-    if precision == "auto":
-        precision = "bf16" if device.type == "cuda" else "fp32"
-    if precision == "fp32":
-        return contextlib.nullcontext
-    if precision != "bf16":
-        raise ValueError(f"unknown precision {precision!r}; choose auto, bf16 or fp32")
-    return lambda: torch.autocast(device.type, dtype=torch.bfloat16)
-
-
 def next_batch(dataset: PretrainingDataset) -> dict[str, torch.Tensor]:
     """The next batch, rolling over into the next epoch. The position lives in the dataset, so a fresh
     iterator per batch is correct and survives a change of sequence length."""
@@ -247,45 +199,40 @@ def model_inputs(batch: dict[str, torch.Tensor], objective: str, device: torch.d
     return inputs
 
 
-class Counters:
-    """Sums for accuracy and mean losses over a stretch of steps (train) or batches (eval)."""
+def add_pretraining_metrics(sums: dict[str, float], out: Any, batch: dict[str, torch.Tensor]) -> None:
+    """Add one batch's MLM (or LTR) hits and loss, and NSP/SOP hits and loss, to running sums."""
+    labels = batch["labels"]
+    n = int((labels != -100).sum())
+    # MLM-only families (RoBERTa, DistilBERT) return MaskedLMOutput: logits/loss instead
+    logits = getattr(out, "prediction_logits", None)
+    logits, mlm_loss = (out.logits, out.loss) if logits is None else (logits, out.mlm_loss)
+    target = labels[labels != -100].to(logits.device)
+    # "the target's logit is the row's max": one max pass, 4x cheaper than argmax over 30k columns on CPU;
+    # a tie for the max (argmax would pick the lower index) counts as a hit
+    logits = logits.detach()
+    hit = logits.gather(-1, target[:, None]).squeeze(-1) >= logits.amax(-1)
+    _add(sums, mlm_n=n, mlm_correct=float(hit.sum()), mlm_loss=float(mlm_loss.detach()) * n)
+    if "next_sentence_label" in batch:
+        nsl = batch["next_sentence_label"]
+        _add(sums, nsp_n=nsl.numel(),
+             nsp_correct=float((out.seq_relationship_logits.argmax(-1).cpu() == nsl).sum()),
+             nsp_loss=float(out.nsp_loss.detach()) * nsl.numel())
 
-    def __init__(self) -> None:
-        self.sums: dict[str, float] = {}
 
-    def add(self, out, batch: dict[str, torch.Tensor]) -> None:
-        labels = batch["labels"]
-        target = labels[labels != -100]
-        n = target.numel()
-        s = self.sums
-        # MLM-only families (RoBERTa, DistilBERT) return MaskedLMOutput: logits/loss instead
-        logits = getattr(out, "prediction_logits", None)
-        logits, mlm_loss = (out.logits, out.loss) if logits is None else (logits, out.mlm_loss)
-        s["mlm_n"] = s.get("mlm_n", 0.0) + n
-        # "the target's logit is the row's max": one max pass, 4x cheaper than argmax over 30k columns on CPU;
-        # a tie for the max (argmax would pick the lower index) counts as a hit
-        logits = logits.detach()
-        hit = logits.gather(-1, target.to(logits.device)[:, None]).squeeze(-1) >= logits.amax(-1)
-        s["mlm_correct"] = s.get("mlm_correct", 0.0) + float(hit.sum())
-        s["mlm_loss"] = s.get("mlm_loss", 0.0) + float(mlm_loss.detach()) * n
-        s["tokens"] = s.get("tokens", 0.0) + float(batch["attention_mask"].sum())
-        if "next_sentence_label" in batch:
-            nsl = batch["next_sentence_label"]
-            s["nsp_n"] = s.get("nsp_n", 0.0) + nsl.numel()
-            s["nsp_correct"] = s.get("nsp_correct", 0.0) + float(
-                (out.seq_relationship_logits.argmax(-1).cpu() == nsl).sum())
-            s["nsp_loss"] = s.get("nsp_loss", 0.0) + float(out.nsp_loss.detach()) * nsl.numel()
+def _add(sums: dict[str, float], **values: float) -> None:
+    for k, v in values.items():
+        sums[k] = sums.get(k, 0.0) + float(v)
 
-    def summary(self, sums: dict[str, float] | None = None) -> dict[str, float]:
-        s = sums if sums is not None else self.sums
-        out: dict[str, float] = {}
-        if s.get("mlm_n"):
-            out["mlm_loss"] = s["mlm_loss"] / s["mlm_n"]
-            out["mlm_acc"] = s["mlm_correct"] / s["mlm_n"]
-        if s.get("nsp_n"):
-            out["nsp_loss"] = s["nsp_loss"] / s["nsp_n"]
-            out["nsp_acc"] = s["nsp_correct"] / s["nsp_n"]
-        return out
+
+def summarize_pretraining(s: dict[str, float]) -> dict[str, float]:
+    out: dict[str, float] = {}
+    if s.get("mlm_n"):
+        out["mlm_loss"] = s["mlm_loss"] / s["mlm_n"]
+        out["mlm_acc"] = s["mlm_correct"] / s["mlm_n"]
+    if s.get("nsp_n"):
+        out["nsp_loss"] = s["nsp_loss"] / s["nsp_n"]
+        out["nsp_acc"] = s["nsp_correct"] / s["nsp_n"]
+    return out
 
 
 @torch.no_grad()
@@ -296,265 +243,119 @@ def evaluate(model: torch.nn.Module, dataset: PretrainingDataset, batches: int, 
     was_training = model.training
     model.eval()
     dataset.load_state_dict({**dataset.state_dict(), "epoch": 0, "index": 0})
-    counters = Counters()
+    sums: dict[str, float] = {}
     for i, batch in enumerate(dataset):
         if i >= batches:
             break
         with autocast():
             out = model(**model_inputs(batch, objective, device))
-        counters.add(out, batch)
+        add_pretraining_metrics(sums, out, batch)
     model.train(was_training)
-    result = counters.summary()
+    result = summarize_pretraining(sums)
     if "mlm_loss" in result:
         result["perplexity"] = math.exp(min(result["mlm_loss"], 50.0))
     return result
 
 
-def _save_final(model: torch.nn.Module, tokenizer: Any, output: Path) -> None:
-    """The finished model in OUTPUT itself (HF layout + tokenizer), each file replaced atomically."""
-    model.save_pretrained(output)
-    with tempfile.TemporaryDirectory(dir=output, prefix=".tokenizer.") as tmp:
-        tokenizer.save_pretrained(tmp)
-        for path in Path(tmp).iterdir():
-            with atomic_path(output / path.name) as target:
-                target.write_bytes(path.read_bytes())
 
 
-# ---- the loop ----------------------------------------------------------------------------------------------------
-def run_pretraining(cfg: PretrainConfig) -> PretrainResult:
-    info = dist_.init_distributed(cfg.device)
-    try:
-        return _run(cfg, info)
-    finally:
-        dist_.cleanup(info)
+# ---- the stage ---------------------------------------------------------------------------------------------------
+class PretrainStage(Stage):
+    """A pre-training objective on a prepared corpus: batches, loss, metrics and held-out evaluation."""
+
+    name = "pretrain"
+
+    def __init__(self, cfg: PretrainConfig, model: torch.nn.Module, tokenizer: Any, train_data: PretrainingDataset,
+                 heldout: PretrainingDataset | None, precision: Precision) -> None:
+        self.cfg, self.model, self.tokenizer = cfg, model, tokenizer
+        self.train_data, self.heldout, self.precision = train_data, heldout, precision
+        self.phases = parse_schedule(cfg.seq_len_schedule)
+        self.device = next(model.parameters()).device
+        # mlm/ltr never use the NSP head, so DDP must expect parameters without gradients
+        self.find_unused_parameters = cfg.objective in ("mlm", "ltr")
+
+    def run_record(self) -> dict[str, Any]:
+        c = self.cfg
+        return {"objective": c.objective, "packing": c.packing, "model": c.model, "batch_size": c.batch_size,
+                "masking": c.masking, "mask_rate": c.mask_rate, "dupe_factor": c.dupe_factor,
+                "whole_word": c.whole_word, "seq_len_schedule": c.seq_len_schedule, "dropout": c.dropout,
+                "init_from": c.init_from, "data": data_fingerprint(c.data)}
+
+    def next_batch(self) -> dict[str, torch.Tensor]:
+        return next_batch(self.train_data)
+
+    def loss(self, net: torch.nn.Module, batch: dict[str, torch.Tensor]) -> Any:
+        return net(**model_inputs(batch, self.cfg.objective, self.device))
+
+    def add_metrics(self, sums: dict[str, float], out: Any, batch: dict[str, torch.Tensor]) -> None:
+        add_pretraining_metrics(sums, out, batch)
+
+    def summarize(self, sums: dict[str, float]) -> dict[str, float]:
+        return {**summarize_pretraining(sums), "seq_len": self.train_data.max_seq_length}
+
+    def set_progress(self, fraction: float) -> None:
+        self.train_data.set_max_seq_length(seq_len_at(self.phases, fraction))
+
+    def evaluate(self) -> dict[str, float]:
+        if self.heldout is None:
+            return {}
+        self.heldout.set_max_seq_length(self.train_data.max_seq_length)
+        return evaluate(self.model, self.heldout, self.cfg.eval_batches, self.device, self.cfg.objective,
+                        self.precision.autocast)
+
+    def score(self, metrics: dict[str, float]) -> float | None:
+        return -metrics["mlm_loss"] if "mlm_loss" in metrics else None
+
+    def state_dict(self) -> dict[str, Any]:
+        return self.train_data.state_dict()
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.train_data.load_state_dict(state)
+
+    def postfix(self, values: dict[str, float]) -> dict[str, str]:
+        shown = {"mlm_acc": f"{values.get('mlm_acc', 0):.3f}"}
+        if "nsp_acc" in values:
+            shown[self.cfg.objective[-3:] + "_acc"] = f"{values['nsp_acc']:.3f}"
+        return shown
 
 
-def _run(cfg: PretrainConfig, info: dist_.DistInfo) -> PretrainResult:
-    from tqdm.auto import tqdm
+def data_fingerprint(data: str | Path) -> str:
+    """What identifies a prepared corpus: its manifest (which holds every shard's sha256)."""
+    return hashlib.sha256((Path(data) / MANIFEST).read_bytes()).hexdigest()[:16]
 
-    out = Path(cfg.output)
-    main = info.is_main
-    say = (lambda msg: tqdm.write(msg)) if main else (lambda msg: None)
-    notes: list[str] = []
-    if cfg.max_steps is None and cfg.time_budget is None:
-        raise ValueError("give --max-steps, --time-budget or both")
-    budget = cfg.time_budget
-    max_steps = cfg.max_steps if cfg.max_steps is not None else 10 ** 12
+
+def run_pretraining(cfg: PretrainConfig, hooks: FaultHooks | None = None) -> FitResult:
+    """Build the model and the data, then train them with the engine (resuming OUTPUT's run if it has one)."""
+    opts = cfg.train
+    opts.check()
     phases = parse_schedule(cfg.seq_len_schedule)
-
-    # -- build ---------------------------------------------------------------------------------------------------
-    tokenizer = load_tokenizer(resolve_vocab(cfg.data, cfg.vocab))
-    torch.manual_seed(cfg.seed)
-    model = build_model(cfg, tokenizer, max(n for n, _ in phases)).to(info.device)
-    masking = MaskingConfig(rate=cfg.mask_rate, whole_word=cfg.whole_word, mode=cfg.masking,
-                            dupe_factor=cfg.dupe_factor)
-    train_data = PretrainingDataset(cfg.data, tokenizer, objective=cfg.objective, packing=cfg.packing,
-                                    max_seq_length=phases[0][0], batch_size=cfg.batch_size, masking=masking,
-                                    seed=cfg.seed, rank=info.rank, world_size=info.world_size)
-    optimizer = build_optimizer(model, cfg.lr, weight_decay=cfg.weight_decay, kind=cfg.optimizer)
-    scheduler = linear_warmup_decay(optimizer, cfg.warmup_steps, max_steps)
-    autocast = _autocast(info.device, cfg.precision)
-
-    # -- load: resume from the newest complete checkpoint, if any ------------------------------------------------
-    state = {"step": 0, "elapsed": 0.0, "skipped": 0, "bad_in_row": 0, "warmup_ended_at": None, "tokens_seen": 0}
-    if main:
-        for leftover in ckpt.sweep_partial_saves(out):
-            notes.append(f"removed an interrupted checkpoint save: {leftover.name}")
-    dist_.barrier(info)
-    latest = ckpt.latest_checkpoint(out)
-    run_record = {k: getattr(cfg, k) for k in RESUME_KEYS}
-    if latest is not None:
-        saved = ckpt.load_training_state(latest)
-        # a setting added after the run was saved counts as its default
-        was = {k: saved["run"].get(k, getattr(PretrainConfig, k, None)) for k in run_record}
-        changed = {k: (was[k], v) for k, v in run_record.items() if was[k] != v}
-        if changed:
-            raise ValueError(f"{out} holds a run with other settings ({', '.join(f'{k}: {a!r} there, {b!r} now' for k, (a, b) in changed.items())}); "
-                             "resume with the same settings or choose another --output")
-        if saved["world_size"] != info.world_size:
-            raise ValueError(f"{latest} was written by {saved['world_size']} processes; resume with the same number")
-        hf_state, _ = read_state_dict(latest)
-        load_hf_state_dict(model, hf_state, source=latest)
-        optimizer.load_state_dict(saved["optimizer"])
-        scheduler.load_state_dict(saved["scheduler"])
-        train_data.load_state_dict(saved["dataset"])
-        ckpt.restore_rng(saved["rng"][info.rank])
-        state.update({k: saved.get(k, v) for k, v in state.items()})
-        say(f"resuming from {latest} (step {state['step']})")
-    else:
-        torch.manual_seed(cfg.seed + 1_000_003 * info.rank)  # dropout differs between ranks
+    if cfg.eval_batches < 0:
+        raise ValueError(f"--eval-batches must be 0 or more, got {cfg.eval_batches}")
+    with Session(opts.device) as session, claim_run_output(cfg.output, "pretrain", cfg, session,
+                                                             overwrite=cfg.overwrite) as out:
+        tokenizer = load_tokenizer(resolve_vocab(cfg.data, cfg.vocab))
+        torch.manual_seed(opts.seed)
+        model = build_model(cfg, tokenizer, max(n for n, _ in phases)).to(session.device)
+        masking = MaskingConfig(rate=cfg.mask_rate, whole_word=cfg.whole_word, mode=cfg.masking,
+                                dupe_factor=cfg.dupe_factor)
+        info = session.info
+        train_data = PretrainingDataset(cfg.data, tokenizer, objective=cfg.objective, packing=cfg.packing,
+                                        max_seq_length=phases[0][0], batch_size=cfg.batch_size, masking=masking,
+                                        seed=opts.seed, rank=info.rank, world_size=info.world_size)
+        notes = []
+        heldout = None
+        if cfg.eval_batches > 0 and session.is_main:
+            try:
+                heldout = PretrainingDataset(cfg.data, tokenizer, objective=cfg.objective, packing=cfg.packing,
+                                             max_seq_length=phases[0][0], batch_size=cfg.batch_size,
+                                             masking=MaskingConfig(rate=cfg.mask_rate, whole_word=cfg.whole_word),
+                                             seed=opts.seed, split="heldout")
+            except ValueError as err:
+                notes.append(f"held-out evaluation skipped: {err}")
         if cfg.init_from:
             notes.append(init_note(model, cfg))
-            say(notes[-1])
-
-    net = model
-    if info.enabled:
-        # mlm/ltr never use the NSP head, so DDP must expect parameters without gradients
-        net = torch.nn.parallel.DistributedDataParallel(
-            model, device_ids=[info.device.index] if info.device.type == "cuda" else None,
-            find_unused_parameters=cfg.objective in ("mlm", "ltr"))
-
-    heldout = None
-    if cfg.eval_batches > 0 and main:
-        try:
-            heldout = PretrainingDataset(cfg.data, tokenizer, objective=cfg.objective, packing=cfg.packing,
-                                         max_seq_length=phases[0][0], batch_size=cfg.batch_size,
-                                         masking=MaskingConfig(rate=cfg.mask_rate, whole_word=cfg.whole_word),
-                                         seed=cfg.seed, split="heldout")
-        except ValueError as err:
-            notes.append(f"held-out evaluation skipped: {err}")
-    log = MetricsLog(out / "metrics.jsonl", out / "curves.png", resume_step=state["step"]) if main else None
-    writer = None
-    if main and cfg.tensorboard:
-        try:
-            from torch.utils.tensorboard import SummaryWriter
-            writer = SummaryWriter(str(out / "tensorboard"))
-        except ImportError:
-            notes.append("TensorBoard events skipped (install the tensorboard package to get them)")
-    if main:
-        out.mkdir(parents=True, exist_ok=True)
-        atomic_write_text(out / "run_config.json", json.dumps(asdict(cfg), indent=2) + "\n")
-
-    def save(step: int) -> None:
-        rng = dist_.gather_objects(ckpt.capture_rng(), info)
-        if main:
-            training_state = {**state, "optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict(),
-                              "dataset": train_data.state_dict(), "rng": rng, "run": run_record,
-                              "world_size": info.world_size, "config": asdict(cfg)}
-            ckpt.save_checkpoint(out, step, model, tokenizer, training_state, keep=cfg.keep_checkpoints)
-        dist_.barrier(info)
-
-    def run_eval(step: int) -> dict[str, float]:
-        result = {}
-        if heldout is not None:
-            heldout.set_max_seq_length(train_data.max_seq_length)
-            result = evaluate(model, heldout, cfg.eval_batches, info.device, cfg.objective, autocast)
-            log.log(step, "eval", **result)
-            if writer is not None:
-                for k, v in result.items():
-                    writer.add_scalar(f"eval/{k}", v, step)
-            log.plot(title=f"{out.name}: {cfg.objective}")
-            say(f"step {step} held-out: " + ", ".join(f"{k} {v:.4f}" for k, v in result.items()))
-        dist_.barrier(info)
-        return result
-
-    # -- loop ----------------------------------------------------------------------------------------------------
-    bad_steps = nan_steps()
-    start_step, started = state["step"], time.perf_counter()
-    elapsed_before = state["elapsed"]
-    window, window_start = Counters(), time.perf_counter()
-    bar = progress(cfg.max_steps, bar=cfg.progress, initial=start_step, desc="pretrain", silent=not main,
-                   dynamic_ncols=True)
-    stopped_by, last_eval, last_saved = "max-steps", {}, state["step"] if latest is not None else -1
-    save_pending = False
-    model.train()
-    while True:
-        state["elapsed"] = elapsed_before + time.perf_counter() - started
-        if budget is not None:
-            state["elapsed"] = dist_.broadcast_object(state["elapsed"], info)  # all ranks stop together
-        step = state["step"]
-        if step >= max_steps:
-            break
-        if budget is not None and state["elapsed"] >= budget:
-            stopped_by = "time-budget"
-            break
-        done = state["elapsed"] / budget if budget is not None else step / max_steps
-        train_data.set_max_seq_length(seq_len_at(phases, done))
-
-        loss_sum = 0.0
-        for micro in range(cfg.grad_accum):
-            batch = next_batch(train_data)
-            sync = micro == cfg.grad_accum - 1 or not info.enabled
-            with (contextlib.nullcontext() if sync else net.no_sync()), autocast():
-                out_ = net(**model_inputs(batch, cfg.objective, info.device))
-                loss = out_.loss / cfg.grad_accum
-                if bad_steps and _inject_nan(step + 1, bad_steps):
-                    loss = loss * float("nan")
-            loss.backward()
-            loss_sum += float(loss.detach())
-            window.add(out_, batch)
-        grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.max_grad_norm)
-        if budget is not None:  # lr follows the wall clock: warmup by steps, then decay with time spent
-            set_budget_lr(optimizer, scheduler.base_lrs, state, step, cfg.warmup_steps, budget)
-        bad = dist_.any_true(not (math.isfinite(loss_sum) and math.isfinite(float(grad_norm))), info)
-        if bad:
-            state["skipped"] += 1
-            state["bad_in_row"] += 1
-            say(f"step {step + 1}: non-finite loss or gradient, update skipped "
-                f"({state['bad_in_row']} in a row, {state['skipped']} in all)")
-            if state["bad_in_row"] >= cfg.max_bad_steps:
-                optimizer.zero_grad(set_to_none=True)
-                kept = ckpt.latest_checkpoint(out)
-                raise NonFiniteLossError(
-                    f"{state['bad_in_row']} steps in a row had a non-finite loss or gradient (last at step {step + 1});"
-                    f" the run diverged and was stopped. The last good checkpoint is "
-                    f"{kept if kept is not None else '(none saved yet)'}; lower --lr or raise --warmup-steps")
-        else:
-            optimizer.step()
-            state["bad_in_row"] = 0
-        optimizer.zero_grad(set_to_none=True)
-        if budget is None:
-            scheduler.step()
-        state["step"] = step = step + 1
-        bar.update(1)
-
-        # -- log -------------------------------------------------------------------------------------------------
-        if step % cfg.log_every == 0 or step == max_steps:
-            sums = dict(zip(window.sums, dist_.all_sum(list(window.sums.values()), info)))
-            now = time.perf_counter()
-            state["tokens_seen"] += int(sums.get("tokens", 0))
-            values = {**window.summary(sums), "loss": loss_sum, "lr": optimizer.param_groups[0]["lr"],
-                      "grad_norm": float(grad_norm), "tokens_per_s": sums.get("tokens", 0) / max(now - window_start, 1e-9),
-                      "seq_len": train_data.max_seq_length, "skipped": state["skipped"]}
-            if main:
-                log.log(step, "train", **values)
-                if writer is not None:
-                    for k, v in values.items():
-                        writer.add_scalar(f"train/{k}", v, step)
-                shown = {"loss": f"{loss_sum:.3f}", "mlm_acc": f"{values.get('mlm_acc', 0):.3f}"}
-                if "nsp_acc" in values:
-                    shown[cfg.objective[-3:] + "_acc"] = f"{values['nsp_acc']:.3f}"
-                shown["tok/s"] = f"{values['tokens_per_s']:.0f}"
-                if budget is not None:
-                    shown["left"] = f"{max(0.0, budget - state['elapsed']) / 60:.1f}m"
-                bar.set_postfix(shown, refresh=False)
-            window, window_start = Counters(), now
-
-        # -- evaluate, checkpoint --------------------------------------------------------------------------------
-        if cfg.eval_every and step % cfg.eval_every == 0:
-            last_eval = run_eval(step)
-        # never checkpoint in the middle of a run of non-finite steps: the last good checkpoint must survive
-        save_pending = save_pending or bool(cfg.save_every and step % cfg.save_every == 0)
-        if save_pending and state["bad_in_row"] == 0:
-            save(step)
-            last_saved, save_pending = step, False
-    bar.close()
-
-    # -- finish: final checkpoint (so a re-run knows it is done), final model in OUTPUT ----------------------------
-    if start_step == state["step"] and latest is not None:
-        notes.append(f"nothing to train: {latest} already reached the end; the final model was written again")
-    if last_saved != state["step"]:
-        save(state["step"])
-    if cfg.eval_batches > 0 and (not cfg.eval_every or state["step"] % cfg.eval_every or not last_eval):
-        last_eval = run_eval(state["step"])
-    if main:
-        _save_final(model, tokenizer, out)
-        summary = {"step": state["step"], "stopped_by": stopped_by, "skipped_steps": state["skipped"],
-                   "elapsed_seconds": round(state["elapsed"], 3), "tokens_seen": state["tokens_seen"],
-                   "final_eval": last_eval}
-        atomic_write_text(out / "training_summary.json", json.dumps(summary, indent=2) + "\n")
-        if writer is not None:
-            writer.close()
-        if stopped_by == "time-budget":
-            print(f"time budget of {budget:.0f}s spent after {state['step']} steps; saved")
-        if state["skipped"]:
-            notes.append(f"{state['skipped']} steps had a non-finite loss and were skipped")
-        print(f"final model and tokenizer: {out}")
-        print(f"checkpoints: {out / ckpt.CHECKPOINTS} (newest {ckpt.latest_checkpoint(out).name})")
-        print(f"metrics: {out / 'metrics.jsonl'}" + (f", curves: {out / 'curves.png'}" if (out / 'curves.png').exists()
-                                                    else ""))
-        for note in notes:
-            print(note)
-    dist_.barrier(info)
-    return PretrainResult(output=out, step=state["step"], stopped_by=stopped_by, skipped_steps=state["skipped"],
-                          final_eval=last_eval, notes=notes)
+        stage = PretrainStage(cfg, model, tokenizer, train_data, heldout, Precision.resolve(opts.precision,
+                                                                                           session.device))
+        result = fit(stage, opts, session, out, hooks=hooks)
+        result.notes[:0] = notes
+    return result

@@ -1,0 +1,554 @@
+"""The training engine: one loop for pre-training, distillation and fine-tuning.
+
+A `Stage` says what is trained — its model, its batches, its loss, its metrics and its evaluation. The engine
+owns everything around that, once: device and precision, DDP under `torchrun`, gradient accumulation, the step
+and wall-clock budgets, non-finite steps, atomic checkpoints with exact resume, the best checkpoint and early
+stopping, `metrics.jsonl` + `curves.png`, progress, TensorBoard. `fit(stage, options, session)` is the loop:
+
+    while not run.finished():
+        stage.set_progress(run.fraction_done())    # e.g. a sequence-length schedule
+        loss = run.accumulate_gradients()          # grad_accum micro-batches under autocast, DDP-synced once
+        run.update(loss)                           # clip, skip a non-finite step, optimizer + lr schedule
+        run.log()                                  # every log_every steps: metrics.jsonl, progress, TensorBoard
+        run.maybe_evaluate()                       # every eval_every steps: best checkpoint, early stopping
+        run.maybe_checkpoint()                     # every save_every steps: atomic, resumable
+    return run.finish()                            # final checkpoint and evaluation, best weights, final save
+
+A run killed at any moment and started again with the same settings continues from its newest complete
+checkpoint and ends bitwise equal to one that was never interrupted: a checkpoint holds everything a step
+depends on (weights, optimizer, schedule, gradient scaler, every rank's RNG, the stage's data position).
+"""
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import shutil
+import time
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+import torch
+
+from bertforge.atomic import atomic_directory, atomic_path, atomic_write_text
+from bertforge.device import Precision
+from bertforge.training import checkpointing as ckpt
+from bertforge.training import distributed as dist_
+from bertforge.training.metrics_log import MetricsLog
+from bertforge.training.optim import build_optimizer, linear_warmup_decay, set_budget_lr
+from bertforge.training.progress import progress
+
+BEST_DIR = "best"
+NO_LIMIT = 10 ** 12
+
+
+class NonFiniteLossError(RuntimeError):
+    """Too many consecutive steps with a NaN/inf loss or gradient: the run diverged."""
+
+
+def _opt(default: Any, help: str, **meta: Any) -> Any:
+    return field(default=default, metadata={"help": help, **meta})
+
+
+@dataclass
+class TrainOptions:
+    """How a run trains, whatever it trains. The CLI derives its flags from these fields."""
+
+    max_steps: int | None = _opt(None, "optimizer steps (required unless --time-budget is given)", positive=True)
+    time_budget: float | None = _opt(None, "wall-clock budget, e.g. 90s, 30m, 2h: the lr decays with the time "
+                                     "spent and the run stops when it is spent", kind="duration")
+    lr: float = _opt(1e-4, "peak learning rate", positive=True)
+    weight_decay: float = _opt(0.01, "AdamW weight decay (not on biases and LayerNorms)", non_negative=True)
+    optimizer: str = _opt("adamw", "optimizer", choices=("adamw", "lamb"))
+    warmup_steps: int = _opt(0, "steps of linear lr warmup", non_negative=True)
+    grad_accum: int = _opt(1, "micro-batches per optimizer step", positive=True)
+    max_grad_norm: float = _opt(1.0, "clip the gradient norm to this", positive=True)
+    max_bad_steps: int = _opt(20, "stop after this many steps in a row with a non-finite loss", positive=True)
+    save_every: int = _opt(1000, "checkpoint every N steps (0: only at the end)", non_negative=True)
+    keep_checkpoints: int = _opt(3, "how many newest checkpoints to keep", positive=True)
+    eval_every: int = _opt(0, "evaluate every N steps (0: at the end only)", non_negative=True)
+    log_every: int = _opt(10, "log training metrics every N steps", positive=True)
+    keep: str = _opt("last", "which weights the final model holds: the last step's, or the best evaluation's",
+                     choices=("last", "best"))
+    patience: int | None = _opt(None, "stop after N evaluations without a better score", positive=True)
+    seed: int = _opt(0, "random seed")
+    device: str = _opt("auto", "where to train (auto: CUDA when present)", choices=("auto", "cpu", "cuda"))
+    precision: str = _opt("auto", "fp32, bf16 autocast, or fp16 autocast with loss scaling (CUDA); auto: bf16 on "
+                          "CUDA, fp32 on CPU", choices=("auto", "fp32", "bf16", "fp16"))
+    progress: bool = _opt(True, "a progress bar (off: one line a minute with rate and ETA)", flag="--no-progress")
+    tensorboard: bool = _opt(False, "also write TensorBoard events to OUTPUT/tensorboard (pip install "
+                             "'bertforge[tensorboard]')")
+
+    # settings that change what a step computes: a resumed run must share them
+    RESUMED = ("max_steps", "time_budget", "lr", "weight_decay", "optimizer", "warmup_steps", "grad_accum",
+               "max_grad_norm", "seed", "precision")
+
+    def check(self) -> None:
+        if self.max_steps is None and self.time_budget is None:
+            raise ValueError("give --max-steps, --time-budget or both")
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if value is None:
+                continue
+            flag = "--" + f.name.replace("_", "-")
+            if f.metadata.get("positive") and not value > 0:
+                raise ValueError(f"{flag} must be positive, got {value}")
+            if f.metadata.get("non_negative") and value < 0:
+                raise ValueError(f"{flag} must be 0 or more, got {value}")
+            if "choices" in f.metadata and value not in f.metadata["choices"]:
+                raise ValueError(f"{flag} must be one of {', '.join(f.metadata['choices'])}, got {value!r}")
+        if self.time_budget is not None and self.time_budget <= 0:
+            raise ValueError(f"--time-budget must be positive, got {self.time_budget}")
+
+
+@dataclass
+class FaultHooks:
+    """Fault injection for tests: passed in by whoever starts the run, never read from the environment."""
+
+    nan_at: Callable[[int], bool] | None = None            # 1-based step -> make its loss NaN
+    inside_save: Callable[[int], None] | None = None       # runs inside a checkpoint save, before its rename
+
+
+class Stage:
+    """What the engine trains. A stage sets `model` (on the session's device), `tokenizer` (saved beside the
+    model, may be None) and implements `next_batch` and `loss`; everything else has a default."""
+
+    name = "train"
+    model: torch.nn.Module
+    tokenizer: Any = None
+    find_unused_parameters = False      # DDP: parameters some steps leave without gradient (e.g. an unused head)
+
+    def run_record(self) -> dict[str, Any]:
+        """The stage's settings that a resumed run must share (data, objective, model...)."""
+        return {}
+
+    def next_batch(self) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def loss(self, net: torch.nn.Module, batch: dict[str, Any]) -> Any:
+        """Forward one micro-batch through `net` (the model, DDP-wrapped when distributed); an output with `.loss`."""
+        raise NotImplementedError
+
+    def add_metrics(self, sums: dict[str, float], out: Any, batch: dict[str, Any]) -> None:
+        """Add this micro-batch's counts to `sums` (summed over ranks before `summarize`)."""
+
+    def summarize(self, sums: dict[str, float]) -> dict[str, float]:
+        return {}
+
+    def set_progress(self, fraction: float) -> None:
+        """Called before every step with the fraction of the run done (steps or time)."""
+
+    def evaluate(self) -> dict[str, float]:
+        """Held-out metrics (rank 0 only); {} when the stage has nothing to evaluate."""
+        return {}
+
+    def score(self, metrics: dict[str, float]) -> float | None:
+        """The number `keep="best"` and `patience` compare (higher is better); None: no such number."""
+        return None
+
+    def state_dict(self) -> dict[str, Any]:
+        """The stage's position (e.g. epoch and batch index), saved with each checkpoint."""
+        return {}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        pass
+
+    def save(self, folder: Path) -> None:
+        """The model (and tokenizer) in the Hugging Face layout; a task stage adds its task.json."""
+        self.model.save_pretrained(folder)
+        if self.tokenizer is not None:
+            self.tokenizer.save_pretrained(folder)
+
+    def load_weights(self, folder: Path) -> None:
+        from bertforge.checkpoint import load_hf_state_dict, read_state_dict
+        load_hf_state_dict(self.model, read_state_dict(folder)[0], source=folder)
+
+    def postfix(self, values: dict[str, float]) -> dict[str, str]:
+        """What the progress bar shows besides the loss."""
+        return {}
+
+
+@dataclass
+class FitResult:
+    output: Path
+    step: int
+    stopped_by: str                     # "max-steps", "time-budget" or "early-stopping"
+    skipped_steps: int
+    final_eval: dict[str, float] = field(default_factory=dict)
+    best: dict[str, Any] | None = None  # {"step", "score", "metrics"} when the stage scores evaluations
+    elapsed: float = 0.0
+    tokens_seen: int = 0
+    resumed_from: Path | None = None
+    notes: list[str] = field(default_factory=list)
+
+
+class Session:
+    """One process's place in the run: rank, world size and device (joins the process group under torchrun)."""
+
+    def __init__(self, device: str = "auto") -> None:
+        self.info = dist_.init_distributed(device)
+
+    @property
+    def device(self) -> torch.device:
+        return self.info.device
+
+    @property
+    def is_main(self) -> bool:
+        return self.info.is_main
+
+    def __enter__(self) -> "Session":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        dist_.cleanup(self.info)
+
+
+def fit(stage: Stage, options: TrainOptions, session: Session, output: str | Path, *,
+        hooks: FaultHooks | None = None, say: Callable[[str], None] | None = None) -> FitResult:
+    """Train `stage` to the end of its budget in `output` (resuming from its newest checkpoint); see the module."""
+    run = _Run(stage, options, session, Path(output), hooks or FaultHooks(), say)
+    while not run.finished():
+        stage.set_progress(run.fraction_done())
+        loss = run.accumulate_gradients()
+        run.update(loss)
+        run.log()
+        run.maybe_evaluate()
+        run.maybe_checkpoint()
+    return run.finish()
+
+
+# ---- the machinery behind the loop -------------------------------------------------------------------------------
+class _ModelSaver:
+    """What `checkpointing.save_checkpoint` saves as "the model": whatever the stage saves."""
+
+    def __init__(self, stage: Stage) -> None:
+        self.stage = stage
+
+    def save_pretrained(self, folder: str | Path) -> None:
+        self.stage.save(Path(folder))
+
+
+class _Run:
+    def __init__(self, stage: Stage, opts: TrainOptions, session: Session, out: Path, hooks: FaultHooks,
+                 say: Callable[[str], None] | None) -> None:
+        from tqdm.auto import tqdm
+
+        opts.check()
+        self.stage, self.opts, self.info, self.out, self.hooks = stage, opts, session.info, out, hooks
+        self.main = session.is_main
+        self.say = (say or tqdm.write) if self.main else (lambda msg: None)
+        self.notes: list[str] = []
+        self.budget = opts.time_budget
+        self.max_steps = opts.max_steps if opts.max_steps is not None else NO_LIMIT
+        self.device = session.device
+        self.precision = Precision.resolve(opts.precision, self.device)
+        model = stage.model
+        self.optimizer = build_optimizer(model, opts.lr, weight_decay=opts.weight_decay, kind=opts.optimizer)
+        self.scheduler = linear_warmup_decay(self.optimizer, opts.warmup_steps, self.max_steps)
+        self.scaler = self.precision.grad_scaler()
+        self.state: dict[str, Any] = {"step": 0, "elapsed": 0.0, "skipped": 0, "bad_in_row": 0,
+                                      "warmup_ended_at": None, "tokens_seen": 0, "best": None,
+                                      "evals_since_best": 0, "stopped_by": None}
+        self.record = {**{k: getattr(opts, k) for k in TrainOptions.RESUMED}, **stage.run_record(),
+                       "precision": self.precision.name}
+        self.resumed_from = self._resume()
+        self.net = model
+        if self.info.enabled:
+            self.net = torch.nn.parallel.DistributedDataParallel(
+                model, device_ids=[self.device.index] if self.device.type == "cuda" else None,
+                find_unused_parameters=stage.find_unused_parameters)
+        self.log_file = MetricsLog(out / "metrics.jsonl", out / "curves.png",
+                                   resume_step=self.state["step"]) if self.main else None
+        self.writer = self._tensorboard() if self.main else None
+        self.start_step = self.state["step"]
+        self.last_saved = self.state["step"] if self.resumed_from is not None else -1
+        self.last_eval: dict[str, float] = {}
+        self.last_eval_step = -1
+        self.save_pending = False
+        self.window: dict[str, float] = {}
+        self.window_start = self.started = time.perf_counter()
+        self.last_plot = self.started
+        self.elapsed_before = self.state["elapsed"]
+        self.loss_sum = 0.0
+        self.grad_norm = 0.0
+        self.bar = progress(opts.max_steps, bar=opts.progress, initial=self.start_step, desc=stage.name,
+                            silent=not self.main, dynamic_ncols=True)
+        model.train()
+
+    # -- start: resume or begin ------------------------------------------------------------------------------------
+    def _resume(self) -> Path | None:
+        if self.main:
+            for leftover in ckpt.sweep_partial_saves(self.out):
+                self.notes.append(f"removed an interrupted checkpoint save: {leftover.name}")
+        dist_.barrier(self.info)
+        latest = ckpt.latest_checkpoint(self.out)
+        if latest is None:
+            torch.manual_seed(self.opts.seed + 1_000_003 * self.info.rank)  # dropout differs between ranks
+            return None
+        saved = ckpt.load_training_state(latest)
+        was = saved.get("run", {})
+        changed = {k: (was.get(k), v) for k, v in self.record.items() if _differs(was.get(k), v)}
+        if changed:
+            what = ", ".join(f"{k}: {a!r} there, {b!r} now" for k, (a, b) in changed.items())
+            raise ValueError(f"{self.out} holds a run with other settings ({what}); resume with the same settings, "
+                             "start again with --overwrite, or choose another --output")
+        if saved.get("world_size") != self.info.world_size:
+            raise ValueError(f"{latest} was written by {saved.get('world_size')} processes; resume with the same "
+                             f"number (now {self.info.world_size})")
+        self.stage.load_weights(latest)
+        self.optimizer.load_state_dict(saved["optimizer"])
+        self.scheduler.load_state_dict(saved["scheduler"])
+        if self.scaler is not None and saved.get("scaler"):
+            self.scaler.load_state_dict(saved["scaler"])
+        self.stage.load_state_dict(saved["stage"])
+        ckpt.restore_rng(saved["rng"][self.info.rank])
+        self.state.update({k: saved[k] for k in self.state if k in saved})
+        self.say(f"resuming from {latest} (step {self.state['step']})")
+        return latest
+
+    def _tensorboard(self):
+        if not self.opts.tensorboard:
+            return None
+        try:
+            from torch.utils.tensorboard import SummaryWriter
+        except ImportError:
+            raise ValueError("--tensorboard needs the tensorboard package: pip install 'bertforge[tensorboard]'") \
+                from None
+        return SummaryWriter(str(self.out / "tensorboard"))
+
+    # -- the loop's steps ------------------------------------------------------------------------------------------
+    def finished(self) -> bool:
+        state = self.state
+        state["elapsed"] = self.elapsed_before + time.perf_counter() - self.started
+        if self.budget is not None:
+            state["elapsed"] = dist_.broadcast_object(state["elapsed"], self.info)  # all ranks stop together
+        if state["stopped_by"] == "early-stopping":
+            return True
+        if state["step"] >= self.max_steps:
+            state["stopped_by"] = "max-steps"
+            return True
+        if self.budget is not None and state["elapsed"] >= self.budget:
+            state["stopped_by"] = "time-budget"
+            return True
+        return False
+
+    def fraction_done(self) -> float:
+        if self.budget is not None:
+            return self.state["elapsed"] / self.budget
+        return self.state["step"] / self.max_steps
+
+    def accumulate_gradients(self) -> float:
+        """Forward and backward `grad_accum` micro-batches; gradients sync across ranks on the last one only."""
+        accum, step = self.opts.grad_accum, self.state["step"] + 1
+        loss_sum = 0.0
+        for micro in range(accum):
+            batch = self.stage.next_batch()
+            last = micro == accum - 1
+            with (contextlib.nullcontext() if last or not self.info.enabled else self.net.no_sync()):
+                with self.precision.autocast():
+                    out = self.stage.loss(self.net, batch)
+                    loss = out.loss / accum
+                    if self.hooks.nan_at is not None and self.hooks.nan_at(step):
+                        loss = loss * float("nan")
+                (self.scaler.scale(loss) if self.scaler is not None else loss).backward()
+            loss_sum += float(loss.detach())
+            self.stage.add_metrics(self.window, out, batch)
+            if "attention_mask" in batch:
+                self.window["tokens"] = self.window.get("tokens", 0.0) + float(batch["attention_mask"].sum())
+        return loss_sum
+
+    def update(self, loss: float) -> None:
+        """Clip, then step — or skip a step whose loss or gradient is not finite (stop after too many)."""
+        state, opts = self.state, self.opts
+        if self.scaler is not None:
+            self.scaler.unscale_(self.optimizer)
+        grad_norm = torch.nn.utils.clip_grad_norm_(self.stage.model.parameters(), opts.max_grad_norm)
+        if self.budget is not None:  # the lr follows the wall clock: warmup by steps, then decay with time spent
+            set_budget_lr(self.optimizer, self.scheduler.base_lrs, state, state["step"], opts.warmup_steps,
+                          self.budget)
+        bad = dist_.any_true(not (math.isfinite(loss) and math.isfinite(float(grad_norm))), self.info)
+        if self.scaler is not None:
+            self.scaler.step(self.optimizer)   # skips by itself on inf/NaN gradients, and lowers the scale
+            self.scaler.update()
+        elif not bad:
+            self.optimizer.step()
+        if bad:
+            state["skipped"] += 1
+            state["bad_in_row"] += 1
+            self.say(f"step {state['step'] + 1}: non-finite loss or gradient, update skipped "
+                     f"({state['bad_in_row']} in a row, {state['skipped']} in all)")
+            if state["bad_in_row"] >= opts.max_bad_steps:
+                kept = ckpt.latest_checkpoint(self.out)
+                raise NonFiniteLossError(
+                    f"{state['bad_in_row']} steps in a row had a non-finite loss or gradient (last at step "
+                    f"{state['step'] + 1}); the run diverged and was stopped. The last good checkpoint is "
+                    f"{kept if kept is not None else '(none saved yet)'}; lower --lr or raise --warmup-steps")
+        else:
+            state["bad_in_row"] = 0
+        self.optimizer.zero_grad(set_to_none=True)
+        if self.budget is None:
+            self.scheduler.step()
+        state["step"] += 1
+        self.loss_sum, self.grad_norm = loss, float(grad_norm)
+        self.bar.update(1)
+
+    def log(self) -> None:
+        step = self.state["step"]
+        if step % self.opts.log_every and step != self.max_steps:
+            return
+        keys = sorted(self.window)
+        sums = dict(zip(keys, dist_.all_sum([self.window[k] for k in keys], self.info)))
+        now = time.perf_counter()
+        self.state["tokens_seen"] += int(sums.get("tokens", 0))
+        values = {**self.stage.summarize(sums), "loss": self.loss_sum, "lr": self.optimizer.param_groups[0]["lr"],
+                  "grad_norm": self.grad_norm, "skipped": self.state["skipped"]}
+        if sums.get("tokens"):
+            values["tokens_per_s"] = sums["tokens"] / max(now - self.window_start, 1e-9)
+        if self.main:
+            self.log_file.log(step, "train", **values)
+            self._tensorboard_add("train", values, step)
+            shown = {"loss": f"{self.loss_sum:.4f}", **self.stage.postfix(values)}
+            if "tokens_per_s" in values:
+                shown["tok/s"] = f"{values['tokens_per_s']:.0f}"
+            if self.budget is not None:
+                shown["left"] = f"{max(0.0, self.budget - self.state['elapsed']) / 60:.1f}m"
+            self.bar.set_postfix(shown, refresh=False)
+            if now - self.last_plot > 60:  # a train-only run shows its curves while it runs, too
+                self.log_file.plot(title=f"{self.out.name}: {self.stage.name}")
+                self.last_plot = now
+        self.window, self.window_start = {}, now
+
+    def maybe_evaluate(self) -> None:
+        if self.opts.eval_every and self.state["step"] % self.opts.eval_every == 0:
+            self.evaluate()
+
+    def evaluate(self) -> dict[str, float]:
+        """Rank 0 evaluates; a better score saves the best weights; `patience` evaluations without one stop."""
+        step, state = self.state["step"], self.state
+        result: dict[str, float] = {}
+        decision = None
+        if self.main:
+            result = self.stage.evaluate()
+            self.stage.model.train()
+            if result:
+                self.log_file.log(step, "eval", **result)
+                self._tensorboard_add("eval", result, step)
+                self.log_file.plot(title=f"{self.out.name}: {self.stage.name}")
+                self.say(f"step {step} eval: " + ", ".join(f"{k} {v:.4f}" for k, v in result.items()
+                                                         if isinstance(v, (int, float))))
+            score = self.stage.score(result) if result else None
+            decision = {"best": state["best"], "evals_since_best": state["evals_since_best"]}
+            if score is not None and math.isfinite(score):
+                if state["best"] is None or score > state["best"]["score"]:
+                    decision = {"best": {"step": step, "score": score, "metrics": result}, "evals_since_best": 0}
+                    if self.opts.keep == "best":
+                        with atomic_directory(self.out / BEST_DIR) as tmp:
+                            self.stage.save(tmp)
+                else:
+                    decision["evals_since_best"] += 1
+        decision = dist_.broadcast_object(decision, self.info)
+        state.update(decision)
+        if self.opts.patience and state["evals_since_best"] >= self.opts.patience:
+            state["stopped_by"] = "early-stopping"
+            self.say(f"early stopping at step {step}: {state['evals_since_best']} evaluations without a better "
+                     f"score than step {state['best']['step']}'s {state['best']['score']:.4f}")
+        dist_.barrier(self.info)
+        self.last_eval, self.last_eval_step = result, step
+        return result
+
+    def maybe_checkpoint(self) -> None:
+        # never checkpoint in the middle of a run of non-finite steps: the last good checkpoint must survive
+        step = self.state["step"]
+        self.save_pending = self.save_pending or bool(self.opts.save_every and step % self.opts.save_every == 0)
+        if self.save_pending and self.state["bad_in_row"] == 0:
+            self.checkpoint()
+
+    def checkpoint(self) -> None:
+        step = self.state["step"]
+        rng = dist_.gather_objects(ckpt.capture_rng(), self.info)
+        if self.main:
+            training_state = {**self.state, "optimizer": self.optimizer.state_dict(),
+                              "scheduler": self.scheduler.state_dict(),
+                              "scaler": self.scaler.state_dict() if self.scaler is not None else None,
+                              "stage": self.stage.state_dict(), "rng": rng, "run": self.record,
+                              "world_size": self.info.world_size}
+            inside = self.hooks.inside_save
+            ckpt.save_checkpoint(self.out, step, _ModelSaver(self.stage), None, training_state,
+                                 keep=self.opts.keep_checkpoints,
+                                 before_commit=(lambda folder: inside(step)) if inside else None)
+        dist_.barrier(self.info)
+        self.last_saved, self.save_pending = step, False
+
+    # -- the end ---------------------------------------------------------------------------------------------------
+    def finish(self) -> FitResult:
+        self.bar.close()
+        state, opts = self.state, self.opts
+        if self.start_step == state["step"] and self.resumed_from is not None:
+            self.notes.append(f"nothing to train: {self.resumed_from} already reached the end")
+        if self.last_saved != state["step"]:
+            self.checkpoint()
+        if self.last_eval_step != state["step"]:
+            self.evaluate()
+        final_eval, best = self.last_eval, state["best"]
+        if self.main:
+            if opts.keep == "best" and best is not None and best["step"] != state["step"]:
+                self.stage.load_weights(self.out / BEST_DIR)
+                final_eval = best["metrics"]
+                self.notes.append(f"kept the best evaluation's weights (step {best['step']}, score "
+                                  f"{best['score']:.4f}) rather than the last step's")
+            self._save_final()
+            shutil.rmtree(self.out / BEST_DIR, ignore_errors=True)
+            if self.log_file.records:
+                self.log_file.plot(title=f"{self.out.name}: {self.stage.name}")
+            summary = {"step": state["step"], "stopped_by": state["stopped_by"], "skipped_steps": state["skipped"],
+                       "elapsed_seconds": round(state["elapsed"], 3), "tokens_seen": state["tokens_seen"],
+                       "precision": self.precision.name, "world_size": self.info.world_size,
+                       "final_eval": final_eval, "best": best}
+            atomic_write_text(self.out / "training_summary.json", json.dumps(summary, indent=2, default=str) + "\n")
+            if self.writer is not None:
+                self.writer.close()
+            if state["skipped"]:
+                self.notes.append(f"{state['skipped']} steps had a non-finite loss and were skipped")
+        dist_.barrier(self.info)
+        return FitResult(output=self.out, step=state["step"], stopped_by=state["stopped_by"],
+                         skipped_steps=state["skipped"], final_eval=final_eval, best=best,
+                         elapsed=state["elapsed"], tokens_seen=state["tokens_seen"], resumed_from=self.resumed_from,
+                         notes=self.notes)
+
+    def _save_final(self) -> None:
+        """The finished model in OUTPUT itself, each file replaced atomically (a kill leaves old or new)."""
+        with _scratch(self.out) as tmp:
+            self.stage.save(tmp)
+            for path in sorted(tmp.rglob("*")):
+                if path.is_file():
+                    with atomic_path(self.out / path.relative_to(tmp)) as target:
+                        shutil.copyfile(path, target)
+
+    def _tensorboard_add(self, split: str, values: dict[str, Any], step: int) -> None:
+        if self.writer is not None:
+            for k, v in values.items():
+                if isinstance(v, (int, float)):
+                    self.writer.add_scalar(f"{split}/{k}", v, step)
+
+
+@contextlib.contextmanager
+def _scratch(out: Path) -> Iterator[Path]:
+    import tempfile
+    out.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=out, prefix=".final.") as tmp:
+        yield Path(tmp)
+
+
+def _differs(a: Any, b: Any) -> bool:
+    """Settings compared after a JSON round trip (tuples come back as lists, ints may come back as floats)."""
+    if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
+        return len(a) != len(b) or any(_differs(x, y) for x, y in zip(a, b))
+    if isinstance(a, (int, float)) and isinstance(b, (int, float)) and not isinstance(a, bool):
+        return float(a) != float(b)
+    return a != b
+
+
+def options_dict(options: Any) -> dict[str, Any]:
+    """A dataclass of settings as JSON-ready values (for run_config.json)."""
+    return {k: (list(v) if isinstance(v, tuple) else v) for k, v in asdict(options).items()}
