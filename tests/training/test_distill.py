@@ -6,7 +6,6 @@ import shutil
 
 import pytest
 import torch
-import torch.nn.functional as F
 from safetensors.torch import load_file
 
 from bertforge.cli import main
@@ -150,6 +149,7 @@ def test_distillation_reduces_the_loss_and_resumes_exactly(train_data, vocab_dir
     # interrupted right after the step-4 checkpoint: the resumed run ends with the same weights, bit for bit
     resumed = tmp_path / "resumed"
     shutil.copytree(tmp_path / "ref" / "checkpoints" / "step-4", resumed / "checkpoints" / "step-4")
+    shutil.copyfile(tmp_path / "ref" / "run_config.json", resumed / "run_config.json")
     again = distill(tmp_path / "teacher", student, train_data, resumed, **options)
     assert again.step == 12
     logged = [json.loads(line)["step"] for line in (resumed / "metrics.jsonl").read_text().splitlines()]
@@ -181,15 +181,14 @@ def write_tsv(path, rows) -> None:
 @pytest.fixture
 def task_setup(tmp_path):
     """A fine-tuned-looking sst2 teacher predictor (random weights), a student from it, data and texts."""
-    from bertforge.tasks.finetune import FinetuneSettings, RunResult, TaskData, save_predictor
+    from bertforge.tasks.finetune import FinetuneSettings, save_predictor
     from bertforge.tasks.registry import get_task
     from bertforge.tokenization import load_tokenizer
     teacher_dir = tmp_path / "teacher"
     model = tiny_teacher(teacher_dir, cls=BertForSequenceClassification, layers=2, id2label={0: "0", 1: "1"})
     spec = get_task("sst2")
     save_predictor(teacher_dir, model, load_tokenizer(teacher_dir), spec,
-                   FinetuneSettings(task="sst2", model="", output="", max_seq_length=32),
-                   TaskData([], {}, ["0", "1"]), RunResult("r", 1e-4, 0, {}, 0.0, 0.0, 0))
+                   FinetuneSettings(task="sst2", model="", output="", max_seq_length=32), ["0", "1"])
     student = init_student(teacher_dir, tmp_path / "student")
     data = tmp_path / "SST-2"
     write_tsv(data / "train.tsv", sst2_like(data, 24, 0))

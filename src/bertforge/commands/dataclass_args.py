@@ -23,6 +23,11 @@ def _number(kind: type, name: str, positive: bool, non_negative: bool) -> Callab
     return parse
 
 
+positive_int = _number(int, "positive_int", True, False)
+non_negative_int = _number(int, "non_negative_int", False, True)
+positive_float = _number(float, "positive_float", True, False)
+
+
 def _duration(text: str) -> float:
     from bertforge.training.pretrain import parse_duration
     try:
@@ -39,13 +44,16 @@ def flag_of(f) -> str:
 
 
 def add_dataclass_arguments(parser: argparse.ArgumentParser, cls: type, *, defaults: Any = None,
-                            exclude: Iterable[str] = (), title: str | None = None) -> None:
+                            exclude: Iterable[str] = (), include: Iterable[str] | None = None,
+                            title: str | None = None) -> None:
     """One flag per field of `cls` (help from `metadata["help"]`; `positive`/`non_negative`/`choices`/
-    `kind="duration"` from the metadata); `defaults` (an instance) overrides the class defaults."""
+    `kind="duration"` from the metadata); `defaults` (an instance) overrides the class defaults; `include` /
+    `exclude` pick the fields."""
     target = parser.add_argument_group(title) if title else parser
     skip = set(exclude)
+    only = set(include) if include is not None else None
     for f in fields(cls):
-        if f.name in skip or f.name.isupper():
+        if f.name in skip or (only is not None and f.name not in only):
             continue
         default = getattr(defaults, f.name) if defaults is not None else \
             (f.default if f.default is not MISSING else None)

@@ -4,6 +4,9 @@ from __future__ import annotations
 import argparse
 
 from bertforge.commands import add_common
+from bertforge.commands.dataclass_args import (add_dataclass_arguments, dataclass_from_args, non_negative_int,
+                                               positive_int)
+from bertforge.training.options import TrainOptions, distill_defaults
 
 
 def _layers(value: str) -> list[int]:
@@ -46,18 +49,13 @@ def register(sub) -> None:
     pre.add_argument("--alpha-mlm", type=float, default=2.0)
     pre.add_argument("--alpha-cos", type=float, default=1.0)
     pre.add_argument("--vocab", metavar="DIR", help="default: the vocab the corpus was prepared with")
-    pre.add_argument("--batch-size", type=int, default=32)
-    pre.add_argument("--lr", type=float, default=5e-4)
-    pre.add_argument("--warmup-steps", type=int, default=0)
-    pre.add_argument("--max-steps", type=int, default=None)
-    pre.add_argument("--time-budget", metavar="DURATION", help="e.g. 30m: lr decays with time, stop when spent")
-    pre.add_argument("--max-seq-length", type=int, default=128)
-    pre.add_argument("--save-every", type=int, default=1000)
-    pre.add_argument("--log-every", type=int, default=10)
-    pre.add_argument("--eval-batches", type=int, default=20, help="held-out batches at the end (0: none)")
-    pre.add_argument("--seed", type=int, default=0)
-    pre.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
-    pre.add_argument("--no-progress", action="store_true")
+    pre.add_argument("--batch-size", type=positive_int, default=32)
+    pre.add_argument("--max-seq-length", type=positive_int, default=128)
+    pre.add_argument("--mask-rate", type=float, default=0.15)
+    pre.add_argument("--eval-batches", type=non_negative_int, default=20, help="held-out batches at the end (0: none)")
+    pre.add_argument("--overwrite", action="store_true",
+                     help="start again in an OUTPUT that holds another run (its contents are deleted)")
+    add_dataclass_arguments(pre, TrainOptions, defaults=distill_defaults(), title="training")
     add_common(pre)
     pre.set_defaults(run=run_pretrain)
 
@@ -87,6 +85,10 @@ def register(sub) -> None:
     task.add_argument("--seed", type=int, default=None, help="default: the teacher's")
     task.add_argument("--timing-rounds", type=int, default=3, help="interleaved throughput rounds per model")
     task.add_argument("--no-progress", action="store_true")
+    task.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
+    task.add_argument("--precision", default="auto", choices=["auto", "fp32", "bf16", "fp16"])
+    task.add_argument("--overwrite", action="store_true",
+                      help="start again in an OUTPUT that holds another run (its contents are deleted)")
     add_common(task)
     task.set_defaults(run=run_task)
 
@@ -100,14 +102,11 @@ def run_init(args: argparse.Namespace) -> int:
 
 def run_pretrain(args: argparse.Namespace) -> int:
     from bertforge.training.distill import DistillConfig, run_distillation
-    from bertforge.training.pretrain import parse_duration
-    result = run_distillation(DistillConfig(
-        teacher=args.teacher, student=args.student, data=args.data, output=args.output,
-        temperature=args.temperature, alpha_ce=args.alpha_ce, alpha_mlm=args.alpha_mlm, alpha_cos=args.alpha_cos,
-        vocab=args.vocab, batch_size=args.batch_size, lr=args.lr, warmup_steps=args.warmup_steps,
-        max_steps=args.max_steps, time_budget=parse_duration(args.time_budget), max_seq_length=args.max_seq_length,
-        save_every=args.save_every, log_every=args.log_every, eval_batches=args.eval_batches, seed=args.seed,
-        device=args.device, progress=not args.no_progress))
+    from bertforge.training.distributed import is_main_process
+    cfg = dataclass_from_args(DistillConfig, args, train=dataclass_from_args(TrainOptions, args))
+    result = run_distillation(cfg, hooks=getattr(args, "hooks", None))
+    if not is_main_process():
+        return 0
     print(f"distilled student: {result.output} (step {result.step}, stopped by {result.stopped_by})")
     for note in result.notes:
         print(note)
@@ -122,5 +121,6 @@ def run_task(args: argparse.Namespace) -> int:
         alpha_hard=args.alpha_hard, include_train=not args.no_train_texts, epochs=args.epochs,
         batch_size=args.batch_size, lr=args.lr, max_unlabeled=args.max_unlabeled,
         max_train_samples=args.max_train_samples, max_eval_samples=args.max_eval_samples, seed=args.seed,
-        timing_rounds=args.timing_rounds, progress=not args.no_progress))
+        timing_rounds=args.timing_rounds, progress=not args.no_progress, device=args.device,
+        precision=args.precision, overwrite=args.overwrite))
     return 0

@@ -4,6 +4,7 @@ from __future__ import annotations
 import argparse
 
 from bertforge.commands import add_common
+from bertforge.commands.dataclass_args import add_dataclass_arguments
 
 TASK_CHOICES = ("sst2", "cola", "mrpc", "stsb", "qqp", "mnli", "qnli", "rte", "wnli", "squad", "squad2",
                 "conll2003", "swag", "classification")
@@ -33,7 +34,7 @@ def register(sub) -> None:
     p.add_argument("--train", metavar="FILE", help="train file (overrides --data)")
     p.add_argument("--eval", metavar="FILE", help="eval file (overrides --data)")
     p.add_argument("--epochs", type=float, default=3.0)
-    p.add_argument("--batch-size", type=int, default=32)
+    p.add_argument("--batch-size", type=int, default=32, help="examples per micro-batch and process")
     p.add_argument("--lr", type=parse_lrs, default=[2e-5], metavar="LR|grid",
                    help="learning rate(s): 2e-5, '5e-5,3e-5' or 'grid' (5e-5,4e-5,3e-5,2e-5)")
     p.add_argument("--restarts", type=int, default=1, help="runs per learning rate, each with another seed")
@@ -48,7 +49,13 @@ def register(sub) -> None:
     p.add_argument("--max-query-length", type=int, default=64)
     p.add_argument("--max-answer-length", type=int, default=30)
     p.add_argument("--n-best", type=int, default=20)
-    p.add_argument("--no-progress", action="store_true", help="no tqdm progress bars")
+    p.add_argument("--overwrite", action="store_true",
+                   help="start again in an OUTPUT that holds another run (its contents are deleted)")
+    from bertforge.training.options import TrainOptions
+    add_dataclass_arguments(p, TrainOptions, defaults=TrainOptions(save_every=0, keep_checkpoints=1, keep="best"),
+                            include=("device", "precision", "grad_accum", "max_grad_norm", "eval_every", "save_every",
+                                     "keep_checkpoints", "keep", "patience", "log_every", "progress", "tensorboard"),
+                            title="training")
     add_common(p)
     p.set_defaults(run=run)
 
@@ -62,8 +69,11 @@ def run(args: argparse.Namespace) -> int:
         max_eval_samples=args.max_eval_samples, seed=args.seed, skip_bad_rows=args.skip_bad_rows,
         warmup_fraction=args.warmup, weight_decay=args.weight_decay, doc_stride=args.doc_stride,
         max_query_length=args.max_query_length, max_answer_length=args.max_answer_length, n_best=args.n_best,
-        progress=not args.no_progress)
-    report = finetune(settings)
+        progress=args.progress, device=args.device, precision=args.precision, grad_accum=args.grad_accum,
+        max_grad_norm=args.max_grad_norm, eval_every=args.eval_every, save_every=args.save_every,
+        keep_checkpoints=args.keep_checkpoints, keep=args.keep, patience=args.patience, log_every=args.log_every,
+        tensorboard=args.tensorboard, overwrite=args.overwrite)
+    report = finetune(settings, hooks=getattr(args, "hooks", None))
     shown = {k: v for k, v in report["eval"].items() if not isinstance(v, dict)}
     print("eval:", ", ".join(f"{k}={v:.4f}" if isinstance(v, float) else f"{k}={v}" for k, v in shown.items()))
     return 0

@@ -4,12 +4,12 @@ from __future__ import annotations
 import argparse
 
 from bertforge.commands import add_common
-from bertforge.commands.dataclass_args import add_dataclass_arguments, dataclass_from_args
+from bertforge.commands.dataclass_args import (add_dataclass_arguments, dataclass_from_args, non_negative_int,
+                                               positive_int)
 
 
 def register(sub) -> None:
-    from bertforge.training.engine import TrainOptions
-    from bertforge.training.pretrain import pretrain_defaults
+    from bertforge.training.options import TrainOptions, pretrain_defaults
     p = sub.add_parser("pretrain", help="pre-train a BERT on a prepared corpus",
                        description="Pre-train with MLM+NSP (BERT), MLM+SOP (ALBERT), MLM (RoBERTa) or LTR. The final "
                        "model goes to OUTPUT in the Hugging Face layout with its tokenizer; checkpoints to "
@@ -27,13 +27,13 @@ def register(sub) -> None:
     p.add_argument("--packing", default="full-sentences", choices=["full-sentences", "doc-sentences"],
                    help="how mlm/ltr fill sequences")
     p.add_argument("--vocab", metavar="DIR", help="default: the vocab the corpus was prepared with")
-    p.add_argument("--batch-size", type=_positive_int, default=32, help="sequences per micro-batch and process")
+    p.add_argument("--batch-size", type=positive_int, default=32, help="sequences per micro-batch and process")
     p.add_argument("--seq-len-schedule", default="128:1.0", metavar="LEN:FRAC,...",
                    help="sequence-length phases as fractions of the run, e.g. 128:0.9,512:0.1")
-    p.add_argument("--eval-batches", type=_non_negative_int, default=20,
+    p.add_argument("--eval-batches", type=non_negative_int, default=20,
                    help="held-out batches per evaluation (0: none)")
     p.add_argument("--masking", default="dynamic", choices=["dynamic", "static"])
-    p.add_argument("--dupe-factor", type=_positive_int, default=10,
+    p.add_argument("--dupe-factor", type=positive_int, default=10,
                    help="static masking: how many differently masked copies of the corpus (BERT used 10)")
     p.add_argument("--mask-rate", type=float, default=0.15)
     p.add_argument("--whole-word", action="store_true")
@@ -46,18 +46,8 @@ def register(sub) -> None:
     p.set_defaults(run=run)
 
 
-def _positive_int(text: str) -> int:
-    from bertforge.commands.dataclass_args import _number
-    return _number(int, "int", True, False)(text)
-
-
-def _non_negative_int(text: str) -> int:
-    from bertforge.commands.dataclass_args import _number
-    return _number(int, "int", False, True)(text)
-
-
 def config_from_args(args: argparse.Namespace):
-    from bertforge.training.engine import TrainOptions
+    from bertforge.training.options import TrainOptions
     from bertforge.training.pretrain import PretrainConfig
     return dataclass_from_args(PretrainConfig, args, train=dataclass_from_args(TrainOptions, args))
 

@@ -95,7 +95,7 @@ def run_table(settings: AblationSettings, say: Callable[[str], None] = print) ->
 # ---- one row -----------------------------------------------------------------------------------------------------
 def train_row(table: Table, variant: Variant, settings: AblationSettings, row_dir: Path,
               rows: dict[str, dict[str, Any]]) -> None:
-    from bertforge.training.pretrain import PretrainConfig, run_pretraining
+    from bertforge.training.pretrain import pretrain
     options: dict[str, Any] = {
         "objective": "mlm+nsp", "batch_size": settings.batch_size, "lr": settings.lr,
         "warmup_steps": settings.warmup_steps, "eval_batches": 0,
@@ -107,7 +107,7 @@ def train_row(table: Table, variant: Variant, settings: AblationSettings, row_di
         if teacher is None:
             raise ValueError(f"row {variant.name!r} needs its teacher row {variant.teacher!r} to run first")
         from bertforge.training.distill import distill, init_student
-        student = row_dir / "init"
+        student = row_dir.parent / "students" / row_dir.name  # beside the row's output, which holds only the run
         if not (student / "config.json").exists():
             init_student(teacher["dir"], student)
         budget = {"max_steps": settings.steps} if settings.steps else {"time_budget": settings.budget}
@@ -117,7 +117,7 @@ def train_row(table: Table, variant: Variant, settings: AblationSettings, row_di
         return
     if variant.config:
         options["model"] = str(_write_config(options["model"], variant.config, settings, row_dir))
-    run_pretraining(PretrainConfig(data=settings.data, output=str(row_dir), **options))
+    pretrain(settings.data, str(row_dir), **options)
 
 
 def _write_config(model: str, overrides: dict[str, Any], settings: AblationSettings, row_dir: Path) -> Path:
@@ -128,7 +128,7 @@ def _write_config(model: str, overrides: dict[str, Any], settings: AblationSetti
     tokenizer = load_tokenizer(resolve_vocab(settings.data, None))
     config = preset_config(model, vocab_size=len(tokenizer.vocab), pad_token_id=tokenizer.pad_token_id)
     config = config.replace(**overrides)
-    path = row_dir / "row_config" / "config.json"
+    path = row_dir.parent / "configs" / row_dir.name / "config.json"  # beside the row's output
     config.save_pretrained(path.parent)
     return path
 

@@ -1,10 +1,10 @@
-"""Fine-tuning: the paper's recipe (AdamW, 10% warmup, linear decay, weight decay 0.01) for every task head.
+"""Fine-tuning: the paper's recipe (AdamW, 10% warmup, linear decay, weight decay 0.01) for every task head,
+as a stage of the training engine (which owns device, precision, DDP, accumulation, checkpoints and resume).
 
 `finetune(settings)` reads the task's data, runs one training run per (learning rate, restart), keeps the
 run that scores best on the eval set, reports the median and spread of all runs (BERT's small-data tasks
 vary a lot between seeds), and writes a predictor folder: model + tokenizer + `task.json` + `metrics.json`
-+ `curves.png`. `evaluate_examples` scores any model on any split with the task's official metric; the
-predictor and `bertforge evaluate` reuse it.
++ `curves.png`. Within a run, `keep="best"` keeps the weights of the best evaluation.
 """
 from __future__ import annotations
 
@@ -14,24 +14,27 @@ import math
 import random
 import shutil
 import statistics
-import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 import torch
 
 from bertforge.atomic import atomic_write_text
+from bertforge.device import Precision, move_to
 from bertforge.tasks.evaluation import default_seq_length, encode, evaluate_examples, main_value, model_inputs
-from bertforge.tasks.features import Feature, iterate_batches
+from bertforge.tasks.features import Feature, collate, feature_length, length_bucketed_batches
 from bertforge.tasks.registry import TaskSpec, get_task
 from bertforge.tasks.task_data import TaskData, load_task_data, subset
+from bertforge.training.engine import Session, Stage, TrainOptions, fit
+from bertforge.training.run_output import claim_run_output
 
 logger = logging.getLogger(__name__)
 
 LR_GRID = (5e-5, 4e-5, 3e-5, 2e-5)  # the paper's fine-tuning grid (Appendix A.3)
 TASK_FILE = "task.json"
+RUN_RESULT = "run_result.json"
 
 
 @dataclass
@@ -45,7 +48,7 @@ class FinetuneSettings:
     train_file: str | None = None
     eval_file: str | None = None
     epochs: float = 3.0
-    batch_size: int = 32
+    batch_size: int = 32                  # per process and micro-batch
     eval_batch_size: int = 64
     learning_rates: Sequence[float] = (2e-5,)
     restarts: int = 1
@@ -61,6 +64,19 @@ class FinetuneSettings:
     max_answer_length: int = 30
     n_best: int = 20
     progress: bool = True
+    # the engine's settings for each run
+    device: str = "auto"
+    precision: str = "auto"
+    grad_accum: int = 1
+    max_grad_norm: float = 1.0
+    eval_every: int = 0                   # steps between evaluations; 0: after every epoch
+    save_every: int = 0                   # steps between checkpoints (OUTPUT/checkpoints/step-N); 0: none
+    keep_checkpoints: int = 1
+    keep: str = "best"                    # the predictor holds the best evaluation's weights, or the last step's
+    patience: int | None = None           # stop a run after this many evaluations without a better score
+    log_every: int = 10
+    tensorboard: bool = False
+    overwrite: bool = False
 
     def seq_length(self, spec: TaskSpec) -> int:
         return default_seq_length(spec, self.max_seq_length)
@@ -81,7 +97,7 @@ def build_model(spec: TaskSpec, model_dir: str | Path, labels: Sequence[str] | N
     return cls.from_pretrained(model_dir, **overrides)
 
 
-# ---- training --------------------------------------------------------------------------------------------------
+# ---- training ----------------------------------------------------------------------------------------------------
 @dataclass
 class RunResult:
     name: str
@@ -92,124 +108,263 @@ class RunResult:
     seconds: float
     steps: int
     curves: Path | None = None
+    folder: Path | None = None
+
+
+class EpochBatches:
+    """Length-bucketed batches, reshuffled every epoch; each rank takes its own share of the epoch's batches.
+    The position (epoch, batch) is all a resumed run needs to see the same batches again."""
+
+    def __init__(self, features: Sequence[Feature], batch_size: int, seed: int, pad_id: int, rank: int = 0,
+                 world_size: int = 1) -> None:
+        self.features, self.batch_size, self.seed, self.pad_id = features, batch_size, seed, pad_id
+        self.rank, self.world_size = rank, world_size
+        self.lengths = [feature_length(f) for f in features]
+        self.epoch, self.index = 0, 0
+        self._batches = self._epoch_batches(0)
+        if not self._batches:
+            raise ValueError(f"{len(features)} training features give no batch for {world_size} processes")
+
+    def _epoch_batches(self, epoch: int) -> list[list[int]]:
+        batches = length_bucketed_batches(self.lengths, self.batch_size, shuffle=True, seed=self.seed + epoch)
+        usable = len(batches) // self.world_size * self.world_size  # every rank takes the same number of steps
+        return batches[self.rank:usable:self.world_size]
+
+    @property
+    def per_epoch(self) -> int:
+        return len(self._batches)
+
+    def next(self) -> dict[str, Any]:
+        if self.index >= len(self._batches):
+            self.epoch, self.index = self.epoch + 1, 0
+            self._batches = self._epoch_batches(self.epoch)
+        idx = self._batches[self.index]
+        self.index += 1
+        return {**collate([self.features[i] for i in idx], self.pad_id), "idx": torch.tensor(idx)}
+
+    def state_dict(self) -> dict[str, int]:
+        return {"epoch": self.epoch, "index": self.index}
+
+    def load_state_dict(self, state: dict[str, int]) -> None:
+        self.epoch, self.index = int(state["epoch"]), int(state["index"])
+        self._batches = self._epoch_batches(self.epoch)
+
+
+class FinetuneStage(Stage):
+    """A task head on labelled features: the engine's stage for fine-tuning (and, with another loss, for task
+    distillation)."""
+
+    name = "finetune"
+    find_unused_parameters = False
+
+    def __init__(self, spec: TaskSpec, settings: FinetuneSettings, model: torch.nn.Module, tokenizer: Any,
+                 batches: EpochBatches, eval_examples: Sequence[Any], labels: Sequence[str] | None,
+                 precision: Precision, task_note: str = "") -> None:
+        self.spec, self.settings, self.model, self.tokenizer = spec, settings, model, tokenizer
+        self.batches, self.eval_examples, self.labels = batches, eval_examples, labels
+        self.precision, self.task_note = precision, task_note
+        self.device = next(model.parameters()).device
+        self.null_threshold: float | None = None  # SQuAD v2: the best no-answer threshold of the latest evaluation
+
+    # what the engine calls
+    def run_record(self) -> dict[str, Any]:
+        s = self.settings
+        return {"task": self.spec.name, "model": s.model, "batch_size": s.batch_size, "epochs": s.epochs,
+                "max_seq_length": s.seq_length(self.spec), "warmup_fraction": s.warmup_fraction,
+                "train_features": len(self.batches.features), "labels": list(self.labels or [])}
+
+    def next_batch(self) -> dict[str, Any]:
+        return self.batches.next()
+
+    def loss(self, net: torch.nn.Module, batch: dict[str, Any]) -> Any:
+        return net(**move_to(model_inputs(batch, with_labels=True), self.device))
+
+    def add_metrics(self, sums: dict[str, float], out: Any, batch: dict[str, Any]) -> None:
+        rows = float(len(batch["idx"]))
+        sums["loss_sum"] = sums.get("loss_sum", 0.0) + float(out.loss.detach()) * rows
+        sums["rows"] = sums.get("rows", 0.0) + rows
+
+    def summarize(self, sums: dict[str, float]) -> dict[str, float]:
+        return {"train_loss": sums["loss_sum"] / sums["rows"]} if sums.get("rows") else {}
+
+    def evaluate(self) -> dict[str, float]:
+        if not self.eval_examples:
+            return {}
+        metrics, _ = evaluate_examples(self.model, self.tokenizer, self.spec, self.eval_examples, self.settings,
+                                       self.labels)
+        if self.spec.name == "squad2" and "best_f1_thresh" in metrics:
+            self.null_threshold = float(metrics["best_f1_thresh"])
+        return {k: float(v) for k, v in metrics.items() if isinstance(v, (int, float)) and not isinstance(v, bool)
+                and k not in ("eval_seconds", "examples_per_second")}
+
+    def score(self, metrics: dict[str, float]) -> float | None:
+        try:
+            return main_value(self.spec, metrics)
+        except KeyError:
+            return None
+
+    def state_dict(self) -> dict[str, Any]:
+        return self.batches.state_dict()
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.batches.load_state_dict(state)
+
+    def save(self, folder: Path) -> None:
+        save_predictor(folder, self.model, self.tokenizer, self.spec, self.settings, self.labels, self.task_note,
+                       self.null_threshold)
+
+    def load_weights(self, folder: Path) -> None:
+        super().load_weights(folder)
+        task = json.loads((Path(folder) / TASK_FILE).read_text(encoding="utf-8"))
+        self.null_threshold = task.get("null_threshold")
+
+
+def run_options(settings: FinetuneSettings, lr: float, seed: int, total: int, steps_per_epoch: int) -> TrainOptions:
+    """The engine's options for one fine-tuning run (evaluation after every epoch unless told otherwise)."""
+    s = settings
+    return TrainOptions(max_steps=total, lr=lr, weight_decay=s.weight_decay, warmup_steps=int(s.warmup_fraction * total),
+                        grad_accum=s.grad_accum, max_grad_norm=s.max_grad_norm, save_every=s.save_every,
+                        keep_checkpoints=s.keep_checkpoints, eval_every=s.eval_every or steps_per_epoch,
+                        log_every=s.log_every, keep=s.keep, patience=s.patience, seed=seed, device=s.device,
+                        precision=s.precision, progress=s.progress, tensorboard=s.tensorboard)
 
 
 def train_run(spec: TaskSpec, tokenizer, data: TaskData, train_features: list[Feature], settings: FinetuneSettings,
-              lr: float, seed: int, run_dir: Path) -> tuple[RunResult, Any]:
-    """One fine-tuning run from the pre-trained weights; evaluates after every epoch. Returns (result, model)."""
-    from bertforge.training.metrics_log import MetricsLog
-    from bertforge.training.optim import build_optimizer, linear_warmup_decay
-    from bertforge.training.progress import progress
-
+              lr: float, seed: int, run_dir: Path, session, hooks=None,
+              make_stage: Callable[..., Any] | None = None) -> RunResult:
+    """One fine-tuning run from the pre-trained weights, through the engine; the run's predictor is saved in
+    `run_dir` (resumed from its checkpoints when it has some)."""
+    info = session.info
     torch.manual_seed(seed)
     random.seed(seed)
-    model = build_model(spec, settings.model, data.labels)
-    model.train()
-    optimizer = build_optimizer(model, lr, weight_decay=settings.weight_decay)
-    per_epoch = math.ceil(len(train_features) / settings.batch_size)
-    total = max(1, math.ceil(per_epoch * settings.epochs))
-    scheduler = linear_warmup_decay(optimizer, int(settings.warmup_fraction * total), total)
-    if run_dir.exists():
-        shutil.rmtree(run_dir)
-    log = MetricsLog(run_dir / "metrics.jsonl", run_dir / "curves.png")
-    name = run_dir.name
-    first_eval = next(iter(data.evals))
-    step, epoch, start = 0, 0, time.perf_counter()
-    metrics: dict[str, Any] = {}
-    bar = progress(total, bar=settings.progress, desc=f"{spec.name} {name}", leave=False)
-    while step < total:
-        running, count = 0.0, 0
-        for _, batch in iterate_batches(train_features, settings.batch_size, shuffle=True, seed=seed + epoch,
-                                        pad_id=tokenizer.pad_token_id):
-            loss = model(**model_inputs(batch, with_labels=True)).loss
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-            optimizer.step()
-            scheduler.step()
-            optimizer.zero_grad(set_to_none=True)
-            step += 1
-            running += loss.item()
-            count += 1
-            bar.update(1)
-            bar.set_postfix(loss=f"{loss.item():.4f}")
-            if step % 10 == 0 or step == total:
-                log.log(step, "train", loss=running / count, lr=scheduler.get_last_lr()[0])
-                running, count = 0.0, 0
-            if step >= total:
-                break
-        epoch += 1
-        metrics, _ = evaluate_examples(model, tokenizer, spec, data.evals[first_eval], settings, data.labels)
-        log.log(step, "eval", **{k: v for k, v in metrics.items() if isinstance(v, (int, float))
-                                 and k not in ("n_examples", "eval_seconds", "examples_per_second", "total")})
-        model.train()
-    bar.close()
-    log.plot(title=f"{spec.name} {name}")
-    model.eval()
-    result = RunResult(name, lr, seed, metrics, main_value(spec, metrics), round(time.perf_counter() - start, 2),
-                       step, log.png_path if log.png_path.exists() else None)
-    return result, model
+    model = build_model(spec, settings.model, data.labels).to(session.device)
+    batches = EpochBatches(train_features, settings.batch_size, seed, tokenizer.pad_token_id, info.rank,
+                           info.world_size)
+    steps_per_epoch = max(1, batches.per_epoch // settings.grad_accum)
+    total = max(1, math.ceil(steps_per_epoch * settings.epochs))
+    first_eval = next(iter(data.evals.values()), [])
+    precision = Precision.resolve(settings.precision, session.device)
+    make = make_stage or FinetuneStage
+    stage = make(spec, settings, model, tokenizer, batches, first_eval, data.labels, precision, data.note)
+    opts = run_options(settings, lr, seed, total, steps_per_epoch)
+    result = fit(stage, opts, session, run_dir, hooks=hooks)
+    metrics = result.final_eval
+    value = stage.score(metrics) if metrics else float("nan")
+    curves = run_dir / "curves.png"
+    return RunResult(run_dir.name, lr, seed, metrics, value if value is not None else float("nan"),
+                     round(result.elapsed, 2), result.step, curves if curves.exists() else None, run_dir)
 
 
-def finetune(settings: FinetuneSettings, say=print) -> dict[str, Any]:
+def finetune(settings: FinetuneSettings, say: Callable[[str], None] = print, hooks=None) -> dict[str, Any]:
     """Run every (lr, restart), keep the best on the eval set, save it as a predictor; returns metrics.json."""
     from bertforge.tokenization import load_tokenizer
 
     spec = get_task(settings.task)
-    out = Path(settings.output)
-    out.mkdir(parents=True, exist_ok=True)
-    data = load_task_data(spec, settings.data, settings.train_file, settings.eval_file,
-                          skip_bad_rows=settings.skip_bad_rows)
-    if data.note:
-        say(f"NOTE: {data.note}")
-    data.train = subset(data.train, settings.max_train_samples, settings.seed)
-    data.evals = {k: subset(v, settings.max_eval_samples, None) for k, v in data.evals.items()}
-    if not data.train:
-        raise ValueError("no training examples")
-    tokenizer = load_tokenizer(settings.model)
-    train_features = encode(spec, tokenizer, data.train, settings, data.labels, training=True)
-    say(f"{spec.name}: {len(data.train)} train examples ({len(train_features)} features), "
-        + ", ".join(f"{len(v)} {k} examples" for k, v in data.evals.items()))
+    _check_settings(settings)
+    with Session(settings.device) as session, claim_run_output(settings.output, "finetune", _record(settings),
+                                                                 session, overwrite=settings.overwrite) as out:
+        main = session.is_main
+        say = say if main else (lambda msg: None)
+        data = load_task_data(spec, settings.data, settings.train_file, settings.eval_file,
+                              skip_bad_rows=settings.skip_bad_rows)
+        if data.note:
+            say(f"NOTE: {data.note}")
+        data.train = subset(data.train, settings.max_train_samples, settings.seed)
+        data.evals = {k: subset(v, settings.max_eval_samples, None) for k, v in data.evals.items()}
+        if not data.train:
+            raise ValueError("no training examples")
+        tokenizer = load_tokenizer(settings.model)
+        train_features = encode(spec, tokenizer, data.train, settings, data.labels, training=True)
+        say(f"{spec.name}: {len(data.train)} train examples ({len(train_features)} features), "
+            + ", ".join(f"{len(v)} {k} examples" for k, v in data.evals.items()))
 
-    runs: list[RunResult] = []
-    best_model = None
-    for lr in settings.learning_rates:
-        for r in range(settings.restarts):
-            seed = settings.seed + r
+        grid = [(lr, settings.seed + r) for lr in settings.learning_rates for r in range(settings.restarts)]
+        runs: list[RunResult] = []
+        for lr, seed in grid:
             name = f"lr{lr:g}_seed{seed}"
-            result, model = train_run(spec, tokenizer, data, train_features, settings, lr, seed, out / "runs" / name)
-            say(f"  run {name}: {spec.main_metric if spec.name != 'squad2' else 'best_f1'} = {result.value:.4f} "
-                f"({result.steps} steps, {result.seconds:.1f}s)")
-            if not runs or result.value > max(x.value for x in runs):
-                best_model = model
+            run_dir = out if len(grid) == 1 else out / "runs" / name
+            result = train_run(spec, tokenizer, data, train_features, settings, lr, seed, run_dir, session, hooks)
+            say(f"  run {name}: {_main_metric_name(spec)} = {result.value:.4f} ({result.steps} steps, "
+                f"{result.seconds:.1f}s)")
             runs.append(result)
-            del model
-    best = max(runs, key=lambda x: x.value)
+        best = max(runs, key=lambda x: x.value if math.isfinite(x.value) else -math.inf)
+        report = _report(spec, settings, data, train_features, runs, best)
+        if main:
+            if best.folder != out:  # a grid: the best run's predictor becomes OUTPUT's
+                _copy_predictor(best.folder, out)
+                for run in runs:
+                    _drop_weights(run.folder)
+                if best.curves is not None:
+                    shutil.copyfile(best.curves, out / "curves.png")
+            extra = list(data.evals.items())[1:]
+            if extra:
+                from bertforge.tasks.predictor import Predictor
+                predictor = Predictor.load(out)
+                for name, examples in extra:
+                    report[name], _ = evaluate_examples(predictor.model, tokenizer, spec, examples, settings,
+                                                        data.labels)
+            atomic_write_text(out / "metrics.json", json.dumps(report, indent=2, default=_json_default) + "\n")
+        values = [x.value for x in runs]
+        say(f"best {best.name}: {report['main_metric']} = {best.value:.4f}; over {len(values)} runs median "
+            f"{report['summary']['median']:.4f} (min {min(values):.4f}, max {max(values):.4f})")
+        say(f"saved predictor to {out}")
+    return report
 
-    # final metrics of the kept model on every eval set
-    extra_metrics = {}
-    for name, examples in list(data.evals.items())[1:]:
-        extra_metrics[name], _ = evaluate_examples(best_model, tokenizer, spec, examples, settings, data.labels)
-    save_predictor(out, best_model, tokenizer, spec, settings, data, best)
+
+def _check_settings(s: FinetuneSettings) -> None:
+    checks = {"--epochs": s.epochs > 0, "--batch-size": s.batch_size > 0, "--restarts": s.restarts > 0,
+              "--grad-accum": s.grad_accum > 0, "--eval-batch-size": s.eval_batch_size > 0,
+              "--doc-stride": s.doc_stride > 0, "--lr": bool(s.learning_rates) and all(lr > 0 for lr in s.learning_rates),
+              "--warmup": 0 <= s.warmup_fraction < 1}
+    for flag, ok in checks.items():
+        if not ok:
+            raise ValueError(f"{flag} is out of range")
+    if s.keep not in ("best", "last"):
+        raise ValueError(f"--keep must be best or last, got {s.keep!r}")
+
+
+def _record(settings: FinetuneSettings) -> dict[str, Any]:
+    return {k: (list(v) if isinstance(v, tuple) else v) for k, v in asdict(settings).items()}
+
+
+def _main_metric_name(spec: TaskSpec) -> str:
+    return spec.main_metric if spec.name != "squad2" else "best_f1"
+
+
+def _report(spec: TaskSpec, settings: FinetuneSettings, data: TaskData, train_features: list[Feature],
+            runs: list[RunResult], best: RunResult) -> dict[str, Any]:
     values = [x.value for x in runs]
-    report: dict[str, Any] = {
-        "task": spec.name, "main_metric": spec.main_metric if spec.name != "squad2" else "best_f1",
+    return {
+        "task": spec.name, "main_metric": _main_metric_name(spec),
         "note": data.note or None, "files": data.files,
         "n_train_examples": len(data.train), "n_train_features": len(train_features),
-        "eval": best.metrics, **extra_metrics,
+        "eval": best.metrics,
         "best_run": {"name": best.name, "lr": best.lr, "seed": best.seed, "value": best.value},
         "runs": [{"name": x.name, "lr": x.lr, "seed": x.seed, "value": x.value, "steps": x.steps,
                   "seconds": x.seconds} for x in runs],
         "summary": {"median": statistics.median(values), "min": min(values), "max": max(values),
                     "stdev": statistics.stdev(values) if len(values) > 1 else 0.0, "n_runs": len(values)},
-        "settings": {k: (list(v) if isinstance(v, tuple) else v) for k, v in asdict(settings).items()},
+        "settings": _record(settings),
     }
-    atomic_write_text(out / "metrics.json", json.dumps(report, indent=2, default=_json_default) + "\n")
-    if best.curves is not None:
-        shutil.copyfile(best.curves, out / "curves.png")
-    say(f"best {best.name}: {report['main_metric']} = {best.value:.4f}; over {len(values)} runs median "
-        f"{report['summary']['median']:.4f} (min {min(values):.4f}, max {max(values):.4f})")
-    say(f"saved predictor to {out}")
-    return report
+
+
+PREDICTOR_FILES = ("config.json", "model.safetensors", TASK_FILE)
+
+
+def _copy_predictor(source: Path, target: Path) -> None:
+    """The files of a run's predictor (model, tokenizer, task.json) into `target`, each replaced atomically."""
+    from bertforge.atomic import atomic_path
+    for path in sorted(source.iterdir()):
+        if path.is_file() and path.name not in ("metrics.jsonl", "curves.png", "run_config.json",
+                                                "training_summary.json"):
+            with atomic_path(target / path.name) as tmp:
+                shutil.copyfile(path, tmp)
+
+
+def _drop_weights(folder: Path | None) -> None:
+    """A finished grid run keeps its logs and curves, not a second copy of the weights."""
+    if folder is not None:
+        (folder / "model.safetensors").unlink(missing_ok=True)
 
 
 def _json_default(value: Any) -> Any:
@@ -220,17 +375,18 @@ def _json_default(value: Any) -> Any:
     raise TypeError(f"not JSON serialisable: {type(value).__name__}")
 
 
-def save_predictor(out: Path, model, tokenizer, spec: TaskSpec, settings: FinetuneSettings, data: TaskData,
-                   best: RunResult) -> None:
+def save_predictor(out: Path, model, tokenizer, spec: TaskSpec, settings: FinetuneSettings,
+                   labels: Sequence[str] | None, note: str = "", null_threshold: float | None = None) -> None:
     """Model (HF layout) + tokenizer + `task.json`: everything `Predictor.load` needs."""
+    out = Path(out)
     model.save_pretrained(out)
     tokenizer.save_pretrained(out)
     task = {
-        "task": spec.name, "head": spec.head, "labels": data.labels,
+        "task": spec.name, "head": spec.head, "labels": list(labels) if labels is not None else None,
         "max_seq_length": settings.seq_length(spec), "doc_stride": settings.doc_stride,
         "max_query_length": settings.max_query_length, "max_answer_length": settings.max_answer_length,
-        "n_best": settings.n_best, "note": data.note or None,
+        "n_best": settings.n_best, "note": note or None,
     }
-    if spec.name == "squad2" and "best_f1_thresh" in best.metrics:
-        task["null_threshold"] = best.metrics["best_f1_thresh"]
+    if null_threshold is not None:
+        task["null_threshold"] = null_threshold
     atomic_write_text(out / TASK_FILE, json.dumps(task, indent=2) + "\n")

@@ -13,7 +13,6 @@
 from __future__ import annotations
 
 import json
-import math
 import statistics
 import time
 from dataclasses import asdict, dataclass, field
@@ -25,21 +24,18 @@ import torch
 import torch.nn.functional as F
 
 from bertforge.atomic import atomic_write_text
-from bertforge.checkpoint import load_hf_state_dict, read_state_dict, resolve_folder
+from bertforge.checkpoint import resolve_folder
 from bertforge.data import MaskingConfig, PretrainingDataset
 from bertforge.data.shards import load_tokenizer
+from bertforge.device import Precision
 from bertforge.model.distilbert import LAYER_NORM_EPS, DistilBertConfig, DistilBertForMaskedLM
-from bertforge.training import checkpointing as ckpt
-from bertforge.training.metrics_log import MetricsLog
-from bertforge.training.optim import build_optimizer, linear_warmup_decay, set_budget_lr
-from bertforge.training.progress import progress
+from bertforge.training.engine import FaultHooks, Session, Stage, fit
+from bertforge.training.options import TrainOptions, distill_defaults
+from bertforge.training.run_output import claim_run_output
 
 INIT_RECORD = "distill_init.json"
 SUMMARY_FILE = "distill_summary.json"
 REPORT_FILE = "distill_report.json"
-# settings a resumed pre-training distillation must share with the run it continues
-RESUME_KEYS = ("batch_size", "seed", "mask_rate", "max_seq_length", "temperature", "alpha_ce", "alpha_mlm",
-               "alpha_cos", "lr", "warmup_steps", "max_steps")
 
 
 # ---- (a) a student from the teacher ---------------------------------------------------------------------------
@@ -159,22 +155,11 @@ class DistillConfig:
     alpha_cos: float = 1.0
     vocab: str | None = None               # default: the vocab the corpus was prepared with
     batch_size: int = 32
-    lr: float = 5e-4
-    weight_decay: float = 0.01
-    warmup_steps: int = 0
-    max_steps: int | None = None
-    time_budget: float | None = None       # seconds
     max_seq_length: int = 128
     mask_rate: float = 0.15
-    save_every: int = 1000
-    keep_checkpoints: int = 3
-    log_every: int = 10
     eval_batches: int = 20                 # held-out batches at the end (0: none)
-    seed: int = 0
-    device: str = "auto"
-    max_grad_norm: float = 5.0
-    max_bad_steps: int = 20
-    progress: bool = True
+    overwrite: bool = False
+    train: TrainOptions = field(default_factory=distill_defaults)
 
 
 @dataclass
@@ -187,11 +172,13 @@ class DistillResult:
     notes: list[str] = field(default_factory=list)
 
 
-def distill(teacher: str | Path, student: str | Path, data: str | Path, output: str | Path,
-            **options: Any) -> DistillResult:
+def distill(teacher: str | Path, student: str | Path, data: str | Path, output: str | Path, *,
+            hooks: FaultHooks | None = None, **options: Any) -> DistillResult:
     """Keyword front end: ``distill("teacher/", "student/", "data/", "out/", max_steps=1000)``."""
+    from bertforge.training.pretrain import split_options
+    own, train = split_options(DistillConfig, options, distill_defaults())
     return run_distillation(DistillConfig(teacher=str(teacher), student=str(student), data=str(data),
-                                          output=str(output), **options))
+                                          output=str(output), train=train, **own), hooks=hooks)
 
 
 def _check_pair(teacher, student, tokenizer, cfg: DistillConfig, teacher_has_head: bool) -> None:
@@ -229,151 +216,117 @@ def distill_step(teacher, student, batch: dict[str, torch.Tensor], cfg: DistillC
     return losses, s.logits, labels[positions]
 
 
-def _device(name: str) -> torch.device:
-    if name == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    return torch.device(name)
+@dataclass
+class StepOutput:
+    loss: torch.Tensor
+    parts: dict[str, torch.Tensor]
+    logits: torch.Tensor | None = None
+    targets: torch.Tensor | None = None
 
 
-def run_distillation(cfg: DistillConfig) -> DistillResult:
-    """The loop: resume if OUTPUT holds checkpoints, train to max_steps / time budget, save, evaluate."""
-    import contextlib
+class DistillStage(Stage):
+    """Pre-training distillation: the student learns the teacher's masked-token distribution on a corpus."""
 
-    from tqdm.auto import tqdm
+    name = "distill"
 
-    from bertforge.training.pretrain import (NonFiniteLossError, _save_final, evaluate, next_batch,
-                                             resolve_vocab)
+    def __init__(self, cfg: DistillConfig, teacher, student, tokenizer, train_data: PretrainingDataset,
+                 heldout: PretrainingDataset | None, precision: Precision) -> None:
+        self.cfg, self.teacher, self.model, self.tokenizer = cfg, teacher, student, tokenizer
+        self.train_data, self.heldout, self.precision = train_data, heldout, precision
+        self.device = next(student.parameters()).device
 
-    if cfg.max_steps is None and cfg.time_budget is None:
-        raise ValueError("give --max-steps, --time-budget or both")
-    out, notes = Path(cfg.output), []
-    device = _device(cfg.device)
-    budget = cfg.time_budget
-    max_steps = cfg.max_steps if cfg.max_steps is not None else 10 ** 12
+    def run_record(self) -> dict[str, Any]:
+        from bertforge.training.pretrain import data_fingerprint
+        c = self.cfg
+        return {"teacher": c.teacher, "student": c.student, "data": data_fingerprint(c.data),
+                "batch_size": c.batch_size, "max_seq_length": c.max_seq_length, "mask_rate": c.mask_rate,
+                "temperature": c.temperature, "alpha_ce": c.alpha_ce, "alpha_mlm": c.alpha_mlm,
+                "alpha_cos": c.alpha_cos}
 
-    tokenizer = load_tokenizer(resolve_vocab(cfg.data, cfg.vocab))
-    torch.manual_seed(cfg.seed)
-    teacher, teacher_has_head = load_masked_lm(cfg.teacher)
-    student, _ = load_masked_lm(cfg.student)
-    _check_pair(teacher, student, tokenizer, cfg, teacher_has_head)
-    teacher, student = teacher.to(device).eval(), student.to(device)
-    masking = MaskingConfig(rate=cfg.mask_rate, mode="dynamic")
-    train_data = PretrainingDataset(cfg.data, tokenizer, objective="mlm", max_seq_length=cfg.max_seq_length,
-                                    batch_size=cfg.batch_size, masking=masking, seed=cfg.seed)
-    optimizer = build_optimizer(student, cfg.lr, weight_decay=cfg.weight_decay)
-    scheduler = linear_warmup_decay(optimizer, cfg.warmup_steps, max_steps)
+    def next_batch(self) -> dict[str, torch.Tensor]:
+        from bertforge.training.pretrain import next_batch
+        return next_batch(self.train_data)
 
-    state = {"step": 0, "elapsed": 0.0, "skipped": 0, "bad_in_row": 0, "warmup_ended_at": None}
-    for leftover in ckpt.sweep_partial_saves(out):
-        notes.append(f"removed an interrupted checkpoint save: {leftover.name}")
-    latest = ckpt.latest_checkpoint(out)
-    record = {k: getattr(cfg, k) for k in RESUME_KEYS}
-    if latest is not None:
-        saved = ckpt.load_training_state(latest)
-        changed = {k: (saved["run"].get(k), v) for k, v in record.items() if saved["run"].get(k) != v}
-        if changed:
-            raise ValueError(f"{out} holds a distillation run with other settings ("
-                             + ", ".join(f"{k}: {a!r} there, {b!r} now" for k, (a, b) in changed.items())
-                             + "); resume with the same settings or choose another --output")
-        load_hf_state_dict(student, read_state_dict(latest)[0], source=latest)
-        optimizer.load_state_dict(saved["optimizer"])
-        scheduler.load_state_dict(saved["scheduler"])
-        train_data.load_state_dict(saved["dataset"])
-        ckpt.restore_rng(saved["rng"])
-        state.update({k: saved.get(k, v) for k, v in state.items()})
-        tqdm.write(f"resuming from {latest} (step {state['step']})")
-    out.mkdir(parents=True, exist_ok=True)
-    atomic_write_text(out / "run_config.json", json.dumps(asdict(cfg), indent=2) + "\n")
-    log = MetricsLog(out / "metrics.jsonl", out / "curves.png", resume_step=state["step"])
+    def loss(self, net, batch: dict[str, torch.Tensor]) -> StepOutput:
+        losses, logits, targets = distill_step(self.teacher, net, batch, self.cfg, self.device)
+        return StepOutput(losses["loss"], losses, logits, targets)
 
-    def save(step: int) -> None:
-        training_state = {**state, "optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict(),
-                          "dataset": train_data.state_dict(), "rng": ckpt.capture_rng(), "run": record,
-                          "config": asdict(cfg)}
-        ckpt.save_checkpoint(out, step, student, tokenizer, training_state, keep=cfg.keep_checkpoints)
-
-    start_step, started, elapsed_before = state["step"], time.perf_counter(), state["elapsed"]
-    sums: dict[str, float] = {}
-    window_start = time.perf_counter()
-    bar = progress(cfg.max_steps, bar=cfg.progress, initial=start_step, desc="distill", dynamic_ncols=True)
-    stopped_by, last_saved = "max-steps", state["step"] if latest is not None else -1
-    student.train()
-    while True:
-        state["elapsed"] = elapsed_before + time.perf_counter() - started
-        step = state["step"]
-        if step >= max_steps:
-            break
-        if budget is not None and state["elapsed"] >= budget:
-            stopped_by = "time-budget"
-            break
-        batch = next_batch(train_data)
-        losses, logits, targets = distill_step(teacher, student, batch, cfg, device)
-        losses["loss"].backward()
-        grad_norm = torch.nn.utils.clip_grad_norm_(student.parameters(), cfg.max_grad_norm)
-        if budget is not None:  # as in pre-training: warmup by steps, then decay with the time spent
-            set_budget_lr(optimizer, scheduler.base_lrs, state, step, cfg.warmup_steps, budget)
-        if math.isfinite(float(losses["loss"].detach())) and math.isfinite(float(grad_norm)):
-            optimizer.step()
-            state["bad_in_row"] = 0
-        else:
-            state["skipped"] += 1
-            state["bad_in_row"] += 1
-            if state["bad_in_row"] >= cfg.max_bad_steps:
-                raise NonFiniteLossError(f"{state['bad_in_row']} distillation steps in a row had a non-finite loss "
-                                         f"(last at step {step + 1}); lower --lr or --temperature")
-        optimizer.zero_grad(set_to_none=True)
-        if budget is None:
-            scheduler.step()
-        state["step"] = step = step + 1
-        bar.update(1)
-
-        n = float(targets.numel())
-        for k, v in losses.items():
+    def add_metrics(self, sums: dict[str, float], out: StepOutput, batch: dict[str, torch.Tensor]) -> None:
+        for k, v in out.parts.items():
             sums[k] = sums.get(k, 0.0) + float(v.detach())
-        sums["steps"] = sums.get("steps", 0.0) + 1
-        sums["correct"] = sums.get("correct", 0.0) + float((logits.argmax(-1) == targets).sum())
-        sums["n"] = sums.get("n", 0.0) + n
-        sums["tokens"] = sums.get("tokens", 0.0) + float(batch["attention_mask"].sum())
-        if step % cfg.log_every == 0 or step == max_steps:
-            now = time.perf_counter()
-            values = {k: sums[k] / sums["steps"] for k in losses}
-            values.update(mlm_acc=sums["correct"] / max(sums["n"], 1.0), lr=optimizer.param_groups[0]["lr"],
-                          grad_norm=float(grad_norm), tokens_per_s=sums["tokens"] / max(now - window_start, 1e-9))
-            log.log(step, "train", **values)
-            bar.set_postfix({"loss": f"{values['loss']:.3f}", "ce": f"{values['loss_ce']:.3f}",
-                             "mlm_acc": f"{values['mlm_acc']:.3f}"}, refresh=False)
-            sums, window_start = {}, now
-        if cfg.save_every and step % cfg.save_every == 0 and state["bad_in_row"] == 0:
-            save(step)
-            last_saved = step
-    bar.close()
+        sums["micro_batches"] = sums.get("micro_batches", 0.0) + 1
+        sums["correct"] = sums.get("correct", 0.0) + float((out.logits.detach().argmax(-1) == out.targets).sum())
+        sums["n"] = sums.get("n", 0.0) + float(out.targets.numel())
 
-    if last_saved != state["step"]:
-        save(state["step"])
-    final_eval: dict[str, float] = {}
-    teacher_eval: dict[str, float] = {}
-    if cfg.eval_batches > 0:
-        try:
-            heldout = PretrainingDataset(cfg.data, tokenizer, objective="mlm", max_seq_length=cfg.max_seq_length,
-                                         batch_size=cfg.batch_size, masking=MaskingConfig(rate=cfg.mask_rate),
-                                         seed=cfg.seed, split="heldout")
-        except ValueError as err:
-            notes.append(f"held-out evaluation skipped: {err}")
-        else:
-            final_eval = evaluate(student, heldout, cfg.eval_batches, device, "mlm", contextlib.nullcontext)
-            teacher_eval = evaluate(teacher, heldout, cfg.eval_batches, device, "mlm", contextlib.nullcontext)
-            log.log(state["step"], "eval", **final_eval)
-            tqdm.write("held-out: student " + ", ".join(f"{k} {v:.4f}" for k, v in final_eval.items())
-                       + "; teacher " + ", ".join(f"{k} {v:.4f}" for k, v in teacher_eval.items()))
-    log.plot(title=f"{out.name}: distillation")
-    _save_final(student, tokenizer, out)
-    summary = {"step": state["step"], "stopped_by": stopped_by, "skipped_steps": state["skipped"],
-               "elapsed_seconds": round(state["elapsed"], 3), "final_eval": final_eval, "teacher_eval": teacher_eval,
-               "parameters": {"teacher": teacher.num_parameters(), "student": student.num_parameters()}}
-    atomic_write_text(out / SUMMARY_FILE, json.dumps(summary, indent=2) + "\n")
-    if start_step == state["step"] and latest is not None:
-        notes.append(f"nothing to train: {latest} already reached the end; the final model was written again")
-    return DistillResult(out, state["step"], stopped_by, final_eval, teacher_eval, notes)
+    def summarize(self, sums: dict[str, float]) -> dict[str, float]:
+        if not sums.get("micro_batches"):
+            return {}
+        values = {k: sums[k] / sums["micro_batches"] for k in ("loss_ce", "loss_mlm", "loss_cos") if k in sums}
+        values["mlm_acc"] = sums["correct"] / max(sums["n"], 1.0)
+        return values
+
+    def evaluate(self) -> dict[str, float]:
+        from bertforge.training.pretrain import evaluate
+        if self.heldout is None:
+            return {}
+        return evaluate(self.model, self.heldout, self.cfg.eval_batches, self.device, "mlm", self.precision.autocast)
+
+    def score(self, metrics: dict[str, float]) -> float | None:
+        return -metrics["mlm_loss"] if "mlm_loss" in metrics else None
+
+    def state_dict(self) -> dict[str, Any]:
+        return self.train_data.state_dict()
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.train_data.load_state_dict(state)
+
+    def postfix(self, values: dict[str, float]) -> dict[str, str]:
+        return {"ce": f"{values.get('loss_ce', 0.0):.3f}", "mlm_acc": f"{values.get('mlm_acc', 0.0):.3f}"}
+
+
+def run_distillation(cfg: DistillConfig, hooks: FaultHooks | None = None) -> DistillResult:
+    """Resume if OUTPUT holds checkpoints, train to max_steps / time budget, save, evaluate student and teacher."""
+    from bertforge.training.pretrain import evaluate, resolve_vocab
+
+    opts = cfg.train
+    opts.check()
+    with Session(opts.device) as session, claim_run_output(cfg.output, "distill-pretrain", cfg, session,
+                                                             overwrite=cfg.overwrite) as out:
+        device = session.device
+        tokenizer = load_tokenizer(resolve_vocab(cfg.data, cfg.vocab))
+        torch.manual_seed(opts.seed)
+        teacher, teacher_has_head = load_masked_lm(cfg.teacher)
+        student, _ = load_masked_lm(cfg.student)
+        _check_pair(teacher, student, tokenizer, cfg, teacher_has_head)
+        teacher, student = teacher.to(device).eval(), student.to(device)
+        info = session.info
+        train_data = PretrainingDataset(cfg.data, tokenizer, objective="mlm", max_seq_length=cfg.max_seq_length,
+                                        batch_size=cfg.batch_size, masking=MaskingConfig(rate=cfg.mask_rate,
+                                                                                         mode="dynamic"),
+                                        seed=opts.seed, rank=info.rank, world_size=info.world_size)
+        notes: list[str] = []
+        heldout = None
+        if cfg.eval_batches > 0 and session.is_main:
+            try:
+                heldout = PretrainingDataset(cfg.data, tokenizer, objective="mlm", max_seq_length=cfg.max_seq_length,
+                                             batch_size=cfg.batch_size, masking=MaskingConfig(rate=cfg.mask_rate),
+                                             seed=opts.seed, split="heldout")
+            except ValueError as err:
+                notes.append(f"held-out evaluation skipped: {err}")
+        precision = Precision.resolve(opts.precision, device)
+        stage = DistillStage(cfg, teacher, student, tokenizer, train_data, heldout, precision)
+        result = fit(stage, opts, session, out, hooks=hooks)
+        teacher_eval: dict[str, float] = {}
+        if heldout is not None:
+            teacher_eval = evaluate(teacher, heldout, cfg.eval_batches, device, "mlm", precision.autocast)
+        if session.is_main:
+            summary = {"step": result.step, "stopped_by": result.stopped_by, "skipped_steps": result.skipped_steps,
+                       "elapsed_seconds": round(result.elapsed, 3), "final_eval": result.final_eval,
+                       "teacher_eval": teacher_eval,
+                       "parameters": {"teacher": teacher.num_parameters(), "student": student.num_parameters()}}
+            atomic_write_text(out / SUMMARY_FILE, json.dumps(summary, indent=2) + "\n")
+    return DistillResult(out, result.step, result.stopped_by, result.final_eval, teacher_eval,
+                         notes + result.notes)
 
 
 # ---- (c) task distillation for serving ------------------------------------------------------------------------
@@ -403,6 +356,9 @@ class TaskDistillSettings:
     seed: int | None = None                 # default: the teacher's
     timing_rounds: int = 3
     progress: bool = True
+    device: str = "auto"
+    precision: str = "auto"
+    overwrite: bool = False
 
 
 def read_texts(paths: Sequence[str | Path]) -> list[Any]:
@@ -518,60 +474,36 @@ def build_transfer_set(settings: TaskDistillSettings, spec, labels: Sequence[str
     return TransferSet(examples, hard, len(unlabeled), dev, note)
 
 
-def train_student(settings: TaskDistillSettings, spec, ft, labels: Sequence[str] | None, features: list[Any],
-                  soft: torch.Tensor, transfer: TransferSet, pad_id: int, out: Path):
-    """The fine-tuning recipe (AdamW, warmup, linear decay) on the distillation loss; dev eval after each
-    epoch. Returns (student, RunResult)."""
-    from bertforge.tasks.features import iterate_batches
-    from bertforge.tasks.evaluation import evaluate_examples, main_value
-    from bertforge.tasks.finetune import RunResult, build_model
-    torch.manual_seed(ft.seed)
-    student = build_model(spec, settings.student, labels)
-    student_tokenizer = load_tokenizer(settings.student)
-    optimizer = build_optimizer(student, settings.lr, weight_decay=settings.weight_decay)
-    total = max(1, math.ceil(math.ceil(len(features) / settings.batch_size) * settings.epochs))
-    scheduler = linear_warmup_decay(optimizer, int(settings.warmup_fraction * total), total)
-    log = MetricsLog(out / "metrics.jsonl", out / "curves.png", resume_step=0)
-    step, epoch, started, running, dev_metrics = 0, 0, time.perf_counter(), {}, {}
-    regression = spec.head == "regression"
-    bar = progress(total, bar=settings.progress, desc=f"distill {spec.name}", leave=False)
-    student.train()
-    while step < total:
-        for idx, batch in iterate_batches(features, settings.batch_size, shuffle=True, seed=ft.seed + epoch,
-                                          pad_id=pad_id):
-            logits = student(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"],
-                             token_type_ids=batch["token_type_ids"]).logits
-            losses = task_distillation_loss(logits, soft[idx], transfer.hard[idx], settings.temperature,
-                                            settings.alpha_hard, regression)
-            losses["loss"].backward()
-            torch.nn.utils.clip_grad_norm_(student.parameters(), 1.0)
-            optimizer.step()
-            scheduler.step()
-            optimizer.zero_grad(set_to_none=True)
-            step += 1
-            bar.update(1)
-            for k, v in losses.items():
-                running[k] = running.get(k, 0.0) + float(v.detach())
-            running["n"] = running.get("n", 0) + 1
-            if step % 10 == 0 or step == total:
-                log.log(step, "train", lr=scheduler.get_last_lr()[0],
-                        **{k: v / running["n"] for k, v in running.items() if k != "n"})
-                bar.set_postfix(loss=f"{running['loss'] / running['n']:.4f}", refresh=False)
-                running = {}
-            if step >= total:
-                break
-        epoch += 1
-        if transfer.dev:
-            dev_metrics, _ = evaluate_examples(student, student_tokenizer, spec, transfer.dev, ft, labels)
-            log.log(step, "eval", **{k: v for k, v in dev_metrics.items() if isinstance(v, (int, float))
-                                     and k not in ("n_examples", "eval_seconds", "examples_per_second")})
-            student.train()
-    bar.close()
-    log.plot(title=f"{spec.name}: task distillation")
-    value = main_value(spec, dev_metrics) if dev_metrics else float("nan")
-    run = RunResult("distill", settings.lr, ft.seed, dev_metrics, value, round(time.perf_counter() - started, 2),
-                    step, log.png_path if log.png_path.exists() else None)
-    return student.eval(), run
+def task_distill_stage(soft: torch.Tensor, hard: torch.Tensor, temperature: float, alpha_hard: float):
+    """A fine-tuning stage whose loss is the distillation loss against the teacher's soft targets."""
+    from bertforge.tasks.finetune import FinetuneStage
+
+    class TaskDistillStage(FinetuneStage):
+        name = "distill-task"
+
+        def run_record(self) -> dict[str, Any]:
+            return {**super().run_record(), "temperature": temperature, "alpha_hard": alpha_hard,
+                    "transfer_set": len(soft)}
+
+        def loss(self, net, batch: dict[str, Any]) -> StepOutput:
+            idx = batch["idx"]
+            logits = net(input_ids=batch["input_ids"].to(self.device),
+                         attention_mask=batch["attention_mask"].to(self.device),
+                         token_type_ids=batch["token_type_ids"].to(self.device)).logits
+            losses = task_distillation_loss(logits, soft[idx].to(self.device), hard[idx].to(self.device),
+                                            temperature, alpha_hard, self.spec.head == "regression")
+            return StepOutput(losses["loss"], losses)
+
+        def add_metrics(self, sums: dict[str, float], out: StepOutput, batch: dict[str, Any]) -> None:
+            for k, v in out.parts.items():
+                sums[k] = sums.get(k, 0.0) + float(v.detach())
+            sums["micro_batches"] = sums.get("micro_batches", 0.0) + 1
+
+        def summarize(self, sums: dict[str, float]) -> dict[str, float]:
+            n = sums.get("micro_batches", 0.0)
+            return {k: sums[k] / n for k in ("loss_soft", "loss_hard") if k in sums} if n else {}
+
+    return TaskDistillStage
 
 
 def compare(rows: dict[str, Any], spec, dev: list[Any], labels: Sequence[str] | None,
@@ -599,9 +531,6 @@ def compare(rows: dict[str, Any], spec, dev: list[Any], labels: Sequence[str] | 
 
 def distill_task(settings: TaskDistillSettings, say: Callable[[str], None] = print) -> dict[str, Any]:
     """Teacher soft targets on the transfer set -> student training -> predictor folder + distill_report.json."""
-    from bertforge.tasks.evaluation import encode, run_model
-    from bertforge.tasks.finetune import FinetuneSettings, save_predictor
-    from bertforge.tasks.task_data import TaskData
     from bertforge.tasks.predictor import Predictor
     from bertforge.tasks.registry import get_task
 
@@ -618,12 +547,25 @@ def distill_task(settings: TaskDistillSettings, say: Callable[[str], None] = pri
     seed = settings.seed if settings.seed is not None else int(previous.get("seed", 42))
     max_train = settings.max_train_samples if settings.max_train_samples is not None else \
         previous.get("max_train_samples")
-    out = Path(settings.output)
-    out.mkdir(parents=True, exist_ok=True)
+    with Session(settings.device) as session, claim_run_output(settings.output, "distill-task", settings, session,
+                                                                 overwrite=settings.overwrite) as out:
+        return _distill_task(settings, say, session, out, teacher, spec, labels, seed, max_train)
+
+
+def _distill_task(settings: TaskDistillSettings, say: Callable[[str], None], session: Session, out: Path, teacher,
+                  spec, labels: Sequence[str] | None, seed: int, max_train: int | None) -> dict[str, Any]:
+    from bertforge.tasks.evaluation import encode, run_model
+    from bertforge.tasks.finetune import FinetuneSettings, train_run
+    from bertforge.tasks.predictor import Predictor
+    from bertforge.tasks.task_data import TaskData
+
     transfer = build_transfer_set(settings, spec, labels, seed, max_train)
     ft = FinetuneSettings(task=spec.name, model=str(settings.student), output=str(out),
                           max_seq_length=teacher.settings.seq_length(spec), batch_size=settings.batch_size,
-                          eval_batch_size=settings.eval_batch_size, seed=seed, progress=False)
+                          eval_batch_size=settings.eval_batch_size, seed=seed, progress=settings.progress,
+                          epochs=settings.epochs, weight_decay=settings.weight_decay,
+                          warmup_fraction=settings.warmup_fraction, device=settings.device,
+                          precision=settings.precision, keep="last", eval_every=0)
     say(f"{spec.name}: transfer set of {len(transfer.examples)} texts ({transfer.n_unlabeled} unlabeled, "
         f"{len(transfer.examples) - transfer.n_unlabeled} from the train set), {len(transfer.dev)} dev examples")
 
@@ -641,9 +583,12 @@ def distill_task(settings: TaskDistillSettings, say: Callable[[str], None] = pri
     student_tokenizer = load_tokenizer(settings.student)
     if student_tokenizer.vocab != teacher.tokenizer.vocab:
         features = encode(spec, student_tokenizer, transfer.examples, ft, None, training=False)
-    student, run = train_student(settings, spec, ft, labels, features, soft, transfer,
-                                 student_tokenizer.pad_token_id, out)
-    save_predictor(out, student, student_tokenizer, spec, ft, TaskData([], {}, labels, transfer.note or ""), run)
+    data = TaskData([], {"eval": transfer.dev} if transfer.dev else {}, labels, transfer.note or "")
+    make_stage = task_distill_stage(soft, transfer.hard, settings.temperature, settings.alpha_hard)
+    run = train_run(spec, student_tokenizer, data, features, ft, settings.lr, seed, out, session,
+                    make_stage=make_stage)
+    if not session.is_main:
+        return {}
 
     report: dict[str, Any] = {"task": spec.name, "main_metric": spec.main_metric, "note": transfer.note,
                               "threads": torch.get_num_threads()}

@@ -20,13 +20,10 @@ from bertforge.data import MaskingConfig, PretrainingDataset, load_manifest
 from bertforge.data.shards import MANIFEST, load_tokenizer
 from bertforge.device import Precision
 from bertforge.training.engine import FaultHooks, FitResult, NonFiniteLossError, Session, Stage, TrainOptions, fit
+from bertforge.training.options import pretrain_defaults
 from bertforge.training.run_output import claim_run_output
 
 __all__ = ["PretrainConfig", "PretrainResult", "pretrain", "run_pretraining", "NonFiniteLossError"]
-
-
-def pretrain_defaults() -> TrainOptions:
-    return TrainOptions(lr=1e-4, save_every=1000, keep_checkpoints=3, max_grad_norm=1.0)
 
 
 @dataclass
