@@ -31,7 +31,7 @@ class DataError(ValueError):
         self.where = where
         place = [self.path]
         if line is not None:
-            place.append(f"line {line}")
+            place.append(f"line {line}" + (f" ({where})" if where else ""))
         elif where:
             place.append(f"at {where}")
         if field is not None:
@@ -46,3 +46,21 @@ def show(value: object, limit: int = 60) -> str:
     """repr() cut to a readable length, for the `got` part of a DataError."""
     text = repr(value)
     return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+class BadRowsError(DataError):
+    """A file has bad rows and skipping was not asked for: the first one, and how many there are.
+
+    Keeps the first row's path/line/field so callers can point at it; the message suggests
+    `--skip-bad-rows` because that is how a user proceeds with the rest of the file.
+    """
+
+    def __init__(self, first: DataError, count: int, unit: str = "rows") -> None:
+        super().__init__(first.path, first.line, first.field, first.expected, first.got, where=first.where)
+        self.first = first
+        self.count = count
+        more = f"{count} bad {unit} in this file (this is the first); " if count > 1 else ""
+        self.args = (f"{first} [{more}--skip-bad-rows skips and counts them]",)
+
+    def __str__(self) -> str:
+        return str(self.args[0])
