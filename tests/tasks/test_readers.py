@@ -417,7 +417,7 @@ def test_swag_test_file_and_bad_rows(tmp_path: Path) -> None:
 
 def test_registry_covers_every_task() -> None:
     assert set(TASKS) == {"sst2", "cola", "mrpc", "stsb", "qqp", "mnli", "qnli", "rte", "wnli", "squad",
-                          "squad2", "conll2003", "swag", "classification"}
+                          "squad2", "conll2003", "swag", "classification", "regression", "ner", "qa"}
     heads = {name: spec.head for name, spec in TASKS.items()}
     assert heads["stsb"] == "regression" and heads["conll2003"] == "token_classification"
     assert heads["squad2"] == "question_answering" and heads["swag"] == "multiple_choice"

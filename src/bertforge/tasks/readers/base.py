@@ -93,6 +93,7 @@ class ReadResult(Generic[E]):
     labels: list[str] | None
     skipped: int = 0
     skipped_samples: list[DataError] = field(default_factory=list)
+    unit: str = "rows"  # what one skipped item is: rows, sentences, questions
 
     def __len__(self) -> int:
         return len(self.examples)
@@ -107,7 +108,7 @@ class ReadResult(Generic[E]):
         """One line for logs: how many examples, how many bad rows skipped and why (first one)."""
         text = f"{self.path}: {len(self.examples)} examples"
         if self.skipped:
-            text += f", skipped {self.skipped} bad rows (first: {self.skipped_samples[0]})"
+            text += f", skipped {self.skipped} bad {self.unit} (first: {self.skipped_samples[0]})"
         return text
 
 
@@ -126,4 +127,4 @@ def finish(path: str | Path, examples: list[E], labels: list[str] | None, bad: B
     if bad.count:
         logger.warning("%s: skipped %d bad %s; first: %s", path, bad.count, bad.unit, bad.samples[0])
     return result_type(path=path, examples=examples, labels=labels, skipped=bad.count,
-                       skipped_samples=list(bad.samples), **extra)
+                       skipped_samples=list(bad.samples), unit=bad.unit, **extra)
