@@ -148,6 +148,9 @@ def test_held_out_split_is_seeded_disjoint_and_noted(tmp_path: Path) -> None:
     # --data may be the train file itself, or a folder holding only a train file
     assert [ex.guid for ex in load("classification", data=str(path)).evals["eval"]] == [ex.guid for ex in held]
     assert [ex.guid for ex in load("classification", data=str(tmp_path)).evals["eval"]] == [ex.guid for ex in held]
+    # evaluating (no training): the file given is the eval set, whole
+    scored = load("classification", need_train=False, data=str(path))
+    assert scored.train == [] and len(scored.evals["eval"]) == 40 and scored.note == ""
 
 
 def test_held_out_split_groups_and_limits() -> None:
@@ -367,7 +370,7 @@ def test_qa_json_lines_grouped_split_and_unanswerable(tmp_path: Path) -> None:
     assert data.spec is TASKS["qa"] and data.labels is None
     held = data.evals["eval"]
     assert len(held) == 6 and {ex.context for ex in held}.isdisjoint({ex.context for ex in data.train})
-    assert data.note == "held out 20 % of train.jsonl (seed 42) (whole contexts kept on one side): 6 examples"
+    assert data.note == "held out 20 % of train.jsonl (seed 42, whole contexts kept together): 6 examples"
     assert {ex.qid: (ex.answers[0].text, ex.answers[0].answer_start) for ex in data.train + held} == {
         r["id"]: (r["answers"]["text"][0], r["answers"]["answer_start"][0]) for r in rows}
     rows.append({"id": "none", "question": "Who?", "context": contexts[0], "answers": []})
@@ -478,4 +481,4 @@ def test_squad_dev_answers_and_article_split(shared_data: Path) -> None:
     generic = load("qa", train_file=str(path))
     held_articles = {ex.article_index for ex in generic.evals["eval"]}
     assert len(held_articles) == 5 and held_articles.isdisjoint({ex.article_index for ex in generic.train})
-    assert generic.note.startswith("held out 10 % of dev-v1.1.json.gz (seed 42) (whole articles kept on one side)")
+    assert generic.note.startswith("held out 10 % of dev-v1.1.json.gz (seed 42, whole articles kept together)")

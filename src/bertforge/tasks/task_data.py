@@ -183,7 +183,7 @@ class _Loader:
                 raise ValueError(f"--data {o.data} is a file and --train {o.train_file} is given: give one")
             return Path(o.train_file)
         if self.spec.generic and data_is_file:
-            return Path(o.data)  # type: ignore[arg-type]
+            return Path(o.data) if self.need_train else None  # type: ignore[arg-type]
         if not self.need_train:
             return None
         if not o.data:
@@ -195,6 +195,8 @@ class _Loader:
         o = self.o
         if o.eval_file:
             return [Path(o.eval_file)]
+        if self.spec.generic and not self.need_train and o.data and Path(o.data).is_file():
+            return [Path(o.data)]  # evaluating: the one file given is the eval set
         if o.data and Path(o.data).is_dir():
             try:
                 return self.spec.files(o.data, o.eval_split)
@@ -234,9 +236,9 @@ class _Loader:
             train, held = held_out_split(train, o.eval_fraction, o.split_seed, group)
             evals["eval"] = held
             self.files["eval"] = str(train_path)
-            whole = f" (whole {unit} kept on one side)" if unit else ""
-            self.notes.insert(0, f"held out {o.eval_fraction * 100:g} % of {train_path.name} (seed {o.split_seed})"
-                                 f"{whole}: {len(held)} examples")
+            whole = f", whole {unit} kept together" if unit else ""
+            self.notes.insert(0, f"held out {o.eval_fraction * 100:g} % of {train_path.name} (seed {o.split_seed}"
+                                 f"{whole}): {len(held)} examples")
         spec = self.spec  # regression may have been chosen from the train labels
         for i, path in enumerate(eval_paths or []):
             given = labels if spec.generic and train_path is not None else None
