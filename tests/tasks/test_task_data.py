@@ -20,7 +20,6 @@ from bertforge.tasks.readers import (
     CONLL2003_LABELS,
     BadRowsError,
     DataError,
-    read_conll,
     read_glue,
     read_qa,
     read_squad,
@@ -154,7 +153,7 @@ def test_held_out_split_is_seeded_disjoint_and_noted(tmp_path: Path) -> None:
 
 
 def test_held_out_split_groups_and_limits() -> None:
-    items = [("ctx%d" % (i // 3), i) for i in range(30)]  # 10 groups of 3
+    items = [(f"ctx{i // 3}", i) for i in range(30)]  # 10 groups of 3
     train, held = held_out_split(items, 0.2, 0, group=lambda x: x[0])
     assert len(held) == 6 and {g for g, _ in held}.isdisjoint({g for g, _ in train})
     assert held_out_split(items[:2], 0.01, 0)[1] != []  # at least one held out ...
@@ -466,7 +465,8 @@ def test_stsb_through_generic_regression_detection(shared_data: Path) -> None:
 @pytest.mark.slow
 def test_squad_dev_answers_and_article_split(shared_data: Path) -> None:
     path = shared_data / "squad" / "dev-v1.1.json.gz"
-    raw = json.load(gzip.open(path, "rt", encoding="utf-8"))
+    with gzip.open(path, "rt", encoding="utf-8") as handle:
+        raw = json.load(handle)
     answers = [(qa_["id"], p["context"], a) for art in raw["data"] for p in art["paragraphs"] for qa_ in p["qas"]
                for a in qa_["answers"]]
     not_at_offset = sum(ctx[a["answer_start"]:a["answer_start"] + len(a["text"])] != a["text"]
