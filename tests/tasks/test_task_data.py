@@ -447,6 +447,8 @@ def test_conll2003_named_and_generic(shared_data: Path) -> None:
     assert set(generic.labels) == set(CONLL2003_LABELS) and generic.labels[0] == "O"
     assert len(generic.train) + len(generic.evals["eval"]) == 3_250
     assert generic.note == "held out 10 % of valid.txt (seed 42): 325 examples"
+    folder = load("ner", need_train=False, data=str(shared_data / "conll2003"))  # valid.txt is the dev file
+    assert folder.files == {"eval": str(path)} and folder.evals == data.evals
     assert sum(tag.startswith("B-") for s in generic.train + generic.evals["eval"] for tag in s.tags) == 5_942
 
 

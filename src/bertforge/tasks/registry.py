@@ -44,6 +44,8 @@ HeadKind = Literal["sequence_classification", "regression", "token_classificatio
 GENERIC_SUFFIXES = (".jsonl", ".csv", ".tsv", ".json")
 NER_SUFFIXES = (".txt", ".conll", ".bio", ".iob", ".jsonl", ".json", ".tsv")
 QA_SUFFIXES = (".json", ".jsonl")
+#: Names tried, in order, for the dev file of a user's own data folder.
+GENERIC_DEV_NAMES = ("dev", "valid", "validation", "eval")
 
 
 @dataclass(frozen=True)
@@ -80,7 +82,8 @@ class TaskSpec:
     def files(self, data_dir: str | Path, split: str = "train") -> list[Path]:
         """The split's files under `data_dir`, found in `data_dir/<folder>`, `data_dir/<last part of
         folder>` or `data_dir` itself (so the shared-data root, a `glue_data` folder and the task
-        folder all work); `name.gz` is accepted for `name`."""
+        folder all work); `name.gz` is accepted for `name`. A generic task's dev file may also be
+        called valid, validation or eval (the usual names of users' own splits)."""
         names = {"train": self.train_files, "dev": self.dev_files, "test": self.test_files}.get(split)
         if names is None:
             raise ValueError(f"split must be 'train', 'dev' or 'test', got {split!r}")
@@ -90,7 +93,8 @@ class TaskSpec:
         dirs = list(dict.fromkeys([root / self.folder, root / Path(self.folder).name, root]))
         found = []
         for name in names:
-            tried = [d / cand for d in dirs for cand in _candidates(name, self.suffixes)]
+            aliases = GENERIC_DEV_NAMES if self.generic and split == "dev" else (name,)
+            tried = [d / cand for alias in aliases for d in dirs for cand in _candidates(alias, self.suffixes)]
             hit = next((p for p in tried if p.is_file()), None)
             if hit is None:
                 raise FileNotFoundError(f"{self.name} {split} file {name!r} not found; tried: "
