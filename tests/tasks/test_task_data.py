@@ -216,7 +216,7 @@ def test_regression_detected_from_every_label(tmp_path: Path) -> None:
     dev = write(tmp_path / "dev.csv", "text,label\na,1.5\nb,4\n")
     data = load("classification", train_file=str(train), eval_file=str(dev))
     assert data.spec is TASKS["regression"] and data.labels is None
-    assert data.note == "every label of train.jsonl is a number: fine-tuning a regression head " \
+    assert data.note == "every label of train.jsonl is a number, some with fractions: fine-tuning a regression head " \
                         "(--no-regression keeps them as classes)"
     assert [ex.label for ex in data.train[:5]] == [0.5, 3.8, 2.0, 4.25, 1.0]
     assert [ex.label for ex in data.evals["eval"]] == [1.5, 4.0]
@@ -455,7 +455,7 @@ def test_conll2003_named_and_generic(shared_data: Path) -> None:
 def test_stsb_through_generic_regression_detection(shared_data: Path) -> None:
     path = shared_data / "glue" / "STS-B" / "dev.tsv"
     data = load("classification", train_file=str(path), label_column="score")
-    assert data.spec is TASKS["regression"] and "every label of dev.tsv is a number" in data.note
+    assert data.spec is TASKS["regression"] and "every label of dev.tsv is a number, some with fractions" in data.note
     named = read_glue("stsb", path)
     by_guid = {ex.line: ex for ex in named}
     both = data.train + data.evals["eval"]

@@ -259,8 +259,8 @@ class _Loader:
         all_numbers, all_integers = numeric_labels([ex.label for ex in train])
         if all_numbers and not all_integers:
             self.spec = TASKS["regression"]
-            self.notes.append(f"every label of {path.name} is a number: fine-tuning a regression head "
-                              "(--no-regression keeps them as classes)")
+            self.notes.append(f"every label of {path.name} is a number, some with fractions: fine-tuning a "
+                              "regression head (--no-regression keeps them as classes)")
             return [replace(ex, label=float(ex.label)) for ex in train], None
         if all_numbers and labels and len(labels) > 2:
             self.notes.append(f"the labels of {path.name} are {len(labels)} integers: treated as classes "

@@ -56,8 +56,9 @@ def read_ner(
         try:
             words, tags = _sentence(line, path, lineno, text_column, label_column)
             for tag in tags:
-                if allowed is None and tag_problem(tag):
-                    raise DataError(path, lineno, label_column or "tags", tag_problem(tag), show(tag))  # type: ignore[arg-type]
+                problem = tag_problem(tag) if allowed is None else None
+                if problem:
+                    raise DataError(path, lineno, label_column or "tags", problem, show(tag))
                 if allowed is not None and tag not in allowed:
                     origin = f" (the tags of {label_source})" if label_source else ""
                     raise DataError(path, lineno, label_column or "tags", f"one of {list(label_list or [])}{origin}",

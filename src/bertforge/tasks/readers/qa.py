@@ -53,8 +53,9 @@ def read_qa(path: str | Path, *, format: str | None = None, skip_bad_rows: bool 
         examples.append(SquadExample(ex.qid, ex.question, ex.context, ex.answers, ex.is_impossible,
                                      title=ex.title, article_index=group))
     v2 = any(ex.is_impossible for ex in examples)
-    return finish(path, examples, None, bad, saw_rows=saw_rows, result_type=SquadReadResult,  # type: ignore[return-value]
-                  version="2.0" if v2 else "1.1", n_articles=len(groups), n_paragraphs=len(groups),
+    return finish(path, examples, None, bad, saw_rows=saw_rows,  # type: ignore[return-value]
+                  result_type=SquadReadResult, version="2.0" if v2 else "1.1", n_articles=len(groups),
+                  n_paragraphs=len(groups),
                   answer_mismatches=check.mismatches, answers_reanchored=check.reanchored,
                   mismatch_samples=check.samples)
 
