@@ -126,7 +126,7 @@ def test_qqp_bad_row_raises_or_is_skipped(tmp_path: Path) -> None:
         read_glue("qqp", path)
     message = str(info.value)
     assert str(path) in message and "line 3" in message and "'question2'" in message and "6 tab-separated" in message
-    assert "[2 bad rows in this file (this is the first); --skip-bad-rows skips and counts them]" in message
+    assert message.endswith("[2 bad rows in this file: this one, line 4; --skip-bad-rows skips and counts them]")
     assert info.value.line == 3 and info.value.field == "question2" and info.value.count == 2
     result = read_glue("qqp", path, skip_bad_rows=True)
     assert [ex.guid for ex in result] == ["train-0", "train-3"]

@@ -201,10 +201,14 @@ def test_malformed_rows_name_file_line_and_field(tmp_path: Path) -> None:
     err = info.value
     assert (err.line, err.field, err.count) == (3, "text", 3)
     assert str(err) == (f"{path}, line 3, field 'text': expected non-empty text, got '  ' "
-                        "[3 bad rows in this file (this is the first); --skip-bad-rows skips and counts them]")
+                        "[3 bad rows in this file: this one, line 4, line 6; --skip-bad-rows skips and counts them]")
     data = load("classification", train_file=str(path), skip_bad_rows=True, eval_fraction=0.5)
     assert sorted(ex.text for ex in data.train + data.evals["eval"]) == ["bad", "good"]
     assert "skipped 3 bad rows of train.csv" in data.note
+    many = write(tmp_path / "many.csv", "text,label\n" + "ok,a\n" + " ,a\n" * 8)
+    with pytest.raises(BadRowsError, match=r"\[8 bad rows in this file: this one, line 4, line 5, line 6, line 7 "
+                                           r"and 3 more; --skip-bad-rows"):
+        load("classification", train_file=str(many))
     jsonl = write(tmp_path / "x.jsonl", '{"text": "a", "label": "p"}\n{"label": "p"}\n{"text": "b"}\n')
     with pytest.raises(DataError, match=r"line 2, field 'text': expected a string, got nothing .*2 bad rows"):
         load("classification", train_file=str(jsonl))
@@ -338,7 +342,8 @@ def test_squad_answers_not_in_context(tmp_path: Path) -> None:
     message = str(info.value)
     assert message.startswith(f"{path}, at data[0].paragraphs[0].qas[2] (question id 'typo'), field 'answers[0]': "
                               "expected the answer text in the context at answer_start 39 or within 100 characters")
-    assert "[2 bad questions in this file (this is the first); --skip-bad-rows skips" in message
+    assert message.endswith("[2 bad questions in this file: this one, at data[0].paragraphs[0].qas[3] "
+                            "(question id 'far'); --skip-bad-rows skips and counts them]")
     assert "\n" not in message
     with pytest.raises(BadRowsError, match="2 bad questions"):
         load("qa", train_file=str(path))

@@ -78,7 +78,7 @@ class BadRows:
         """Without ``skip``, any bad row fails the read: one line, the first bad row plus the count."""
         if self.skip or not self.count:
             return
-        raise BadRowsError(self.samples[0], self.count, self.unit)
+        raise BadRowsError(self.samples[0], self.count, self.unit, self.samples[1:])
 
 
 @dataclass

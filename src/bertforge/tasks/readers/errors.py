@@ -1,6 +1,7 @@
 """The one exception every reader raises for bad input data."""
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 
@@ -36,6 +37,7 @@ class DataError(ValueError):
             place.append(f"at {where}")
         if field is not None:
             place.append(f"field {field!r}")
+        self.place = ", ".join(place[1:2])  # "line 7" or "at data[0]...": where, without the file
         msg = ", ".join(place) + f": expected {expected}"
         if got is not None:
             msg += f", got {got}"
@@ -49,17 +51,24 @@ def show(value: object, limit: int = 60) -> str:
 
 
 class BadRowsError(DataError):
-    """A file has bad rows and skipping was not asked for: the first one, and how many there are.
+    """A file has bad rows and skipping was not asked for: the first one in full, where the next few
+    are, and how many there are in all.
 
     Keeps the first row's path/line/field so callers can point at it; the message suggests
     `--skip-bad-rows` because that is how a user proceeds with the rest of the file.
     """
 
-    def __init__(self, first: DataError, count: int, unit: str = "rows") -> None:
+    def __init__(self, first: DataError, count: int, unit: str = "rows",
+                 others: Sequence[DataError] = ()) -> None:
         super().__init__(first.path, first.line, first.field, first.expected, first.got, where=first.where)
         self.first = first
         self.count = count
-        more = f"{count} bad {unit} in this file (this is the first); " if count > 1 else ""
+        more = ""
+        if count > 1:
+            places = ["this one"] + [e.place for e in others]
+            rest = count - len(places)
+            more = (f"{count} bad {unit} in this file: {', '.join(places)}"
+                    + (f" and {rest} more" if rest > 0 else "") + "; ")
         self.args = (f"{first} [{more}--skip-bad-rows skips and counts them]",)
 
     def __str__(self) -> str:
