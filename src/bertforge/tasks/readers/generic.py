@@ -47,10 +47,10 @@ def read_classification(
     share one id mapping); without it the names are inferred from this file, sorted. Labels given
     as JSON numbers become strings. `regression=True` parses labels as floats. `label_source` names
     where `label_list` came from (the train file) in the message for a label outside it. Empty or
-    blank texts are bad rows. `labeled=None`
-    decides from the first row/header whether labels are present; a file that is labeled must
-    have a label on every row. The format comes from the suffix (`.json` is read as JSON Lines)
-    unless `format` says "csv", "tsv" or "jsonl".
+    blank texts are bad rows. `labeled=None` decides from the first row/header whether labels are
+    present; a file that is labeled must have a label on every row. The format comes from the
+    suffix (`.json` is read as JSON Lines) unless `format` says "csv", "tsv" or "jsonl". Without
+    `label_column` the column is `label`.
     """
     path = Path(path)
     label_column = label_column or "label"
@@ -176,7 +176,7 @@ def _label(record: dict[str, Any], key: str, path: Path, line: int, regression: 
     if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
         value = str(value)  # JSON 3 -> "3", 3.5 -> "3.5": class names, or numbers for regression detection
     if not isinstance(value, str) or value == "":
-        raise DataError(path, line, key, "a label name (string or integer)",
+        raise DataError(path, line, key, "a label name (string or number)",
                         "nothing" if value in (None, "") else show(value))
     if known is not None and value not in known:
         origin = f" (the labels of {source})" if source else ""
