@@ -23,6 +23,7 @@ from bertforge.tasks import (
     read_swag,
     split_squad_by_article,
 )
+from bertforge.tasks.readers import locate_answer, ner_label_list, numeric_labels, read_ner, read_qa
 
 
 def write(path: Path, text: str) -> Path:
@@ -125,7 +126,8 @@ def test_qqp_bad_row_raises_or_is_skipped(tmp_path: Path) -> None:
         read_glue("qqp", path)
     message = str(info.value)
     assert str(path) in message and "line 3" in message and "'question2'" in message and "6 tab-separated" in message
-    assert info.value.line == 3 and info.value.field == "question2"
+    assert message.endswith("[2 bad rows in this file: this one, line 4; --skip-bad-rows skips and counts them]")
+    assert info.value.line == 3 and info.value.field == "question2" and info.value.count == 2
     result = read_glue("qqp", path, skip_bad_rows=True)
     assert [ex.guid for ex in result] == ["train-0", "train-3"]
     assert result.skipped == 2
@@ -284,14 +286,15 @@ def test_squad_v2_and_mismatch_count(tmp_path: Path) -> None:
         {"id": "q2", "question": "Who lost badly?", "is_impossible": True, "answers": [],
          "plausible_answers": [{"text": "the Panthers", "answer_start": 17}]},
         {"id": "q3", "question": "Where?", "is_impossible": False,
-         "answers": [{"text": "Santa Clara", "answer_start": 3}]},  # wrong offset: counted, not raised
+         "answers": [{"text": "Santa Clara", "answer_start": 3}]},  # wrong offset, text nearby: re-anchored
     ])
     path = tmp_path / "dev-v2.0.json.gz"
     path.write_bytes(gzip.compress(json.dumps(data).encode()))
     result = read_squad(path)
     assert result.version == "2.0" and [ex.is_impossible for ex in result] == [False, True, False]
     assert result[0].answers[1].text == "Broncos" and result[1].plausible_answers[0].answer_start == 17
-    assert result.answer_mismatches == 1 and "q3" in result.mismatch_samples[0]
+    assert result.answer_mismatches == result.answers_reanchored == 1 and "q3" in result.mismatch_samples[0]
+    assert result[2].answers[0].answer_start == 33 and result[2].context[33:44] == "Santa Clara"
     assert result[0].title == "SB50" and result[2].paragraph_index == 0
 
 
@@ -417,7 +420,7 @@ def test_swag_test_file_and_bad_rows(tmp_path: Path) -> None:
 
 def test_registry_covers_every_task() -> None:
     assert set(TASKS) == {"sst2", "cola", "mrpc", "stsb", "qqp", "mnli", "qnli", "rte", "wnli", "squad",
-                          "squad2", "conll2003", "swag", "classification"}
+                          "squad2", "conll2003", "swag", "classification", "regression", "ner", "qa"}
     heads = {name: spec.head for name, spec in TASKS.items()}
     assert heads["stsb"] == "regression" and heads["conll2003"] == "token_classification"
     assert heads["squad2"] == "question_answering" and heads["swag"] == "multiple_choice"
@@ -456,3 +459,56 @@ def test_registry_mnli_dev_and_generic_suffixes(tmp_path: Path) -> None:
     assert TASKS["classification"].files(tmp_path, "train") == [tmp_path / "train.jsonl"]
     with pytest.raises(ValueError, match="split must be"):
         TASKS["sst2"].files(tmp_path, "validation")
+
+
+# --------------------------------------------------------------------------- own-data helpers
+
+
+def test_locate_answer_prefers_the_offset_then_the_nearest_copy() -> None:
+    context = "a cat, a dog, a cat again, and far away " + "x" * 200 + " a cat"
+    assert locate_answer(context, "a cat", 0) == 0
+    assert locate_answer(context, "a cat", 16) == 14  # copies at 0 and 14: the nearer one
+    assert locate_answer(context, "a cat", 3) == 0
+    assert locate_answer(context, "a dog", 200) is None  # 193 characters away: not nearby
+    assert locate_answer(context, "a cow", 0) is None and locate_answer(context, "", 0) is None
+    assert locate_answer(context, "a cat", len(context) + 50) == len(context) - 5  # offset past the end
+
+
+def test_ner_label_list_and_numeric_labels() -> None:
+    assert ner_label_list(["O", "B-PER", "I-PER", "B-LOC"]) == ["O", "B-LOC", "I-LOC", "B-PER", "I-PER"]
+    assert ner_label_list(["S-X"]) == ["O", "B-X", "I-X", "E-X", "S-X"]
+    assert numeric_labels(["1", "2", "10"]) == (True, True)
+    assert numeric_labels(["1", "2.5"]) == (True, False)
+    assert numeric_labels(["1", "two"]) == (False, False)
+    assert numeric_labels(["1", "nan"]) == (False, False)
+
+
+def test_read_ner_and_read_qa_formats(tmp_path: Path) -> None:
+    conll = write(tmp_path / "train.conll", "-DOCSTART- -X- O\n\nAspirin B-DRUG\nhelps O\n")
+    result = read_ner(conll)
+    assert result[0].words == ("Aspirin", "helps") and result.labels == ["O", "B-DRUG", "I-DRUG"]
+    with pytest.raises(DataError, match=r"expected one of \['O'\] \(the tags of t.txt\)"):
+        read_ner(conll, label_list=["O"], label_source="t.txt")
+    lines_as_json = write(tmp_path / "qa.json", json.dumps(
+        {"question": "Who?", "context": "Ann sang.", "answers": [{"text": "Ann", "answer_start": 0}]}) + "\n")
+    qa = read_qa(lines_as_json)
+    assert qa[0].qid == "qa-1" and qa[0].answers[0].text == "Ann" and qa.version == "1.1"
+    squad = write(tmp_path / "squad.json", json.dumps(squad_json("1.1", [
+        {"id": "q", "question": "Who won?", "answers": [{"text": "Broncos", "answer_start": 4}]}])))
+    assert read_qa(squad)[0].qid == "q"
+    with pytest.raises(ValueError, match="SQuAD-format .json or .jsonl"):
+        read_qa(write(tmp_path / "qa.csv", "question,context\n"))
+
+
+def test_generic_regression_metrics() -> None:
+    """Against numpy: Pearson from corrcoef, Spearman as Pearson of ranks (no ties here), MSE by formula."""
+    import numpy as np
+
+    from bertforge.tasks.registry import regression_metrics
+    preds, gold = np.array([0.1, 2.5, 3.0, 4.4, 1.0, 2.2]), np.array([0.0, 3.0, 2.8, 5.0, 1.5, 2.0])
+    got = TASKS["regression"].metric(list(preds), list(gold))
+    assert TASKS["regression"].metric is regression_metrics and TASKS["regression"].main_metric == "spearman"
+    assert got["pearson"] == pytest.approx(np.corrcoef(preds, gold)[0, 1], abs=1e-9)
+    ranks = [np.argsort(np.argsort(a)) for a in (preds, gold)]
+    assert got["spearman"] == pytest.approx(np.corrcoef(*ranks)[0, 1], abs=1e-9)
+    assert got["mse"] == pytest.approx(float(np.mean((gold - preds) ** 2)), abs=1e-12)

@@ -1,7 +1,9 @@
 """Task name -> everything the fine-tuning loop needs: reader, files, head kind, labels, metric.
 
 Calling conventions, the same for every task:
-  `spec.reader(path, **options) -> ReadResult` (options: `skip_bad_rows`, ...),
+  `spec.reader(path, **options) -> ReadResult` (options: `skip_bad_rows`, ...; the generic tasks
+  `classification`, `regression`, `ner` and `qa`, which read the user's own files, also take the
+  column options and `label_list`/`label_source`, see `TaskSpec.generic`),
   `spec.metric(predictions, references, **options) -> dict[str, float]`, where references are
   label ids/names (GLUE, SWAG, classification), word-level tag lists (CoNLL) or the SQuAD
   examples/JSON (with `na_probs=` for squad2), and `spec.main_metric` names the headline key.
@@ -17,6 +19,8 @@ from bertforge.tasks.metrics import (
     accuracy,
     glue_metrics,
     ner_metrics,
+    pearson,
+    spearman,
     squad_v1_evaluate,
     squad_v2_evaluate,
 )
@@ -27,6 +31,8 @@ from bertforge.tasks.readers import (
     read_classification,
     read_conll,
     read_glue,
+    read_ner,
+    read_qa,
     read_squad,
     read_swag,
 )
@@ -36,6 +42,10 @@ HeadKind = Literal["sequence_classification", "regression", "token_classificatio
 
 #: Suffixes tried for a default file name given without one (user data can be any of these).
 GENERIC_SUFFIXES = (".jsonl", ".csv", ".tsv", ".json")
+NER_SUFFIXES = (".txt", ".conll", ".bio", ".iob", ".jsonl", ".json", ".tsv")
+QA_SUFFIXES = (".json", ".jsonl")
+#: Names tried, in order, for the dev file of a user's own data folder.
+GENERIC_DEV_NAMES = ("dev", "valid", "validation", "eval")
 
 
 @dataclass(frozen=True)
@@ -43,8 +53,10 @@ class TaskSpec:
     """How to read, model and score one task.
 
     `labels` is the canonical label list (ids are positions in it); None where there is none
-    (regression, QA) or where it comes from the user's train file (`classification`). For
-    multiple choice it lists the choice indices. File names are relative to `folder`.
+    (regression, QA) or where it comes from the user's train file (the generic tasks). For
+    multiple choice it lists the choice indices. File names are relative to `folder`; a name
+    without a suffix is tried with each of `suffixes`. `generic` tasks read the user's own files:
+    their readers take the column options of `DataOptions`, and their label set comes from data.
     """
 
     name: str
@@ -57,6 +69,8 @@ class TaskSpec:
     dev_files: tuple[str, ...]
     test_files: tuple[str, ...] = ()
     labels: tuple[str, ...] | None = None
+    suffixes: tuple[str, ...] = GENERIC_SUFFIXES
+    generic: bool = False
 
     @property
     def num_labels(self) -> int | None:
@@ -68,7 +82,8 @@ class TaskSpec:
     def files(self, data_dir: str | Path, split: str = "train") -> list[Path]:
         """The split's files under `data_dir`, found in `data_dir/<folder>`, `data_dir/<last part of
         folder>` or `data_dir` itself (so the shared-data root, a `glue_data` folder and the task
-        folder all work); `name.gz` is accepted for `name`."""
+        folder all work); `name.gz` is accepted for `name`. A generic task's dev file may also be
+        called valid, validation or eval (the usual names of users' own splits)."""
         names = {"train": self.train_files, "dev": self.dev_files, "test": self.test_files}.get(split)
         if names is None:
             raise ValueError(f"split must be 'train', 'dev' or 'test', got {split!r}")
@@ -78,7 +93,8 @@ class TaskSpec:
         dirs = list(dict.fromkeys([root / self.folder, root / Path(self.folder).name, root]))
         found = []
         for name in names:
-            tried = [d / cand for d in dirs for cand in _candidates(name)]
+            aliases = GENERIC_DEV_NAMES if self.generic and split == "dev" else (name,)
+            tried = [d / cand for alias in aliases for d in dirs for cand in _candidates(alias, self.suffixes)]
             hit = next((p for p in tried if p.is_file()), None)
             if hit is None:
                 raise FileNotFoundError(f"{self.name} {split} file {name!r} not found; tried: "
@@ -91,8 +107,8 @@ class TaskSpec:
         return [self.reader(path, **options) for path in self.files(data_dir, split)]
 
 
-def _candidates(name: str) -> list[str]:
-    base = [name] if Path(name).suffix else [name + s for s in GENERIC_SUFFIXES]
+def _candidates(name: str, suffixes: tuple[str, ...] = GENERIC_SUFFIXES) -> list[str]:
+    base = [name] if Path(name).suffix else [name + s for s in suffixes]
     return [c for b in base for c in (b, b + ".gz")]
 
 
@@ -104,6 +120,12 @@ def swag_metrics(predictions: Sequence[int], labels: Sequence[int]) -> dict[str,
 def classification_metrics(predictions: Sequence, labels: Sequence) -> dict[str, float]:
     """User classification data: accuracy (the label set is unknown, so no positive class for F1)."""
     return {"accuracy": accuracy(predictions, labels)}
+
+
+def regression_metrics(predictions: Sequence[float], labels: Sequence[float]) -> dict[str, float]:
+    """User regression data: Pearson and Spearman correlation (as for STS-B) and mean squared error."""
+    mse = sum((float(p) - float(y)) ** 2 for p, y in zip(predictions, labels)) / max(len(labels), 1)
+    return {"pearson": pearson(predictions, labels), "spearman": spearman(predictions, labels), "mse": mse}
 
 
 def _glue(name: str, folder: str, main: str, *, dev: tuple[str, ...] = ("dev.tsv",),
@@ -137,13 +159,22 @@ TASKS: dict[str, TaskSpec] = {
                           ("train.txt",), ("valid.txt",), ("test.txt",), tuple(CONLL2003_LABELS)),
     "swag": TaskSpec("swag", "multiple_choice", read_swag, swag_metrics, "accuracy", "swag",
                      ("train.csv",), ("val.csv",), ("test.csv",), ("0", "1", "2", "3")),
+    # The user's own data (flags --text-column, --label-column, ... choose the columns).
     "classification": TaskSpec("classification", "sequence_classification", read_classification,
-                               classification_metrics, "accuracy", ".", ("train",), ("dev",), ("test",)),
+                               classification_metrics, "accuracy", ".", ("train",), ("dev",), ("test",),
+                               generic=True),
+    "regression": TaskSpec("regression", "regression", partial(read_classification, regression=True),
+                           regression_metrics, "spearman", ".", ("train",), ("dev",), ("test",), generic=True),
+    "ner": TaskSpec("ner", "token_classification", read_ner, ner_metrics, "f1", ".", ("train",), ("dev",),
+                    ("test",), suffixes=NER_SUFFIXES, generic=True),
+    "qa": TaskSpec("qa", "question_answering", read_qa, squad_v1_evaluate, "f1", ".", ("train",), ("dev",),
+                   ("test",), suffixes=QA_SUFFIXES, generic=True),
 }
 
 _ALIASES = {"sst": "sst2", "stsbenchmark": "stsb", "conll": "conll2003", "squad1": "squad", "squadv1": "squad",
             "squad11": "squad", "squadv11": "squad", "squadv2": "squad2", "squad20": "squad2",
-            "squadv20": "squad2", "text": "classification"}
+            "squadv20": "squad2", "text": "classification", "textclassification": "classification",
+            "tokenclassification": "ner", "questionanswering": "qa", "extractiveqa": "qa"}
 
 
 def get_task(name: str) -> TaskSpec:

@@ -1,13 +1,73 @@
-"""A task's examples: the train set and the eval sets, from the task's standard files or the user's own."""
+"""A task's examples: the train set and the eval sets, from the task's standard files or the user's own.
+
+`DataOptions` is the one description of "which data, read how"; the CLI flags are generated from
+its fields (`bertforge.commands.data_args`), so a new option is added here once. `load_task_data`
+turns it into a `TaskData`, whose `note` says everything a reader of the results must know
+(held-out split, skipped rows, regression chosen from the labels, re-anchored answers).
+"""
 from __future__ import annotations
 
+import math
 import random
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable, Hashable, Sequence
 
-from bertforge.tasks.readers import split_squad_by_article
-from bertforge.tasks.registry import TaskSpec
+from bertforge.tasks.readers import ReadResult, numeric_labels, split_squad_by_article
+from bertforge.tasks.registry import TASKS, TaskSpec, get_task
+
+GENERIC_TASKS = tuple(name for name, spec in TASKS.items() if spec.generic)
+#: DataOptions fields that only the generic tasks read (the named tasks have fixed columns).
+COLUMN_OPTIONS = ("text_column", "text_pair_column", "label_column")
+
+
+def _opt(help: str, flag: str | None = None, metavar: str | None = None, cli: bool = True,
+         choices: tuple[str, ...] | None = None) -> dict[str, Any]:
+    """Field metadata the CLI builds its flags from (`flag` defaults to --field-name)."""
+    return {"help": help, "flag": flag, "metavar": metavar, "cli": cli, "choices": choices}
+
+
+@dataclass
+class DataOptions:
+    """Which data a task reads and how: files, columns, the held-out split, bad-row policy."""
+
+    task: str = field(metadata=_opt(
+        "task: a named benchmark (sst2, cola, mrpc, stsb, qqp, mnli, qnli, rte, wnli, squad, squad2, conll2003, "
+        "swag) or your own data: classification, regression, ner, qa"))
+    data: str | None = field(default=None, metadata=_opt(
+        "the task's data folder (train.* and dev.*); for classification/regression/ner/qa also a single "
+        "train file; for squad the v1.1 dev JSON, which is then split by article", metavar="PATH"))
+    train_file: str | None = field(default=None, metadata=_opt(
+        "train file (wins over --data)", flag="--train", metavar="FILE"))
+    eval_file: str | None = field(default=None, metadata=_opt(
+        "eval file (wins over --data); without one, --eval-fraction of the train file is held out",
+        flag="--eval", metavar="FILE"))
+    text_column: str | None = field(default=None, metadata=_opt(
+        "classification/regression: the text column or JSON key (default text, sentence or sentence1); "
+        "ner JSON Lines: the token list key (default tokens or words)", metavar="NAME"))
+    text_pair_column: str | None = field(default=None, metadata=_opt(
+        "classification/regression: the second text of a pair (default text_pair or sentence2 when present)",
+        metavar="NAME"))
+    label_column: str | None = field(default=None, metadata=_opt(
+        "classification/regression: the label column or key (default label); ner JSON Lines: the tag list key "
+        "(default tags, ner_tags or labels)", metavar="NAME"))
+    regression: bool | None = field(default=None, metadata=_opt(
+        "classification data: fit a score instead of classes (--regression) or never (--no-regression); "
+        "default: regression when every train label is a number and some are not integers"))
+    eval_fraction: float = field(default=0.1, metadata=_opt(
+        "fraction of the train file held out for evaluation when no eval set is given", metavar="F"))
+    split_seed: int = field(default=42, metadata=_opt("seed of the held-out split", metavar="N"))
+    skip_bad_rows: bool = field(default=False, metadata=_opt(
+        "skip (and count) malformed rows, sentences or questions instead of failing"))
+    eval_split: str = field(default="dev", metadata=_opt(
+        "which standard split of --data to evaluate on", flag="--split", cli=False,
+        choices=("dev", "test", "train")))
+
+    def __post_init__(self) -> None:
+        if not 0.0 <= self.eval_fraction < 1.0 or math.isnan(self.eval_fraction):
+            raise ValueError(f"--eval-fraction must be at least 0 and below 1, got {self.eval_fraction}")
+        if self.eval_split not in ("train", "dev", "test"):
+            raise ValueError(f"--split must be train, dev or test, got {self.eval_split!r}")
 
 
 @dataclass
@@ -17,6 +77,9 @@ class TaskData:
     labels: list[str] | None
     note: str = ""
     files: dict[str, str] = field(default_factory=dict)
+    #: The task as the data turned out to be: `regression` for numeric classification labels, `squad2`
+    #: for QA data with unanswerable questions; the head, metric and predictor follow this one.
+    spec: TaskSpec | None = None
 
 
 # ---- data ------------------------------------------------------------------------------------------------------
@@ -30,56 +93,225 @@ def subset(items: list[Any], n: int | None, seed: int | None) -> list[Any]:
     return [items[i] for i in keep]
 
 
-def load_task_data(spec: TaskSpec, data: str | None = None, train_file: str | None = None,
-                   eval_file: str | None = None, *, skip_bad_rows: bool = False, need_train: bool = True,
-                   eval_split: str = "dev") -> TaskData:
+def held_out_split(items: Sequence[Any], fraction: float, seed: int,
+                   group: Callable[[Any], Hashable] | None = None) -> tuple[list[Any], list[Any]]:
+    """(train, eval): a seeded `fraction` of the groups (default: each item alone) goes to eval.
+
+    Whole groups move together, so questions on one context never land on both sides. The number
+    held out is `round(fraction * groups)`, at least 1 and leaving at least 1 for training; both
+    sides keep file order. The same items, fraction and seed always give the same split.
+    """
+    keys = list(dict.fromkeys(group(x) for x in items)) if group else list(range(len(items)))
+    if len(keys) < 2:
+        raise ValueError(f"{len(keys)} example group(s) cannot be split into train and eval; give --eval FILE")
+    n_eval = min(max(1, round(fraction * len(keys))), len(keys) - 1)
+    held = set(random.Random(seed).sample(keys, n_eval))
+    if group:
+        flags = [group(x) in held for x in items]
+    else:
+        flags = [i in held for i in range(len(items))]
+    return ([x for x, f in zip(items, flags) if not f], [x for x, f in zip(items, flags) if f])
+
+
+def load_task_data(spec: TaskSpec | str | None, options: DataOptions | str | None = None,
+                   train_file: str | None = None, eval_file: str | None = None, *,
+                   skip_bad_rows: bool = False, need_train: bool = True, eval_split: str | None = None) -> TaskData:
     """Find and read the train and eval examples of a task.
 
-    `train_file`/`eval_file` win; otherwise `data` is a folder holding the task's standard files. For
-    SQuAD a single JSON file as `data` (only the v1.1 dev set exists offline) is split by article: 0-37
-    train, 38-47 eval, and `note` says so, because such numbers are not official dev results.
+    Preferred form: `load_task_data(spec, DataOptions(...), need_train=...)` (`spec` may be None or a
+    name: then `options.task` is used). The older form `load_task_data(spec, data, train_file,
+    eval_file, skip_bad_rows=..., eval_split=...)` still works and means the same.
+
+    `train_file`/`eval_file` win; otherwise `data` is a folder holding the task's standard files (or,
+    for the generic tasks, the train file itself). Without an eval set, `eval_fraction` of the train
+    file is held out (seeded), and `note` says so. For SQuAD a single JSON file as `data` (only the
+    v1.1 dev set exists offline) is split by article: 0-37 train, 38-47 eval, as noted. Bad input
+    raises ValueError (DataError / FileNotFoundError name the file and place).
     """
-    opts = {"skip_bad_rows": skip_bad_rows}
-    qa = spec.head == "question_answering"
-    if qa and data and Path(data).is_file() and not train_file and not eval_file:
-        result = spec.reader(data, **opts)
-        n = result.n_articles
+    if isinstance(options, DataOptions):
+        if train_file or eval_file or skip_bad_rows or eval_split:
+            raise TypeError("pass either DataOptions or the file keywords, not both")
+    else:
+        name = spec.name if isinstance(spec, TaskSpec) else spec
+        if name is None:
+            raise ValueError("load_task_data needs a task")
+        options = DataOptions(task=name, data=options, train_file=train_file, eval_file=eval_file,
+                              skip_bad_rows=skip_bad_rows, eval_split=eval_split or "dev")
+    asked = get_task(options.task)
+    if spec is None or isinstance(spec, str):
+        spec = get_task(spec) if isinstance(spec, str) else asked
+    elif asked.name != spec.name:
+        raise ValueError(f"DataOptions are for task {asked.name}, not {spec.name}")
+    return _Loader(spec, options, need_train).load()
+
+
+class _Loader:
+    """One load_task_data call: resolves files, reads them, splits, and writes the note."""
+
+    def __init__(self, spec: TaskSpec, options: DataOptions, need_train: bool) -> None:
+        self.spec, self.o, self.need_train = _effective_spec(spec, options), options, need_train
+        self.notes: list[str] = []
+        self.files: dict[str, str] = {}
+
+    # -- reading -----------------------------------------------------------------------------------------------
+    def read(self, path: Path, labels: Sequence[str] | None = None, source: str | None = None) -> ReadResult:
+        opts: dict[str, Any] = {"skip_bad_rows": self.o.skip_bad_rows}
+        if self.spec.generic:
+            if self.spec.head in ("sequence_classification", "regression"):
+                opts.update(text_column=self.o.text_column, text_pair_column=self.o.text_pair_column,
+                            label_column=self.o.label_column)
+            elif self.spec.head == "token_classification":
+                opts.update(text_column=self.o.text_column, label_column=self.o.label_column)
+            if labels is not None and self.spec.head in ("sequence_classification", "token_classification"):
+                opts.update(label_list=list(labels), label_source=source)
+        result = self.spec.reader(path, **opts)
+        if result.skipped:
+            self.notes.append(f"skipped {result.skipped} bad {result.unit} of {path.name} "
+                              f"(first: {result.skipped_samples[0]})")
+        moved = getattr(result, "answers_reanchored", 0)
+        if moved:
+            self.notes.append(f"{moved} answers of {path.name} were not at their answer_start and were moved "
+                              "to the same text nearby")
+        return result
+
+    # -- files -------------------------------------------------------------------------------------------------
+    def train_path(self) -> Path | None:
+        o = self.o
+        data_is_file = bool(o.data) and Path(o.data).is_file()  # type: ignore[arg-type]
+        if o.train_file:
+            if self.spec.generic and data_is_file:
+                raise ValueError(f"--data {o.data} is a file and --train {o.train_file} is given: give one")
+            return Path(o.train_file)
+        if self.spec.generic and data_is_file:
+            return Path(o.data) if self.need_train else None  # type: ignore[arg-type]
+        if not self.need_train:
+            return None
+        if not o.data:
+            raise ValueError("give --data (the task's folder) or --train FILE")
+        return self.spec.files(o.data, "train")[0]
+
+    def eval_paths(self, train_path: Path | None) -> list[Path] | None:
+        """The eval files, or None for "hold out part of the train file"."""
+        o = self.o
+        if o.eval_file:
+            return [Path(o.eval_file)]
+        if self.spec.generic and not self.need_train and o.data and Path(o.data).is_file():
+            return [Path(o.data)]  # evaluating: the one file given is the eval set
+        if o.data and Path(o.data).is_dir():
+            try:
+                return self.spec.files(o.data, o.eval_split)
+            except FileNotFoundError:
+                if not (self.spec.generic and train_path is not None and o.eval_split == "dev"):
+                    raise
+                return None  # the user's folder has only a train file
+        if train_path is None:
+            raise ValueError("give --data (the task's folder) or --eval FILE")
+        return None
+
+    # -- the whole job -----------------------------------------------------------------------------------------
+    def load(self) -> TaskData:
+        spec, o = self.spec, self.o
+        if spec.head == "question_answering" and not spec.generic and o.data and Path(o.data).is_file() \
+                and not o.train_file and not o.eval_file:
+            return self.squad_article_split()
+        train_path = self.train_path()
+        eval_paths = self.eval_paths(train_path)
+        labels = list(spec.labels) if spec.labels is not None else None
+        train: list[Any] = []
+        if train_path is not None:
+            result = self.read(train_path)
+            train = list(result.examples)
+            self.files["train"] = str(train_path)
+            if labels is None and spec.head in ("sequence_classification", "token_classification"):
+                labels = list(result.labels or [])
+            if spec.name == "classification" and o.regression is None:
+                train, labels = self.maybe_regression(train, labels, train_path)
+        evals: dict[str, list[Any]] = {}
+        if eval_paths is None:
+            assert train_path is not None
+            if o.eval_fraction <= 0:
+                raise ValueError("no eval set: give --eval FILE, a --data folder with a dev file, or "
+                                 "--eval-fraction above 0")
+            group, unit = _qa_groups(train) if self.spec.head == "question_answering" else (None, "")
+            train, held = held_out_split(train, o.eval_fraction, o.split_seed, group)
+            evals["eval"] = held
+            self.files["eval"] = str(train_path)
+            whole = f", whole {unit} kept together" if unit else ""
+            self.notes.insert(0, f"held out {o.eval_fraction * 100:g} % of {train_path.name} (seed {o.split_seed}"
+                                 f"{whole}): {len(held)} examples")
+        spec = self.spec  # regression may have been chosen from the train labels
+        for i, path in enumerate(eval_paths or []):
+            given = labels if spec.generic and train_path is not None else None
+            result = self.read(path, given, train_path.name if train_path is not None else None)
+            if labels is None and spec.head in ("sequence_classification", "token_classification"):
+                labels = list(result.labels or [])
+            name = "eval" if i == 0 else f"eval_{Path(path).name.split('.')[0]}"
+            evals[name] = list(result.examples)
+            self.files[name] = str(path)
+        if spec.name == "qa" and any(ex.is_impossible for part in [train, *evals.values()] for ex in part):
+            self.spec = TASKS["squad2"]
+            self.notes.append("the data has unanswerable questions: trained and scored as SQuAD 2.0")
+        return TaskData(train, evals, labels, "; ".join(self.notes), self.files, self.spec)
+
+    def maybe_regression(self, train: list[Any], labels: list[str] | None,
+                         path: Path) -> tuple[list[Any], list[str] | None]:
+        """`classification` with regression=None: numeric labels with fractions are scores."""
+        all_numbers, all_integers = numeric_labels([ex.label for ex in train])
+        if all_numbers and not all_integers:
+            self.spec = TASKS["regression"]
+            self.notes.append(f"every label of {path.name} is a number, some with fractions: fine-tuning a "
+                              "regression head (--no-regression keeps them as classes)")
+            return [replace(ex, label=float(ex.label)) for ex in train], None
+        if all_numbers and labels and len(labels) > 2:
+            self.notes.append(f"the labels of {path.name} are {len(labels)} integers: treated as classes "
+                              "(--regression fits a score instead)")
+        return train, labels
+
+    def squad_article_split(self) -> TaskData:
+        data = Path(self.o.data)  # type: ignore[arg-type]
+        result = self.read(data)
+        n = result.n_articles  # type: ignore[attr-defined]
         cut = round(n * 38 / 48)
         train, dev = split_squad_by_article(result.examples, range(0, cut), range(cut, n))
-        note = (f"SQuAD article split of {Path(data).name}: trained on articles 0-{cut - 1}, evaluated on "
-                f"articles {cut}-{n - 1} (not the official train/dev protocol)")
-        return TaskData(train, {"eval": dev}, None, note, {"train": str(data), "eval": str(data)})
-    files: dict[str, str] = {}
-    train_paths: list[Path] = []
-    if train_file:
-        train_paths = [Path(train_file)]
-    elif need_train:
-        if not data:
-            raise ValueError("give --data (the task's folder) or --train FILE")
-        train_paths = spec.files(data, "train")
-    if eval_file:
-        eval_paths = [Path(eval_file)]
-    else:
-        if not data:
-            raise ValueError("give --data (the task's folder) or --eval FILE")
-        eval_paths = spec.files(data, eval_split)
-    train: list[Any] = []
-    labels = list(spec.labels) if spec.labels is not None else None
-    if train_paths:
-        result = spec.reader(train_paths[0], **opts)
-        train = list(result.examples)
-        files["train"] = str(train_paths[0])
-        if labels is None and spec.head == "sequence_classification":
-            labels = list(result.labels or [])
-    evals: dict[str, list[Any]] = {}
-    for i, path in enumerate(eval_paths):
-        eval_opts = dict(opts)
-        if spec.name == "classification" and labels:
-            eval_opts["label_list"] = labels
-        result = spec.reader(path, **eval_opts)
-        if labels is None and spec.head == "sequence_classification":
-            labels = list(result.labels or [])
-        name = "eval" if i == 0 else f"eval_{Path(path).name.split('.')[0]}"
-        evals[name] = list(result.examples)
-        files[name] = str(path)
-    return TaskData(train, evals, labels, "", files)
+        self.notes.insert(0, f"SQuAD article split of {data.name}: trained on articles 0-{cut - 1}, evaluated on "
+                             f"articles {cut}-{n - 1} (not the official train/dev protocol)")
+        return TaskData(train, {"eval": dev}, None, "; ".join(self.notes), {"train": str(data), "eval": str(data)},
+                        self.spec)
+
+
+def _effective_spec(spec: TaskSpec, o: DataOptions) -> TaskSpec:
+    """The spec the options ask for, with every option that does not apply to it refused."""
+    if not spec.generic:
+        given = [f for f in COLUMN_OPTIONS if getattr(o, f)]
+        if given:
+            flag = "--" + given[0].replace("_", "-")
+            raise ValueError(f"{flag} is for your own data ({', '.join(GENERIC_TASKS)}); {spec.name} has fixed "
+                             "columns")
+    if o.regression is True:
+        if spec.name == "classification":
+            return TASKS["regression"]
+        if spec.head != "regression":
+            raise ValueError(f"--regression does not apply to {spec.name} (a {spec.head} task)")
+    if o.regression is False and spec.head == "regression":
+        raise ValueError(f"--no-regression contradicts task {spec.name}, which is regression; use "
+                         "--task classification")
+    if spec.name in ("ner", "qa") and o.text_pair_column:
+        raise ValueError(f"--text-pair-column does not apply to {spec.name}")
+    if spec.name == "qa" and (o.text_column or o.label_column):
+        raise ValueError("qa data has fixed keys (question, context, answers); --text-column/--label-column "
+                         "do not apply")
+    return spec
+
+
+def _qa_groups(examples: Sequence[Any]) -> tuple[Callable[[Any], Hashable], str]:
+    """QA questions move with their article (SQuAD JSON with several articles) or else with their
+    paragraph/context (JSON Lines: `article_index` numbers the distinct contexts)."""
+    if len({ex.article_index for ex in examples}) >= 2:
+        unit = "articles" if any(ex.paragraph_index for ex in examples) else "contexts"
+        return (lambda ex: ex.article_index), unit
+    return (lambda ex: (ex.article_index, ex.paragraph_index)), "paragraphs"
+
+
+def data_option_names() -> list[str]:
+    """DataOptions field names, in order (the CLI's flag order)."""
+    return [f.name for f in fields(DataOptions)]

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Generic, Iterator, TextIO, TypeVar
 
-from bertforge.tasks.readers.errors import DataError
+from bertforge.tasks.readers.errors import BadRowsError, DataError
 
 logger = logging.getLogger(__name__)
 
@@ -59,19 +59,26 @@ def split_name(path: str | Path) -> str:
 
 
 class BadRows:
-    """Raise on the first bad row, or (``skip=True``) count it and keep a few for the report."""
+    """Collect bad rows: without ``skip`` the read fails at the end, naming the first and counting all
+    (a user fixing a file wants to know whether it is one row or ten thousand); with ``skip=True`` they
+    are counted and a few kept for the report."""
 
-    def __init__(self, skip: bool) -> None:
+    def __init__(self, skip: bool, unit: str = "rows") -> None:
         self.skip = skip
+        self.unit = unit
         self.count = 0
         self.samples: list[DataError] = []
 
     def handle(self, error: DataError, units: int = 1) -> None:
-        if not self.skip:
-            raise error
         self.count += units
         if len(self.samples) < MAX_SKIP_SAMPLES:
             self.samples.append(error)
+
+    def raise_if_failing(self) -> None:
+        """Without ``skip``, any bad row fails the read: one line, the first bad row plus the count."""
+        if self.skip or not self.count:
+            return
+        raise BadRowsError(self.samples[0], self.count, self.unit, self.samples[1:])
 
 
 @dataclass
@@ -86,6 +93,7 @@ class ReadResult(Generic[E]):
     labels: list[str] | None
     skipped: int = 0
     skipped_samples: list[DataError] = field(default_factory=list)
+    unit: str = "rows"  # what one skipped item is: rows, sentences, questions
 
     def __len__(self) -> int:
         return len(self.examples)
@@ -100,7 +108,7 @@ class ReadResult(Generic[E]):
         """One line for logs: how many examples, how many bad rows skipped and why (first one)."""
         text = f"{self.path}: {len(self.examples)} examples"
         if self.skipped:
-            text += f", skipped {self.skipped} bad rows (first: {self.skipped_samples[0]})"
+            text += f", skipped {self.skipped} bad {self.unit} (first: {self.skipped_samples[0]})"
         return text
 
 
@@ -108,14 +116,15 @@ def finish(path: str | Path, examples: list[E], labels: list[str] | None, bad: B
            *, saw_rows: bool, result_type: type = ReadResult, **extra: object) -> ReadResult[E]:
     """Build the result; an empty file or a file whose every row was bad is an error, not an empty dataset."""
     path = Path(path)
+    bad.raise_if_failing()
     if not examples:
         if not saw_rows:
             raise DataError(path, None, None, "at least one data row", "an empty file")
         if not bad.count:
             raise DataError(path, None, None, "at least one data row", "none (only headers or markers)")
         raise DataError(path, None, None, "at least one usable data row",
-                        f"all {bad.count} rows were bad (first: {bad.samples[0] if bad.samples else '?'})")
+                        f"all {bad.count} {bad.unit} were bad (first: {bad.samples[0] if bad.samples else '?'})")
     if bad.count:
-        logger.warning("%s: skipped %d bad rows; first: %s", path, bad.count, bad.samples[0])
+        logger.warning("%s: skipped %d bad %s; first: %s", path, bad.count, bad.unit, bad.samples[0])
     return result_type(path=path, examples=examples, labels=labels, skipped=bad.count,
-                       skipped_samples=list(bad.samples), **extra)
+                       skipped_samples=list(bad.samples), unit=bad.unit, **extra)

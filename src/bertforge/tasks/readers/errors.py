@@ -1,6 +1,7 @@
 """The one exception every reader raises for bad input data."""
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 
@@ -31,11 +32,12 @@ class DataError(ValueError):
         self.where = where
         place = [self.path]
         if line is not None:
-            place.append(f"line {line}")
+            place.append(f"line {line}" + (f" ({where})" if where else ""))
         elif where:
             place.append(f"at {where}")
         if field is not None:
             place.append(f"field {field!r}")
+        self.place = ", ".join(place[1:2])  # "line 7" or "at data[0]...": where, without the file
         msg = ", ".join(place) + f": expected {expected}"
         if got is not None:
             msg += f", got {got}"
@@ -46,3 +48,28 @@ def show(value: object, limit: int = 60) -> str:
     """repr() cut to a readable length, for the `got` part of a DataError."""
     text = repr(value)
     return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+class BadRowsError(DataError):
+    """A file has bad rows and skipping was not asked for: the first one in full, where the next few
+    are, and how many there are in all.
+
+    Keeps the first row's path/line/field so callers can point at it; the message suggests
+    `--skip-bad-rows` because that is how a user proceeds with the rest of the file.
+    """
+
+    def __init__(self, first: DataError, count: int, unit: str = "rows",
+                 others: Sequence[DataError] = ()) -> None:
+        super().__init__(first.path, first.line, first.field, first.expected, first.got, where=first.where)
+        self.first = first
+        self.count = count
+        more = ""
+        if count > 1:
+            places = ["this one"] + [e.place for e in others]
+            rest = count - len(places)
+            more = (f"{count} bad {unit} in this file: {', '.join(places)}"
+                    + (f" and {rest} more" if rest > 0 else "") + "; ")
+        self.args = (f"{first} [{more}--skip-bad-rows skips and counts them]",)
+
+    def __str__(self) -> str:
+        return str(self.args[0])

@@ -34,22 +34,26 @@ def read_classification(
     label_list: Sequence[str] | None = None,
     text_column: str | None = None,
     text_pair_column: str | None = None,
-    label_column: str = "label",
+    label_column: str | None = None,
     regression: bool = False,
     labeled: bool | None = None,
     format: str | None = None,
     skip_bad_rows: bool = False,
+    label_source: str | None = None,
 ) -> ReadResult[TextExample]:
     """Read a CSV/TSV/JSONL file of (text[, text_pair], label) rows into TextExamples.
 
     `label_list` fixes the label names (read train first and pass its `.labels` to dev so both
     share one id mapping); without it the names are inferred from this file, sorted. Labels given
-    as JSON integers become strings. `regression=True` parses labels as floats. `labeled=None`
-    decides from the first row/header whether labels are present; a file that is labeled must
-    have a label on every row. The format comes from the suffix (`.json` is read as JSON Lines)
-    unless `format` says "csv", "tsv" or "jsonl".
+    as JSON numbers become strings. `regression=True` parses labels as floats. `label_source` names
+    where `label_list` came from (the train file) in the message for a label outside it. Empty or
+    blank texts are bad rows. `labeled=None` decides from the first row/header whether labels are
+    present; a file that is labeled must have a label on every row. The format comes from the
+    suffix (`.json` is read as JSON Lines) unless `format` says "csv", "tsv" or "jsonl". Without
+    `label_column` the column is `label`.
     """
     path = Path(path)
+    label_column = label_column or "label"
     fmt = format or FORMATS.get(Path(path.name.removesuffix(".gz")).suffix.lower())
     if fmt not in ("csv", "tsv", "jsonl"):
         raise ValueError(f"{path}: cannot tell the format from the name; pass format='csv'|'tsv'|'jsonl'")
@@ -75,7 +79,7 @@ def read_classification(
             text_key, pair_key, label_key = columns
             text = _text(record, text_key, path, lineno)
             pair = _text(record, pair_key, path, lineno) if pair_key else None
-            label = _label(record, label_key, path, lineno, regression, known) if label_key else None
+            label = _label(record, label_key, path, lineno, regression, known, label_source) if label_key else None
         except DataError as err:
             bad.handle(err)
             continue
@@ -153,11 +157,13 @@ def _text(record: dict[str, Any], key: str, path: Path, line: int) -> str:
     value = record.get(key)
     if not isinstance(value, str):
         raise DataError(path, line, key, "a string", "nothing" if value is None else show(value))
+    if not value.strip():
+        raise DataError(path, line, key, "non-empty text", show(value))
     return value
 
 
 def _label(record: dict[str, Any], key: str, path: Path, line: int, regression: bool,
-           known: list[str] | None) -> str | float:
+           known: list[str] | None, source: str | None = None) -> str | float:
     value = record.get(key)
     if regression:
         try:
@@ -167,13 +173,14 @@ def _label(record: dict[str, Any], key: str, path: Path, line: int, regression: 
         if not math.isfinite(score):
             raise DataError(path, line, key, "a finite number", "nothing" if value is None else show(value))
         return score
-    if isinstance(value, int) and not isinstance(value, bool):
-        value = str(value)
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
+        value = str(value)  # JSON 3 -> "3", 3.5 -> "3.5": class names, or numbers for regression detection
     if not isinstance(value, str) or value == "":
-        raise DataError(path, line, key, "a label name (string or integer)",
+        raise DataError(path, line, key, "a label name (string or number)",
                         "nothing" if value in (None, "") else show(value))
     if known is not None and value not in known:
-        raise DataError(path, line, key, f"one of {known}", show(value))
+        origin = f" (the labels of {source})" if source else ""
+        raise DataError(path, line, key, f"one of {known}{origin}", show(value))
     return value
 
 
@@ -183,3 +190,23 @@ def _is_int(text: str) -> bool:
     except ValueError:
         return False
     return True
+
+
+def numeric_labels(labels: Sequence[str | float | None]) -> tuple[bool, bool]:
+    """(every label is a finite number, every label is written as an integer).
+
+    Used to decide regression: all-numeric labels with a fraction among them ("3.8") are scores;
+    all-integer labels ("0"/"1", star ratings) are more often class ids, so they stay classes unless
+    the user asks for regression.
+    """
+    values = [lab for lab in labels if lab is not None]
+    if not values:
+        return False, False
+    for lab in values:
+        try:
+            number = float(lab)
+        except (TypeError, ValueError):
+            return False, False
+        if not math.isfinite(number):
+            return False, False
+    return True, all(isinstance(lab, str) and _is_int(lab.strip()) for lab in values)

@@ -7,7 +7,7 @@ way must say it comes from a dev-set split, not from the official train/dev prot
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Iterable
 
@@ -38,12 +38,13 @@ class SquadExample:
 
 @dataclass
 class SquadReadResult(ReadResult[SquadExample]):
-    """SQuAD examples plus file-level facts: version, article count, answer-offset mismatches."""
+    """SQuAD examples plus file-level facts: version, article count, answer-offset mismatches and fixes."""
 
     version: str = "1.1"
     n_articles: int = 0
     n_paragraphs: int = 0
-    answer_mismatches: int = 0
+    answer_mismatches: int = 0  # answers whose text is not at their answer_start
+    answers_reanchored: int = 0  # ... of which were found nearby and moved there
     mismatch_samples: list[str] = field(default_factory=list)
 
 
@@ -76,20 +77,22 @@ def read_squad(
     """Read SQuAD v1.1 or v2.0 into SquadExamples, one per question.
 
     `version` is taken from the file ("1.1" / "v2.0", or the presence of `is_impossible`) unless
-    given. Every answer is checked against its context (`context[start:start+len(text)] == text`);
-    mismatches are counted in the result, not raised, because published files contain a few.
-    A malformed question/paragraph/article raises DataError naming its JSON path, or is skipped
-    and counted (in questions where they can be counted) with `skip_bad_rows=True`.
+    given. Every answer is checked against its context: an answer whose text is not at its
+    `answer_start` but occurs within `NEARBY_CHARS` of it is re-anchored to the nearest occurrence
+    (counted in `answer_mismatches`/`answers_reanchored`); one that cannot be found there makes its
+    question a bad row, because training on it would teach the model a wrong span (or [CLS]).
+    Bad questions, paragraphs and articles raise DataError naming the JSON path and question id,
+    or with `skip_bad_rows=True` are skipped and counted (in questions where they can be counted).
     """
     path = Path(path)
     obj = load_squad_json(path)
     articles = obj["data"]
     v2 = _is_v2(obj, version)
-    bad = BadRows(skip_bad_rows)
+    bad = BadRows(skip_bad_rows, unit="questions")
     examples: list[SquadExample] = []
     seen: set[str] = set()
-    mismatches: list[str] = []
-    n_mismatch = n_paragraphs = 0
+    check = AnswerCheck()
+    n_paragraphs = 0
     for a, article in enumerate(articles):
         where_a = f"data[{a}]"
         try:
@@ -112,21 +115,69 @@ def read_squad(
                 where_q = f"{where_p}.qas[{q}]"
                 try:
                     ex = _example(qa, context, title, a, p, v2, path, where_q, seen)
+                    ex = check.anchor(ex, path, where_q, None)
                 except DataError as err:
                     bad.handle(err)
                     continue
                 seen.add(ex.qid)
-                for k, ans in enumerate(ex.answers):
-                    found = context[ans.answer_start: ans.answer_start + len(ans.text)]
-                    if found != ans.text:
-                        n_mismatch += 1
-                        if len(mismatches) < MAX_SKIP_SAMPLES:
-                            mismatches.append(f"{where_q}.answers[{k}] (id {ex.qid}): text {show(ans.text)} "
-                                              f"but context has {show(found)} at {ans.answer_start}")
                 examples.append(ex)
     return finish(path, examples, None, bad, saw_rows=bool(articles), result_type=SquadReadResult,
                   version="2.0" if v2 else "1.1", n_articles=len(articles), n_paragraphs=n_paragraphs,
-                  answer_mismatches=n_mismatch, mismatch_samples=mismatches)  # type: ignore[return-value]
+                  answer_mismatches=check.mismatches, answers_reanchored=check.reanchored,
+                  mismatch_samples=check.samples)  # type: ignore[return-value]
+
+
+#: How far (in characters, either side) from its `answer_start` an answer's text is looked for.
+NEARBY_CHARS = 100
+
+
+def locate_answer(context: str, text: str, start: int, window: int = NEARBY_CHARS) -> int | None:
+    """Where `text` really starts in `context`: `start` itself if it is there, else the nearest
+    occurrence starting within `window` characters of `start`, else None."""
+    if text and context[start:start + len(text)] == text:
+        return start
+    if not text:
+        return None
+    lo = max(0, start - window)
+    hi = min(len(context), start + window + len(text))
+    best: int | None = None
+    at = context.find(text, lo, hi)
+    while at != -1:
+        if best is None or abs(at - start) < abs(best - start):
+            best = at
+        at = context.find(text, at + 1, hi)
+    return best
+
+
+class AnswerCheck:
+    """Checks answers against their context, re-anchors near misses, counts both kinds."""
+
+    def __init__(self) -> None:
+        self.mismatches = 0      # answers whose text is not at answer_start
+        self.reanchored = 0      # ... of which were found nearby and moved
+        self.samples: list[str] = []
+
+    def anchor(self, ex: SquadExample, path: Path, where: str, line: int | None) -> SquadExample:
+        fixed = []
+        for k, ans in enumerate(ex.answers):
+            found = locate_answer(ex.context, ans.text, ans.answer_start)
+            if found == ans.answer_start:
+                fixed.append(ans)
+                continue
+            self.mismatches += 1
+            at = ex.context[ans.answer_start: ans.answer_start + len(ans.text)]
+            if len(self.samples) < MAX_SKIP_SAMPLES:
+                self.samples.append(f"{where}.answers[{k}] (id {ex.qid}): text {show(ans.text)} "
+                                    f"but context has {show(at)} at {ans.answer_start}"
+                                    + (f"; re-anchored to {found}" if found is not None else ""))
+            if found is None:
+                raise DataError(path, line, f"answers[{k}]",
+                                f"the answer text in the context at answer_start {ans.answer_start} or within "
+                                f"{NEARBY_CHARS} characters of it", f"{show(ans.text)}, not found there",
+                                where=f"{where} (question id {ex.qid!r})")
+            self.reanchored += 1
+            fixed.append(SquadAnswer(ans.text, found))
+        return replace(ex, answers=tuple(fixed)) if fixed != list(ex.answers) else ex
 
 
 def _is_v2(obj: dict[str, Any], version: str | None) -> bool:
