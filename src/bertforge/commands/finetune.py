@@ -4,11 +4,8 @@ from __future__ import annotations
 import argparse
 
 from bertforge.commands import add_common
-from bertforge.commands.dataclass_args import add_dataclass_arguments
-
-TASK_CHOICES = ("sst2", "cola", "mrpc", "stsb", "qqp", "mnli", "qnli", "rte", "wnli", "squad", "squad2",
-                "conll2003", "swag", "classification")
-
+from bertforge.commands.data_args import add_data_arguments, data_options_from_args
+from bertforge.commands.dataclass_args import add_dataclass_arguments, positive_float, positive_int
 
 def parse_lrs(value: str) -> list[float]:
     """`grid` -> the paper's {5e-5, 4e-5, 3e-5, 2e-5}; otherwise one or more comma-separated rates."""
@@ -26,29 +23,24 @@ def register(sub) -> None:
                        description="Fine-tune with the BERT paper's recipe (AdamW, 10%% warmup, linear decay, "
                                    "weight decay 0.01); keeps the best run on the eval set and writes a predictor "
                                    "folder (model, tokenizer, task.json, metrics.json, curves.png).")
-    p.add_argument("--task", required=True, choices=TASK_CHOICES)
     p.add_argument("--model", required=True, metavar="DIR", help="pre-trained checkpoint folder (HF layout)")
-    p.add_argument("--data", metavar="PATH", help="the task's data folder (or for SQuAD the v1.1 dev JSON, "
-                                                   "which is then split by article)")
     p.add_argument("--output", required=True, metavar="DIR")
-    p.add_argument("--train", metavar="FILE", help="train file (overrides --data)")
-    p.add_argument("--eval", metavar="FILE", help="eval file (overrides --data)")
-    p.add_argument("--epochs", type=float, default=3.0)
-    p.add_argument("--batch-size", type=int, default=32, help="examples per micro-batch and process")
+    add_data_arguments(p)
+    p.add_argument("--epochs", type=positive_float, default=3.0)
+    p.add_argument("--batch-size", type=positive_int, default=32, help="examples per micro-batch and process")
     p.add_argument("--lr", type=parse_lrs, default=[2e-5], metavar="LR|grid",
                    help="learning rate(s): 2e-5, '5e-5,3e-5' or 'grid' (5e-5,4e-5,3e-5,2e-5)")
-    p.add_argument("--restarts", type=int, default=1, help="runs per learning rate, each with another seed")
-    p.add_argument("--max-seq-length", type=int, default=None, help="default 384 for SQuAD, 128 otherwise")
-    p.add_argument("--max-train-samples", type=int, default=None)
-    p.add_argument("--max-eval-samples", type=int, default=None)
+    p.add_argument("--restarts", type=positive_int, default=1, help="runs per learning rate, each with another seed")
+    p.add_argument("--max-seq-length", type=positive_int, default=None, help="default 384 for SQuAD, 128 otherwise")
+    p.add_argument("--max-train-samples", type=positive_int, default=None)
+    p.add_argument("--max-eval-samples", type=positive_int, default=None)
     p.add_argument("--seed", type=int, default=42)
-    p.add_argument("--skip-bad-rows", action="store_true", help="skip (and count) malformed rows instead of failing")
     p.add_argument("--warmup", type=float, default=0.1, help="fraction of steps for linear warmup")
     p.add_argument("--weight-decay", type=float, default=0.01)
-    p.add_argument("--doc-stride", type=int, default=128, help="SQuAD: tokens between window starts")
-    p.add_argument("--max-query-length", type=int, default=64)
-    p.add_argument("--max-answer-length", type=int, default=30)
-    p.add_argument("--n-best", type=int, default=20)
+    p.add_argument("--doc-stride", type=positive_int, default=128, help="SQuAD: tokens between window starts")
+    p.add_argument("--max-query-length", type=positive_int, default=64)
+    p.add_argument("--max-answer-length", type=positive_int, default=30)
+    p.add_argument("--n-best", type=positive_int, default=20)
     p.add_argument("--overwrite", action="store_true",
                    help="start again in an OUTPUT that holds another run (its contents are deleted)")
     from bertforge.training.options import TrainOptions
@@ -62,11 +54,13 @@ def register(sub) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from bertforge.tasks.finetune import FinetuneSettings, finetune
+    data_options = data_options_from_args(args)
     settings = FinetuneSettings(
-        task=args.task, model=args.model, output=args.output, data=args.data, train_file=args.train,
-        eval_file=args.eval, epochs=args.epochs, batch_size=args.batch_size, learning_rates=args.lr,
+        task=data_options.task, model=args.model, output=args.output, data=data_options.data,
+        train_file=data_options.train_file, eval_file=data_options.eval_file, data_options=data_options,
+        skip_bad_rows=data_options.skip_bad_rows, epochs=args.epochs, batch_size=args.batch_size, learning_rates=args.lr,
         restarts=args.restarts, max_seq_length=args.max_seq_length, max_train_samples=args.max_train_samples,
-        max_eval_samples=args.max_eval_samples, seed=args.seed, skip_bad_rows=args.skip_bad_rows,
+        max_eval_samples=args.max_eval_samples, seed=args.seed,
         warmup_fraction=args.warmup, weight_decay=args.weight_decay, doc_stride=args.doc_stride,
         max_query_length=args.max_query_length, max_answer_length=args.max_answer_length, n_best=args.n_best,
         progress=args.progress, device=args.device, precision=args.precision, grad_accum=args.grad_accum,

@@ -26,7 +26,7 @@ from bertforge.device import Precision, move_to
 from bertforge.tasks.evaluation import default_seq_length, encode, evaluate_examples, main_value, model_inputs
 from bertforge.tasks.features import Feature, collate, feature_length, length_bucketed_batches
 from bertforge.tasks.registry import TaskSpec, get_task
-from bertforge.tasks.task_data import TaskData, load_task_data, subset
+from bertforge.tasks.task_data import DataOptions, TaskData, load_task_data, subset
 from bertforge.training.engine import Session, Stage, TrainOptions, fit
 from bertforge.training.run_output import claim_run_output
 
@@ -77,6 +77,8 @@ class FinetuneSettings:
     log_every: int = 10
     tensorboard: bool = False
     overwrite: bool = False
+    # the user's own data: columns, regression, held-out split (wins over task/data/train_file/eval_file)
+    data_options: DataOptions | None = None
 
     def seq_length(self, spec: TaskSpec) -> int:
         return default_seq_length(spec, self.max_seq_length)
@@ -165,6 +167,8 @@ class FinetuneStage(Stage):
         self.precision, self.task_note = precision, task_note
         self.device = next(model.parameters()).device
         self.null_threshold: float | None = None  # SQuAD v2: the best no-answer threshold of the latest evaluation
+        # checkpoints (weights + optimizer) only when asked for: a fine-tuned predictor is the result
+        self.final_checkpoint = settings.save_every > 0
 
     # what the engine calls
     def run_record(self) -> dict[str, Any]:
@@ -259,14 +263,16 @@ def finetune(settings: FinetuneSettings, say: Callable[[str], None] = print, hoo
     """Run every (lr, restart), keep the best on the eval set, save it as a predictor; returns metrics.json."""
     from bertforge.tokenization import load_tokenizer
 
-    spec = get_task(settings.task)
+    spec = get_task(settings.data_options.task if settings.data_options else settings.task)
     _check_settings(settings)
     with Session(settings.device) as session, claim_run_output(settings.output, "finetune", _record(settings),
                                                                  session, overwrite=settings.overwrite) as out:
         main = session.is_main
         say = say if main else (lambda msg: None)
-        data = load_task_data(spec, settings.data, settings.train_file, settings.eval_file,
-                              skip_bad_rows=settings.skip_bad_rows)
+        data = load_task_data(None, settings.data_options or DataOptions(
+            task=settings.task, data=settings.data, train_file=settings.train_file, eval_file=settings.eval_file,
+            skip_bad_rows=settings.skip_bad_rows))
+        spec = data.spec or spec  # e.g. `classification` data whose labels are scores is a regression task
         if data.note:
             say(f"NOTE: {data.note}")
         data.train = subset(data.train, settings.max_train_samples, settings.seed)

@@ -58,6 +58,7 @@ class Stage:
     model: torch.nn.Module
     tokenizer: Any = None
     find_unused_parameters = False      # DDP: parameters some steps leave without gradient (e.g. an unused head)
+    final_checkpoint = True             # a checkpoint at the end too (a re-run then knows the run is done)
 
     def run_record(self) -> dict[str, Any]:
         """The stage's settings that a resumed run must share (data, objective, model...)."""
@@ -426,7 +427,7 @@ class _Run:
         state, opts = self.state, self.opts
         if self.start_step == state["step"] and self.resumed_from is not None:
             self.notes.append(f"nothing to train: {self.resumed_from} already reached the end")
-        if self.last_saved != state["step"]:
+        if self.last_saved != state["step"] and (self.stage.final_checkpoint or opts.save_every):
             self.checkpoint()
         if self.last_eval_step != state["step"]:
             self.evaluate()

@@ -1,0 +1,181 @@
+"""The training engine on a toy stage: accumulation, precision, best weights, early stopping, resume, outputs."""
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+import torch
+from safetensors.torch import load_file, save_file
+
+from bertforge.training import checkpointing as ckpt
+from bertforge.training.engine import FaultHooks, Session, Stage, TrainOptions, fit
+from bertforge.training.run_output import claim_run_output
+
+
+class ToyStage(Stage):
+    """Linear regression on a fixed data set; evaluation returns a scripted score sequence and records the
+    weights it saw, so a test knows which weights the best evaluation had."""
+
+    name = "toy"
+
+    def __init__(self, rows: int = 8, scores: list[float] | None = None, dropout: float = 0.0) -> None:
+        g = torch.Generator().manual_seed(0)
+        self.x = torch.randn(64, 6, generator=g)
+        self.y = self.x @ torch.randn(6, 1, generator=g) + 0.1 * torch.randn(64, 1, generator=g)
+        torch.manual_seed(1)
+        self.model = torch.nn.Sequential(torch.nn.Dropout(dropout), torch.nn.Linear(6, 1))
+        self.rows, self.index = rows, 0
+        self.scores, self.evals = list(scores or []), []
+
+    def next_batch(self):
+        i = self.index % (64 // self.rows)
+        self.index += 1
+        return {"x": self.x[i * self.rows:(i + 1) * self.rows], "y": self.y[i * self.rows:(i + 1) * self.rows]}
+
+    def loss(self, net, batch):
+        class Out:
+            pass
+        out = Out()
+        out.loss = torch.nn.functional.mse_loss(net(batch["x"]), batch["y"])
+        return out
+
+    def add_metrics(self, sums, out, batch):
+        sums["mse"] = sums.get("mse", 0.0) + float(out.loss.detach()) * len(batch["x"])
+        sums["n"] = sums.get("n", 0.0) + len(batch["x"])
+
+    def summarize(self, sums):
+        return {"mse": sums["mse"] / sums["n"]} if sums.get("n") else {}
+
+    def evaluate(self):
+        if not self.scores:
+            return {}
+        self.evals.append({k: v.clone() for k, v in self.model.state_dict().items()})
+        return {"score": self.scores.pop(0)}
+
+    def score(self, metrics):
+        return metrics.get("score")
+
+    def state_dict(self):
+        return {"index": self.index}
+
+    def load_state_dict(self, state):
+        self.index = int(state["index"])
+
+    def save(self, folder: Path) -> None:
+        folder.mkdir(parents=True, exist_ok=True)
+        save_file({k: v.contiguous() for k, v in self.model.state_dict().items()}, str(folder / "model.safetensors"))
+        (folder / "config.json").write_text("{}")
+
+    def load_weights(self, folder: Path) -> None:
+        self.model.load_state_dict(load_file(str(folder / "model.safetensors")))
+
+
+def run(stage: Stage, out: Path, hooks: FaultHooks | None = None, **options):
+    opts = TrainOptions(**{"max_steps": 6, "lr": 0.05, "log_every": 1, "progress": False, "device": "cpu",
+                           "save_every": 0, **options})
+    with Session("cpu") as session, claim_run_output(out, "toy", {"steps": opts.max_steps}, session) as folder:
+        return fit(stage, opts, session, folder, hooks=hooks, say=lambda _msg: None)
+
+
+def weights(folder: Path) -> dict[str, torch.Tensor]:
+    return load_file(str(folder / "model.safetensors"))
+
+
+def test_the_loss_falls_and_a_train_only_run_draws_its_curves(tmp_path):
+    result = run(ToyStage(), tmp_path / "run", max_steps=30)
+    records = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    mse = [r["mse"] for r in records if r["split"] == "train"]
+    assert len(mse) == 30 and sum(mse[-5:]) < 0.5 * sum(mse[:5]), "the model learns"
+    assert result.stopped_by == "max-steps" and not result.final_eval
+    assert (tmp_path / "run" / "curves.png").stat().st_size > 0, "curves without any evaluation"
+    summary = json.loads((tmp_path / "run" / "training_summary.json").read_text())
+    assert summary["step"] == 30 and summary["precision"] == "fp32"
+
+
+def test_gradient_accumulation_equals_the_big_batch(tmp_path):
+    big = run(ToyStage(rows=8), tmp_path / "big", grad_accum=1, optimizer="adamw")
+    small = run(ToyStage(rows=4), tmp_path / "small", grad_accum=2, optimizer="adamw")
+    assert big.step == small.step == 6
+    a, b = weights(tmp_path / "big"), weights(tmp_path / "small")
+    for key in a:
+        assert torch.allclose(a[key], b[key], atol=1e-6), key
+
+
+def test_keep_best_restores_the_best_evaluation_and_patience_stops(tmp_path):
+    stage = ToyStage(scores=[0.1, 0.7, 0.5, 0.4, 0.3, 0.2])
+    result = run(stage, tmp_path / "best", max_steps=6, eval_every=1, keep="best", patience=3)
+    assert result.stopped_by == "early-stopping" and result.step == 5, "three evaluations without a better score"
+    assert result.best["step"] == 2 and result.best["score"] == 0.7 and result.final_eval == {"score": 0.7}
+    saved = weights(tmp_path / "best")
+    for key, tensor in stage.evals[1].items():  # the weights the step-2 evaluation saw
+        assert torch.equal(saved[key], tensor), key
+    assert not (tmp_path / "best" / "best").exists(), "the best copy is folded into the output"
+
+    last = ToyStage(scores=[0.1, 0.7, 0.5])
+    run(last, tmp_path / "last", max_steps=3, eval_every=1, keep="last")
+    assert torch.equal(weights(tmp_path / "last")["1.weight"], last.model.state_dict()["1.weight"])
+
+
+def test_resume_from_a_checkpoint_is_bitwise_equal(tmp_path):
+    ref = run(ToyStage(dropout=0.3), tmp_path / "ref", max_steps=8, save_every=3, keep_checkpoints=5)
+    assert ref.step == 8 and [s for s, _ in ckpt.list_checkpoints(tmp_path / "ref")] == [3, 6, 8]
+    resumed = tmp_path / "resumed"
+    shutil.copytree(tmp_path / "ref" / "checkpoints" / "step-3", resumed / "checkpoints" / "step-3")
+    shutil.copyfile(tmp_path / "ref" / "run_config.json", resumed / "run_config.json")
+    torch.manual_seed(12345)  # whatever the global RNG holds now, the checkpoint's RNG state wins
+    again = run(ToyStage(dropout=0.3), resumed, max_steps=8, save_every=3, keep_checkpoints=5)
+    assert again.resumed_from is not None and again.step == 8
+    a, b = weights(tmp_path / "ref"), weights(resumed)
+    assert all(torch.equal(a[k], b[k]) for k in a)
+    with pytest.raises(ValueError, match=r"lr: 0\.05 there, 0\.01 now"):
+        run(ToyStage(), resumed, max_steps=8, save_every=3, lr=0.01)
+
+
+def test_non_finite_steps_are_skipped_then_abort(tmp_path):
+    result = run(ToyStage(), tmp_path / "nan", hooks=FaultHooks(nan_at=lambda step: step == 2))
+    assert result.skipped_steps == 1 and result.step == 6
+    from bertforge.training.engine import NonFiniteLossError
+    with pytest.raises(NonFiniteLossError, match="3 steps in a row"):
+        run(ToyStage(), tmp_path / "diverged", hooks=FaultHooks(nan_at=lambda step: step >= 2), max_bad_steps=3)
+    assert not (tmp_path / "diverged").exists(), "a run that fails before its first checkpoint leaves nothing"
+
+
+def test_bf16_autocast_on_cpu_and_fp16_refused(tmp_path):
+    result = run(ToyStage(), tmp_path / "bf16", precision="bf16", max_steps=20)
+    assert result.step == 20
+    records = [json.loads(line) for line in (tmp_path / "bf16" / "metrics.jsonl").read_text().splitlines()]
+    assert records[-1]["mse"] < records[0]["mse"]
+    with pytest.raises(ValueError, match="fp16 needs a CUDA device"):
+        run(ToyStage(), tmp_path / "fp16", precision="fp16")
+
+
+def test_options_are_checked(tmp_path):
+    for bad, message in (({"max_steps": None}, "--max-steps, --time-budget or both"),
+                         ({"max_steps": -5}, "--max-steps must be positive"),
+                         ({"grad_accum": 0}, "--grad-accum must be positive"),
+                         ({"keep": "worst"}, "--keep must be one of")):
+        with pytest.raises(ValueError, match=message):
+            run(ToyStage(), tmp_path / "bad", **bad)
+
+
+def test_tensorboard_only_when_asked(tmp_path):
+    pytest.importorskip("tensorboard")
+    run(ToyStage(), tmp_path / "tb", tensorboard=True)
+    assert any((tmp_path / "tb" / "tensorboard").iterdir())
+    run(ToyStage(), tmp_path / "plain")
+    assert not (tmp_path / "plain" / "tensorboard").exists()
+
+
+def test_an_output_holding_something_else_is_refused(tmp_path):
+    other = tmp_path / "predictor"
+    other.mkdir()
+    (other / "task.json").write_text("{}")
+    with pytest.raises(ValueError, match="--overwrite"):
+        run(ToyStage(), other)
+    assert (other / "task.json").read_text() == "{}", "nothing was touched"
+    file = tmp_path / "a-file"
+    file.write_text("x")
+    with pytest.raises(ValueError, match="is a file"):
+        run(ToyStage(), file)
