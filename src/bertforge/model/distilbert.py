@@ -137,10 +137,8 @@ class DistilBertModel(_DistilBert, BertModel):
 class _DistilBertHeads(_DistilBert):
     base_model_class = DistilBertModel
 
-    def __init__(self, config: DistilBertConfig) -> None:
-        super().__init__(config)
-        if type(self.bert) is BertModel:  # BERT classes that build a plain `BertModel`: same state, our class
-            self.bert.__class__ = DistilBertModel
+    def build_encoder(self, add_pooling_layer: bool) -> DistilBertModel:
+        return DistilBertModel(self.config, add_pooling_layer=False)  # DistilBERT has no pooler
 
 
 class DistilBertForMaskedLM(_DistilBertHeads, BertForMaskedLM):
@@ -150,28 +148,18 @@ class DistilBertForMaskedLM(_DistilBertHeads, BertForMaskedLM):
                   "mlm.bias": "vocab_projector.bias"}
 
 
-class _ReluPreClassifier(nn.Module):
-    """ReLU(pre_classifier(h_first)) in the pooler's slot; the Linear stays registered on the head class
-    (HF names it `pre_classifier`, outside the encoder), so this holds it without registering it twice."""
-
-    def __init__(self, linear: nn.Linear) -> None:
-        super().__init__()
-        self.linear = [linear]
-
-    def forward(self, first_token: torch.Tensor) -> torch.Tensor:
-        return torch.relu(self.linear[0](first_token))
-
-
 class _PreClassifierHead:
-    """Sequence classification and multiple choice: first token -> pre_classifier -> ReLU -> dropout ->
-    classifier, which is BERT's forward with the pooler replaced and `seq_classif_dropout`."""
+    """Sequence classification and multiple choice: first token -> `pre_classifier` -> ReLU -> dropout ->
+    classifier: BERT's head with its own pooling and `seq_classif_dropout`."""
 
     def __init__(self, config: DistilBertConfig) -> None:
         super().__init__(config)
         self.pre_classifier = nn.Linear(config.hidden_size, config.hidden_size)
-        self.bert.pooler = _ReluPreClassifier(self.pre_classifier)
         self.dropout = nn.Dropout(config.seq_classif_dropout)
         self.init_weights()
+
+    def pool(self, x: torch.Tensor, batch) -> torch.Tensor:
+        return torch.relu(self.pre_classifier(x[batch.first_token_rows()]))
 
 
 class DistilBertForSequenceClassification(_PreClassifierHead, _DistilBertHeads, BertForSequenceClassification):

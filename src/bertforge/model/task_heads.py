@@ -58,13 +58,16 @@ class BertForSequenceClassification(BertPreTrainedModel):
     def _flop_heads(self) -> set[str]:
         return {"pooler"}
 
+    def pool(self, x: torch.Tensor, batch) -> torch.Tensor:
+        """The sequence's vector: BERT's pooler on the first token (a family may pool differently)."""
+        return self.bert.pooler(x[batch.first_token_rows()])
+
     def forward(self, input_ids: torch.Tensor, attention_mask: Optional[torch.Tensor] = None,
                 token_type_ids: Optional[torch.Tensor] = None, position_ids: Optional[torch.Tensor] = None,
                 labels: Optional[torch.Tensor] = None, output_hidden_states: bool = False) -> TaskOutput:
         x, batch, collect = self.bert.encode(input_ids, attention_mask, token_type_ids, position_ids,
                                              output_hidden_states=output_hidden_states)
-        pooled = self.bert.pooler(x[batch.first_token_rows()])
-        logits = self.classifier(self.dropout(pooled))
+        logits = self.classifier(self.dropout(self.pool(x, batch)))
         loss = sequence_loss(logits, labels, self.config) if labels is not None else None
         return TaskOutput(loss=loss, logits=logits, hidden_states=_hidden(batch, collect))
 
@@ -140,6 +143,10 @@ class BertForMultipleChoice(BertPreTrainedModel):
     def _flop_heads(self) -> set[str]:
         return {"pooler"}
 
+    def pool(self, x: torch.Tensor, batch) -> torch.Tensor:
+        """The sequence's vector: BERT's pooler on the first token (a family may pool differently)."""
+        return self.bert.pooler(x[batch.first_token_rows()])
+
     def forward(self, input_ids: torch.Tensor, attention_mask: Optional[torch.Tensor] = None,
                 token_type_ids: Optional[torch.Tensor] = None, position_ids: Optional[torch.Tensor] = None,
                 labels: Optional[torch.Tensor] = None, output_hidden_states: bool = False) -> TaskOutput:
@@ -152,8 +159,7 @@ class BertForMultipleChoice(BertPreTrainedModel):
 
         x, batch, collect = self.bert.encode(flat(input_ids), flat(attention_mask), flat(token_type_ids),
                                              flat(position_ids), output_hidden_states=output_hidden_states)
-        pooled = self.bert.pooler(x[batch.first_token_rows()])
-        logits = self.classifier(self.dropout(pooled)).reshape(B, C)
+        logits = self.classifier(self.dropout(self.pool(x, batch))).reshape(B, C)
         loss = F.cross_entropy(logits.float(), labels.reshape(-1)) if labels is not None else None
         return TaskOutput(loss=loss, logits=logits, hidden_states=_hidden(batch, collect))
 
