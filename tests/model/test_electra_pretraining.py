@@ -31,7 +31,7 @@ def mlm_batch(n: int = 8, length: int = 24, seed: int = 0, words: int = 10, repe
     word (`repeat`) or draws words at random, from the first `words` word ids."""
     rng = np.random.default_rng(seed)
     lengths = rng.integers(length // 2, length + 1, n)
-    ids = 5 + (rng.integers(0, words, (n, 1)) if repeat else rng.integers(0, words, (n, length))) + 0 * np.arange(length)
+    ids = 5 + rng.integers(0, words, (n, 1) if repeat else (n, length)) + np.zeros(length, dtype=np.int64)
     ids[:, 0] = 2
     ids[np.arange(n), lengths - 1] = 3
     ids[np.arange(length)[None] >= lengths[:, None]] = 0
@@ -54,7 +54,7 @@ def test_sampling_draws_from_the_softmax_and_touches_only_masked_positions():
     original = torch.where(labels != -100, labels, ids)
     unmasked = (labels == -100).expand_as(fakes)
     assert (fakes[unmasked] == original.expand_as(fakes)[unmasked]).all()    # only masked positions change
-    assert (replaced == (fakes != original)).all()                           # a sample equal to the original is original
+    assert (replaced == (fakes != original)).all()        # a sample equal to the original counts as original
     share_6 = (fakes[:, 0, 1] == 6).float().mean().item()
     assert abs(share_6 - 0.3) < 0.03                                          # sampled, not argmax
     assert not replaced[:, 0, 1][fakes[:, 0, 1] == 5].any()                  # label 5 drawn: not replaced
@@ -209,7 +209,7 @@ def test_tiny_electra_learns_to_detect_replaced_tokens():
     assert last[0] < 0.5 * first[0] and last[1] < first[1]
     accuracy, baseline = last[2], last[3]
     assert baseline < 0.97                                   # there are replacements left to find
-    assert accuracy > baseline + 0.4 * (1 - baseline)       # 40 % of them found, net of false alarms (seeds 0-2: 58-88 %)
+    assert accuracy > baseline + 0.4 * (1 - baseline)  # 40 % of them found, net of false alarms (seeds 0-2: 58-88 %)
 
 
 @pytest.mark.slow
@@ -220,7 +220,8 @@ def test_pretraining_call_on_real_batches(train_data, vocab_dir):
     data = PretrainingDataset(train_data, vocab_dir, objective="mlm", max_seq_length=64, batch_size=4)
     batch = next(iter(data))
     torch.manual_seed(0)
-    config = ElectraConfig.preset("tiny", vocab_size=len(data.tokenizer.vocab), pad_token_id=data.tokenizer.pad_token_id)
+    tokenizer = data.tokenizer
+    config = ElectraConfig.preset("tiny", vocab_size=len(tokenizer.vocab), pad_token_id=tokenizer.pad_token_id)
     model = build_electra_pretraining(config)
     out = model(**model_inputs(batch, "mlm", torch.device("cpu")))
     assert out.loss.isfinite() and 0 < out.replaced_fraction < 0.2
