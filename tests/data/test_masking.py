@@ -1,8 +1,9 @@
-"""`mask_tokens` on synthetic batches: exact counts, specials, 80/10/10, keys, whole words."""
+"""`mask_tokens` on synthetic batches: exact counts, specials, 80/10/10, keys, whole words, SpanBERT spans."""
 from __future__ import annotations
 
 import numpy as np
 import pytest
+import torch
 
 from bertforge.data.masking import MaskingConfig, VocabTables, mask_tokens, select_spans
 
@@ -210,3 +211,42 @@ def test_span_options_are_checked():
     with pytest.raises(ValueError, match="max_span_length"):
         MaskingConfig(spans=True, max_span_length=0)
     assert MaskingConfig().spans is False                              # token masking stays the default
+
+
+def masked_runs(batches) -> tuple[list[int], float]:
+    """Lengths of the runs of consecutive masked positions, and the masked share of real tokens."""
+    runs, chosen_total, tokens_total = [], 0, 0
+    for batch in batches:
+        chosen = (batch["labels"] != -100).numpy()
+        chosen_total += chosen.sum()
+        tokens_total += batch["attention_mask"].sum().item()
+        for row in chosen:
+            edges = np.diff(np.concatenate([[0], row.astype(np.int8), [0]]))
+            runs += list(np.flatnonzero(edges == -1) - np.flatnonzero(edges == 1))
+    return runs, chosen_total / tokens_total
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("mode", ["dynamic", "static"])
+def test_span_masking_through_the_dataset_on_real_text(wiki_data, tokenizer, mode):
+    """`PretrainingDataset` hands its MaskingConfig to the masker: real Wikipedia rows get whole-word spans."""
+    import itertools
+
+    from bertforge.data import PretrainingDataset
+
+    def first_batches(**masking):
+        config = MaskingConfig(whole_word=True, mode=mode, dupe_factor=2, **masking)
+        ds = PretrainingDataset(wiki_data, tokenizer, objective="mlm", masking=config, batch_size=128, seed=3)
+        return list(itertools.islice(ds, 3))
+
+    spans, words = first_batches(spans=True), first_batches()
+    special = torch.tensor(sorted(tokenizer.all_special_ids))
+    for batch in spans:
+        labels, real = batch["labels"], batch["attention_mask"].bool()
+        originals = torch.where(labels != -100, labels, batch["input_ids"])
+        assert not (labels != -100)[~real | torch.isin(originals, special)].any()
+    span_runs, span_share = masked_runs(spans)
+    word_runs, word_share = masked_runs(words)
+    assert abs(span_share - 0.15) < 0.01 and abs(word_share - 0.15) < 0.01   # one rate, both ways
+    assert np.mean(span_runs) > 2.5 * np.mean(word_runs)                    # runs of words, not single words
+    assert all(torch.equal(a["labels"], b["labels"]) for a, b in zip(spans, first_batches(spans=True)))
