@@ -175,7 +175,7 @@ class ElectraDiscriminatorHead(nn.Module):
 class ElectraForPreTraining(_ElectraHeads, BertPreTrainedModel):
     """The discriminator: replaced-token detection on every real token (the head never sees padding).
 
-    `labels` are 1 where a token was replaced and 0 where it is the original; the loss is the mean binary
+    `labels` are 1 (or True) where a token was replaced and 0 where it is the original; the loss is the mean binary
     cross-entropy over real tokens, as in HF. For masked-LM batches use `ElectraForMaskedLM`, or
     `ElectraPretrainingModel` to train generator and discriminator together.
     """
@@ -196,7 +196,8 @@ class ElectraForPreTraining(_ElectraHeads, BertPreTrainedModel):
         loss = None
         if labels is not None:
             target = batch.pack(labels)
-            if bool(((target != 0) & (target != 1)).any()):
+            # bool labels (as ElectraPretrainingModel builds them) need no check, and so no device sync
+            if target.dtype != torch.bool and bool(((target != 0) & (target != 1)).any()):
                 raise ValueError("ElectraForPreTraining labels must be 1 (replaced) or 0 (original) on every real "
                                  "token; masked-LM labels (-100 / token ids) belong to ElectraForMaskedLM or "
                                  "ElectraPretrainingModel")

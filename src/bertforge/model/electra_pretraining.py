@@ -96,7 +96,7 @@ class ElectraPretrainingModel(nn.Module):
                              "elsewhere): the generator learns from them and samples where they are set")
         gen = self.generator(input_ids, attention_mask, token_type_ids, position_ids, labels=labels)
         fake, replaced = replace_with_samples(input_ids, labels, gen.logits)
-        disc = self.discriminator(fake, attention_mask, token_type_ids, position_ids, labels=replaced.long())
+        disc = self.discriminator(fake, attention_mask, token_type_ids, position_ids, labels=replaced)
         with torch.no_grad():
             real = attention_mask.bool() if attention_mask is not None else torch.ones_like(replaced)
             hits = ((disc.logits > 0) == replaced) & real
@@ -141,6 +141,14 @@ class ElectraPretrainingModel(nn.Module):
 
     def num_parameters(self) -> int:
         return sum(p.numel() for p in self.parameters())  # shared tensors once
+
+    def flops_per_token(self, seq_len: int = 128, masked_fraction: float = 0.15, training: bool = True) -> float:
+        """Matmul FLOPs per real token of one step: the generator (decoder on masked rows only), the
+        discriminator's encoder and its per-token head (dense H x H, then H -> 1)."""
+        H = self.discriminator.config.hidden_size
+        head = 2 * (H * H + H) * (3 if training else 1)
+        return (self.generator.flops_per_token(seq_len, masked_fraction, training)
+                + self.discriminator.flops_per_token(seq_len, masked_fraction, training) + head)
 
 
 def generator_config(disc_config: ElectraConfig, fraction: float = 0.25) -> ElectraConfig:
