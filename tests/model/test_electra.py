@@ -2,6 +2,8 @@
 outputs, losses and one training step's gradients."""
 from __future__ import annotations
 
+import copy
+
 import pytest
 import torch
 
@@ -65,7 +67,9 @@ def inputs_for(kind: str | None, config: ElectraConfig, seed: int) -> dict[str, 
     real = mask.bool()
     g = torch.Generator().manual_seed(seed + 100)
     out = {"input_ids": ids, "attention_mask": mask, "token_type_ids": types}
-    if kind == "replaced":
+    if kind is None:
+        out["output_hidden_states"] = True
+    elif kind == "replaced":
         out["labels"] = (torch.rand(ids.shape, generator=g) < 0.3).long() * mask
     elif kind == "mlm":
         labels = torch.full_like(ids, -100)
@@ -100,6 +104,8 @@ def compare_outputs(kind, a, b, inputs, check_loss=True):
     real = mask.bool()
     if kind is None:
         assert max_diff(a.last_hidden_state, b.last_hidden_state, real) <= TOL
+        for x, y in zip(a.hidden_states, b.hidden_states, strict=True):  # after embeddings_project, each layer
+            assert max_diff(x, y, real) <= TOL
     elif kind == "span":
         assert max_diff(a.start_logits, b.start_logits, real) <= TOL
         assert max_diff(a.end_logits, b.end_logits, real) <= TOL
@@ -156,7 +162,6 @@ def test_every_class_matches_transformers_both_ways(tmp_path, ours_cls, hf_name,
 
 def _as_grads(model, grads):
     """A copy of `model` whose parameters hold their gradients, so the checkpoint name map can name them."""
-    import copy
     clone = copy.deepcopy(model)
     with torch.no_grad():
         for name, p in clone.named_parameters():
