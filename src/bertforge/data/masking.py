@@ -8,7 +8,16 @@ when they would overshoot the count. Each chosen piece becomes [MASK] 80% of the
 and stays itself 10%. We draw the random token from the non-special vocabulary, so no stray [CLS]/[SEP]/[PAD]
 appears mid-sequence.
 
-Randomness is `hash_uniform(key, position)`: an example's mask depends only on its key (static masking: the
+With ``spans=True`` (SpanBERT, Joshi et al. 2020) whole spans are masked instead: a span's length in units
+(pieces, or words under ``whole_word``) is drawn from a geometric distribution (p = 0.2) truncated at 10 and
+renormalised, as SpanBERT's code does (mean 3.8); its start is a uniformly drawn unit. Spans never overlap,
+never cross a special token (so a pair's spans stay in one segment) and are placed until the same budget is
+spent; the span that reaches it is cut to fit. A span that does not fit where it was drawn keeps its length
+and is drawn elsewhere (up to a few tries), so lengths are not biased towards short ones. The 80/10/10 rule
+is applied per span, as SpanBERT does: all of a span's tokens become [MASK], or all become random tokens,
+or all stay.
+
+Randomness is `hash_uniform(key, counter)`: an example's mask depends only on its key (static masking: the
 example's identity; dynamic masking: identity and epoch), never on the batch it is in or its padding.
 """
 from __future__ import annotations
@@ -20,8 +29,11 @@ import numpy as np
 
 from bertforge.data.hashing import hash_bits, hash_uniform
 
-# Separate counter ranges so the three decisions per position are independent.
-_SELECT, _ACTION, _REPLACE = 0, 1 << 20, 2 << 20
+# Separate counter ranges so the decisions per position (and per span attempt) are independent.
+_SELECT, _ACTION, _REPLACE, _SPAN_LENGTH, _SPAN_START = 0, 1 << 20, 2 << 20, 3 << 20, 4 << 20
+# A span that does not fit where it was drawn is tried elsewhere this many times, then placed cut to fit;
+# after twice as many failures the row stops (only a nearly full row gets there).
+_SPAN_TRIES = 8
 
 
 @dataclass(frozen=True)
@@ -33,6 +45,9 @@ class MaskingConfig:
     whole_word: bool = False
     mode: str = "dynamic"                # "dynamic" (RoBERTa: fresh masks each time) or "static" (BERT)
     dupe_factor: int = 10                # static: each epoch holds this many differently masked copies
+    spans: bool = False                  # SpanBERT: mask contiguous spans, 80/10/10 decided per span
+    span_p: float = 0.2                  # spans: geometric parameter of the span length (in units)
+    max_span_length: int = 10            # spans: lengths are truncated here (and renormalised)
 
     def __post_init__(self) -> None:
         if not 0.0 < self.rate < 1.0:
@@ -43,6 +58,21 @@ class MaskingConfig:
             raise ValueError(f"masking mode must be 'static' or 'dynamic', got {self.mode!r}")
         if self.dupe_factor < 1:
             raise ValueError("dupe_factor must be >= 1")
+        if not 0.0 < self.span_p <= 1.0:
+            raise ValueError(f"span_p must be in (0, 1], got {self.span_p}")
+        if self.max_span_length < 1:
+            raise ValueError(f"max_span_length must be >= 1, got {self.max_span_length}")
+
+    def span_length_probabilities(self) -> np.ndarray:
+        """P(length = 1 ... max_span_length): the geometric distribution truncated and renormalised."""
+        k = np.arange(1, self.max_span_length + 1)
+        pmf = self.span_p * (1.0 - self.span_p) ** (k - 1)
+        return pmf / pmf.sum()
+
+    def span_lengths(self, uniform: np.ndarray) -> np.ndarray:
+        """Span lengths for uniform draws in [0, 1) (inverse CDF of `span_length_probabilities`)."""
+        cdf = np.cumsum(self.span_length_probabilities())
+        return np.minimum(np.searchsorted(cdf, uniform, side="right"), self.max_span_length - 1) + 1
 
     def predictions_for(self, max_seq_length: int) -> int:
         return self.max_predictions if self.max_predictions is not None else max(1, round(self.rate * max_seq_length))
@@ -88,13 +118,24 @@ def _choose_pieces(scores: np.ndarray, candidate: np.ndarray, budget: np.ndarray
     return chosen
 
 
+def _units(ids: np.ndarray, candidate: np.ndarray, tables: VocabTables,
+           whole_word: bool) -> tuple[np.ndarray, np.ndarray]:
+    """Which positions start a unit (a piece, or a whole word) and the 0-based unit index of every candidate
+    position (-1 elsewhere)."""
+    if whole_word:
+        continues = tables.is_continuation[ids] & candidate
+        continues[:, 1:] &= candidate[:, :-1]       # a "##" piece after [CLS]/[SEP] starts its own word
+        starts = candidate & ~continues
+    else:
+        starts = candidate
+    return starts, np.where(candidate, np.cumsum(starts, axis=1) - 1, -1)
+
+
 def _choose_words(keys: np.ndarray, ids: np.ndarray, candidate: np.ndarray, budget: np.ndarray,
                   tables: VocabTables) -> np.ndarray:
     """Whole words in random order, each taken if it still fits the budget (the reference's greedy rule)."""
     batch, length = ids.shape
-    continues = tables.is_continuation[ids] & candidate
-    continues[:, 1:] &= candidate[:, :-1]           # a "##" piece after [CLS]/[SEP] starts its own word
-    starts = candidate & ~continues
+    starts, _ = _units(ids, candidate, tables, whole_word=True)
     word = np.cumsum(starts, axis=1)                # 1-based word index per position (0 before the first)
     flat = np.where(candidate, word + np.arange(batch)[:, None] * (length + 1), 0)
     sizes = np.bincount(flat[candidate], minlength=batch * (length + 1)).reshape(batch, length + 1)
@@ -113,6 +154,82 @@ def _choose_words(keys: np.ndarray, ids: np.ndarray, candidate: np.ndarray, budg
     return candidate & np.take_along_axis(chosen_word, word, axis=1)
 
 
+def _choose_spans(keys: np.ndarray, ids: np.ndarray, candidate: np.ndarray, budget: np.ndarray,
+                  tables: VocabTables, config: MaskingConfig) -> np.ndarray:
+    """SpanBERT's span selection for a batch at once; returns, per position, the position where its span
+    starts (-1 where nothing is chosen). One loop step places (or tries to place) one span in every row."""
+    batch, length = ids.shape
+    starts, unit_of = _units(ids, candidate, tables, config.whole_word)
+    n_units = starts.sum(1)
+    width = max(1, int(n_units.max(initial=0)))
+    rows = np.arange(batch)[:, None]
+    # per unit: its first position, its size in tokens, and its segment (units of one segment have no
+    # special token between them)
+    unit_pos = np.argsort(~starts, axis=1, kind="stable")[:, :width]
+    valid_unit = np.arange(width)[None, :] < n_units[:, None]
+    flat = (rows * width + unit_of)[candidate]
+    unit_size = np.bincount(flat, minlength=batch * width).reshape(batch, width)
+    segment = np.cumsum(~candidate, axis=1)
+    unit_segment = np.where(valid_unit, np.take_along_axis(segment, unit_pos, axis=1), -1)
+
+    M = config.max_span_length
+    offsets = np.arange(M)[None, :]
+    taken = np.zeros((batch, width), dtype=bool)
+    span_of = np.full((batch, width), -1, dtype=np.int64)     # the unit its span starts at
+    remaining = budget.astype(np.int64).copy()
+    pending = np.zeros(batch, dtype=np.int64)                 # drawn length still to be placed (0: none)
+    fails = np.zeros(batch, dtype=np.int64)
+    done = (remaining <= 0) | (n_units == 0)
+    attempt = 0
+    while not done.all():
+        fresh = ~done & (pending == 0)
+        pending = np.where(fresh, config.span_lengths(hash_uniform(keys, _SPAN_LENGTH + attempt)), pending)
+        fails[fresh] = 0
+        start = np.minimum((hash_uniform(keys, _SPAN_START + attempt) * n_units).astype(np.int64),
+                           np.maximum(n_units - 1, 0))
+        idx = start[:, None] + offsets
+        inside = idx < n_units[:, None]
+        idx = np.minimum(idx, width - 1)
+        size = np.where(inside, unit_size[rows, idx], length + 1)
+        usable = inside & ~taken[rows, idx] & (unit_segment[rows, idx] == unit_segment[rows[:, 0], start][:, None])
+        room = np.cumprod(usable, axis=1).sum(1)               # free units in a row from the start, same segment
+        affordable = (np.cumsum(size, axis=1) <= remaining[:, None]).sum(1)
+        want = np.minimum(pending, affordable)                 # the drawn length, cut only by the budget
+        place = np.where(room >= want, want, 0)
+        failed = ~done & (place == 0)
+        fails += failed
+        cut = failed & (fails >= _SPAN_TRIES)                 # crowded: place what fits here
+        place = np.where(cut, np.minimum(room, want), place)
+        place = np.where(done, 0, place)
+        placed = place > 0
+        span = offsets < place[:, None]
+        r_idx, j_idx = np.nonzero(span)
+        taken[r_idx, idx[r_idx, j_idx]] = True
+        span_of[r_idx, idx[r_idx, j_idx]] = start[r_idx]
+        remaining -= np.where(span, size, 0).sum(1)
+        pending = np.where(placed, 0, pending)
+        done |= (remaining <= 0) | (taken.sum(1) >= n_units) | (fails >= 2 * _SPAN_TRIES)
+        attempt += 1
+    span_unit = np.where(candidate, span_of[rows, np.maximum(unit_of, 0)], -1)
+    return np.where(span_unit >= 0, unit_pos[rows, np.maximum(span_unit, 0)], -1)
+
+
+def _candidates_and_budget(ids: np.ndarray, lengths: np.ndarray, config: MaskingConfig, max_predictions: int,
+                           tables: VocabTables) -> tuple[np.ndarray, np.ndarray]:
+    positions = np.arange(ids.shape[1])[None, :]
+    candidate = (positions < lengths[:, None]) & ~tables.is_special[ids]
+    budget = np.minimum(max_predictions, np.maximum(1, np.rint(lengths * config.rate).astype(np.int64)))
+    return candidate, budget
+
+
+def select_spans(ids: np.ndarray, lengths: np.ndarray, keys: np.ndarray, config: MaskingConfig,
+                 max_predictions: int, tables: VocabTables) -> np.ndarray:
+    """The spans `mask_tokens` masks under ``config.spans``: per position, the position its span starts at
+    (-1 where nothing is masked)."""
+    candidate, budget = _candidates_and_budget(ids, lengths, config, max_predictions, tables)
+    return _choose_spans(np.asarray(keys, dtype=np.uint64), ids, candidate, budget, tables, config)
+
+
 def mask_tokens(ids: np.ndarray, lengths: np.ndarray, keys: np.ndarray, config: MaskingConfig,
                 max_predictions: int, tables: VocabTables) -> tuple[np.ndarray, np.ndarray]:
     """Corrupt a padded batch `ids` [B, L] (real tokens in ``[:lengths[b]]``). Returns (inputs, labels), labels
@@ -120,13 +237,17 @@ def mask_tokens(ids: np.ndarray, lengths: np.ndarray, keys: np.ndarray, config: 
     batch, length = ids.shape
     keys = np.asarray(keys, dtype=np.uint64)
     positions = np.arange(length)[None, :]
-    candidate = (positions < lengths[:, None]) & ~tables.is_special[ids]
-    budget = np.minimum(max_predictions, np.maximum(1, np.rint(lengths * config.rate).astype(np.int64)))
-    if config.whole_word:
-        chosen = _choose_words(keys, ids, candidate, budget, tables)
+    candidate, budget = _candidates_and_budget(ids, lengths, config, max_predictions, tables)
+    if config.spans:
+        span_start = _choose_spans(keys, ids, candidate, budget, tables, config)
+        chosen = span_start >= 0
+        action = hash_uniform(keys[:, None], _ACTION + np.maximum(span_start, 0))  # one decision per span
     else:
-        chosen = _choose_pieces(hash_uniform(keys[:, None], _SELECT + positions), candidate, budget)
-    action = hash_uniform(keys[:, None], _ACTION + positions)
+        if config.whole_word:
+            chosen = _choose_words(keys, ids, candidate, budget, tables)
+        else:
+            chosen = _choose_pieces(hash_uniform(keys[:, None], _SELECT + positions), candidate, budget)
+        action = hash_uniform(keys[:, None], _ACTION + positions)
     to_mask = chosen & (action < config.mask_fraction)
     to_random = chosen & (action >= config.mask_fraction) & (action < config.mask_fraction + config.random_fraction)
     replacement = tables.replacement_ids[hash_bits(keys[:, None], _REPLACE + positions) % np.uint64(len(tables.replacement_ids))]

@@ -1,6 +1,6 @@
 """Pick the family from `config.json`'s `model_type`, as `transformers`' Auto classes do.
 
-Each family module (bert, roberta, albert, distilbert) exposes `FAMILY`: its config class and one model
+Each family module (bert, roberta, albert, distilbert, electra) exposes `FAMILY`: its config class and one model
 class per role. Family modules are imported only when asked for, so `import bertforge` stays light.
 """
 from __future__ import annotations
@@ -22,6 +22,7 @@ FAMILY_MODULES = {
     "roberta": "bertforge.model.roberta",
     "albert": "bertforge.model.albert",
     "distilbert": "bertforge.model.distilbert",
+    "electra": "bertforge.model.electra",
 }
 
 
