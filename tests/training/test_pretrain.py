@@ -177,3 +177,21 @@ def test_dropout_override_reaches_the_saved_model(train_data, vocab_dir, tmp_pat
     assert torch.equal(first, second)
     with pytest.raises(ValueError, match="--dropout must be in"):
         pretrain(train_data, tmp_path / "bad", vocab=str(vocab_dir), max_steps=1, dropout=1.5, **FAST)
+
+
+def test_electra_pretrains_and_its_halves_load_in_transformers(train_data, vocab_dir, tmp_path):
+    out = tmp_path / "electra"
+    result = pretrain(train_data, out, vocab=str(vocab_dir), objective="electra", max_steps=3, save_every=2,
+                      eval_batches=1, span_masking=True, **FAST)
+    assert result.step == 3 and math.isfinite(result.final_eval["mlm_loss"])
+    records = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    assert {"disc_loss", "disc_acc", "replaced", "mlm_loss"} <= set(records[0])
+    transformers = pytest.importorskip("transformers")
+    disc = transformers.ElectraForPreTraining.from_pretrained(out)
+    gen = transformers.ElectraForMaskedLM.from_pretrained(out / "generator")
+    assert gen.config.hidden_size == disc.config.hidden_size // 4
+    assert (out / "generator" / "vocab.txt").exists(), "the generator folder is a fill-mask model of its own"
+    # a resumed ELECTRA run loads both networks from its checkpoint
+    again = pretrain(train_data, out, vocab=str(vocab_dir), objective="electra", max_steps=3, save_every=2,
+                     eval_batches=1, span_masking=True, **FAST)
+    assert any("nothing to train" in n for n in again.notes)

@@ -5,7 +5,7 @@ import argparse
 
 from bertforge.commands import add_common
 from bertforge.commands.dataclass_args import (add_dataclass_arguments, dataclass_from_args, non_negative_int,
-                                               positive_int)
+                                               positive_float, positive_int)
 
 
 def register(sub) -> None:
@@ -23,7 +23,9 @@ def register(sub) -> None:
     p.add_argument("--output", required=True, metavar="DIR")
     p.add_argument("--overwrite", action="store_true",
                    help="start again in an OUTPUT that holds another run (its contents are deleted)")
-    p.add_argument("--objective", default="mlm+nsp", choices=["mlm+nsp", "mlm+sop", "mlm", "ltr"])
+    p.add_argument("--objective", default="mlm+nsp", choices=["mlm+nsp", "mlm+sop", "mlm", "ltr", "electra"],
+                   help="mlm+nsp (BERT), mlm+sop (ALBERT), mlm (RoBERTa), ltr (left to right), electra "
+                        "(a small generator fills the masks, the model learns which tokens were replaced)")
     p.add_argument("--packing", default="full-sentences", choices=["full-sentences", "doc-sentences"],
                    help="how mlm/ltr fill sequences")
     p.add_argument("--vocab", metavar="DIR", help="default: the vocab the corpus was prepared with")
@@ -36,7 +38,13 @@ def register(sub) -> None:
     p.add_argument("--dupe-factor", type=positive_int, default=10,
                    help="static masking: how many differently masked copies of the corpus (BERT used 10)")
     p.add_argument("--mask-rate", type=float, default=0.15)
-    p.add_argument("--whole-word", action="store_true")
+    p.add_argument("--whole-word", action="store_true", help="mask whole words (all their pieces) together")
+    p.add_argument("--span-masking", action="store_true",
+                   help="mask SpanBERT spans: geometric lengths (p 0.2, at most 10), same --mask-rate budget")
+    p.add_argument("--generator-fraction", type=positive_float, default=0.25,
+                   help="electra: the generator's width as a fraction of the model's (the paper: 1/4 to 1/2)")
+    p.add_argument("--disc-weight", type=positive_float, default=50.0,
+                   help="electra: weight of replaced-token detection against the generator's MLM loss")
     p.add_argument("--dropout", type=float, default=None, metavar="P",
                    help="hidden and attention dropout for this run (default: the model's, 0.1 for BERT). 0, as in "
                         "Cramming and ModernBERT, also lets CPU attention use SDPA's fused kernel")

@@ -41,8 +41,11 @@ class PretrainConfig:
     mask_rate: float = 0.15
     dupe_factor: int = 10                    # static masking: differently masked copies of the corpus
     whole_word: bool = False
+    span_masking: bool = False               # SpanBERT spans (geometric lengths) instead of single tokens
     dropout: float | None = None             # hidden + attention dropout; None = the model's own (BERT 0.1)
     init_from: str | None = None
+    generator_fraction: float = 0.25         # ELECTRA: the generator's width as a fraction of the discriminator's
+    disc_weight: float = 50.0                # ELECTRA: weight of replaced-token detection in the loss
     overwrite: bool = False                  # start again in an OUTPUT that holds another run
     train: TrainOptions = field(default_factory=pretrain_defaults)
 
@@ -133,7 +136,9 @@ def build_model(cfg: PretrainConfig, tokenizer: Any, max_len: int) -> torch.nn.M
     if cfg.dropout is not None and not 0.0 <= cfg.dropout < 1.0:
         raise ValueError(f"--dropout must be in [0, 1), got {cfg.dropout}")
     dropout = dropout_overrides(cfg.dropout)
-    if cfg.init_from:
+    if cfg.objective == "electra":
+        model = _build_electra(cfg, tokenizer, dropout)
+    elif cfg.init_from:
         # the run says itself which heads are new and which of them it trains (see init_note)
         checkpoint_log = logging.getLogger("bertforge.checkpoint")
         level = checkpoint_log.level
@@ -163,6 +168,27 @@ def build_model(cfg: PretrainConfig, tokenizer: Any, max_len: int) -> torch.nn.M
         raise ValueError(f"objective {cfg.objective} needs a sentence-pair head, which {type(model).__name__} "
                          "lacks; use --objective mlm (or ltr)")
     return model
+
+
+def _build_electra(cfg: PretrainConfig, tokenizer: Any, dropout: dict[str, float]) -> torch.nn.Module:
+    """ELECTRA: a generator `generator_fraction` of the discriminator's width, sharing its embeddings. `--model
+    mini` means an ELECTRA of BERT-mini's shape (the discriminator); a config.json or an ELECTRA folder works too."""
+    from bertforge.model.auto import preset_config
+    from bertforge.model.electra import ElectraConfig
+    from bertforge.model.electra_pretraining import ElectraPretrainingModel, build_electra_pretraining
+    if cfg.init_from:
+        return ElectraPretrainingModel.from_pretrained(cfg.init_from, disc_weight=cfg.disc_weight, **dropout)
+    path = Path(cfg.model)
+    if path.is_dir():
+        path = path / "config.json"
+    if path.suffix == ".json" or path.is_file():
+        config = ElectraConfig.from_json_file(path)
+        for name, value in dropout.items():
+            setattr(config, name, value)
+    else:
+        name = cfg.model if cfg.model.startswith("electra-") else f"electra-{cfg.model.rpartition('-')[2]}"
+        config = preset_config(name, vocab_size=len(tokenizer.vocab), pad_token_id=tokenizer.pad_token_id, **dropout)
+    return build_electra_pretraining(config, generator_fraction=cfg.generator_fraction, disc_weight=cfg.disc_weight)
 
 
 def init_note(model: torch.nn.Module, cfg: PretrainConfig) -> str:
@@ -209,6 +235,9 @@ def add_pretraining_metrics(sums: dict[str, float], out: Any, batch: dict[str, t
     logits = logits.detach()
     hit = logits.gather(-1, target[:, None]).squeeze(-1) >= logits.amax(-1)
     _add(sums, mlm_n=n, mlm_correct=float(hit.sum()), mlm_loss=float(mlm_loss.detach()) * n)
+    if getattr(out, "disc_loss", None) is not None:  # ELECTRA's discriminator, per micro-batch
+        _add(sums, disc_batches=1, disc_loss=float(out.disc_loss.detach()), disc_acc=float(out.disc_accuracy),
+             replaced=float(out.replaced_fraction))
     if "next_sentence_label" in batch:
         nsl = batch["next_sentence_label"]
         _add(sums, nsp_n=nsl.numel(),
@@ -229,6 +258,9 @@ def summarize_pretraining(s: dict[str, float]) -> dict[str, float]:
     if s.get("nsp_n"):
         out["nsp_loss"] = s["nsp_loss"] / s["nsp_n"]
         out["nsp_acc"] = s["nsp_correct"] / s["nsp_n"]
+    if s.get("disc_batches"):
+        for key in ("disc_loss", "disc_acc", "replaced"):
+            out[key] = s[key] / s["disc_batches"]
     return out
 
 
@@ -275,14 +307,27 @@ class PretrainStage(Stage):
         c = self.cfg
         return {"objective": c.objective, "packing": c.packing, "model": c.model, "batch_size": c.batch_size,
                 "masking": c.masking, "mask_rate": c.mask_rate, "dupe_factor": c.dupe_factor,
-                "whole_word": c.whole_word, "seq_len_schedule": c.seq_len_schedule, "dropout": c.dropout,
-                "init_from": c.init_from, "data": data_fingerprint(c.data)}
+                "whole_word": c.whole_word, "span_masking": c.span_masking, "seq_len_schedule": c.seq_len_schedule,
+                "dropout": c.dropout, "init_from": c.init_from, "data": data_fingerprint(c.data),
+                **({"generator_fraction": c.generator_fraction, "disc_weight": c.disc_weight}
+                   if c.objective == "electra" else {})}
 
     def next_batch(self) -> dict[str, torch.Tensor]:
         return next_batch(self.train_data)
 
     def loss(self, net: torch.nn.Module, batch: dict[str, torch.Tensor]) -> Any:
         return net(**model_inputs(batch, self.cfg.objective, self.device))
+
+    def save(self, folder: Path) -> None:
+        super().save(folder)
+        if self.cfg.objective == "electra" and self.tokenizer is not None:
+            self.tokenizer.save_pretrained(folder / "generator")  # the generator is a fill-mask model of its own
+
+    def load_weights(self, folder: Path) -> None:
+        if hasattr(self.model, "load_weights"):  # ELECTRA: two networks in two folders
+            self.model.load_weights(folder)
+        else:
+            super().load_weights(folder)
 
     def add_metrics(self, sums: dict[str, float], out: Any, batch: dict[str, torch.Tensor]) -> None:
         add_pretraining_metrics(sums, out, batch)
@@ -334,18 +379,20 @@ def run_pretraining(cfg: PretrainConfig, hooks: FaultHooks | None = None) -> Fit
         torch.manual_seed(opts.seed)
         model = build_model(cfg, tokenizer, max(n for n, _ in phases)).to(session.device)
         masking = MaskingConfig(rate=cfg.mask_rate, whole_word=cfg.whole_word, mode=cfg.masking,
-                                dupe_factor=cfg.dupe_factor)
+                                dupe_factor=cfg.dupe_factor, spans=cfg.span_masking)
         info = session.info
-        train_data = PretrainingDataset(cfg.data, tokenizer, objective=cfg.objective, packing=cfg.packing,
+        data_objective = "mlm" if cfg.objective == "electra" else cfg.objective  # ELECTRA reads MLM batches
+        train_data = PretrainingDataset(cfg.data, tokenizer, objective=data_objective, packing=cfg.packing,
                                         max_seq_length=phases[0][0], batch_size=cfg.batch_size, masking=masking,
                                         seed=opts.seed, rank=info.rank, world_size=info.world_size)
         notes = []
         heldout = None
         if cfg.eval_batches > 0 and session.is_main:
             try:
-                heldout = PretrainingDataset(cfg.data, tokenizer, objective=cfg.objective, packing=cfg.packing,
+                heldout = PretrainingDataset(cfg.data, tokenizer, objective=data_objective, packing=cfg.packing,
                                              max_seq_length=phases[0][0], batch_size=cfg.batch_size,
-                                             masking=MaskingConfig(rate=cfg.mask_rate, whole_word=cfg.whole_word),
+                                             masking=MaskingConfig(rate=cfg.mask_rate, whole_word=cfg.whole_word,
+                                                                   spans=cfg.span_masking),
                                              seed=opts.seed, split="heldout")
             except ValueError as err:
                 notes.append(f"held-out evaluation skipped: {err}")
