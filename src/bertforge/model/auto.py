@@ -22,6 +22,7 @@ FAMILY_MODULES = {
     "roberta": "bertforge.model.roberta",
     "albert": "bertforge.model.albert",
     "distilbert": "bertforge.model.distilbert",
+    "modernbert": "bertforge.model.modernbert",
 }
 
 
