@@ -297,3 +297,32 @@ def test_auto_class_and_bertforge_only_checkpoint(tmp_path):
     assert isinstance(again, ModernBertForMaskedLM) and again.config.pre_norm is False
     for a, b in zip(model.state_dict().values(), again.state_dict().values()):
         assert torch.equal(a, b)
+
+
+# ---- the whole pipeline ---------------------------------------------------------------------------------------------
+@pytest.mark.slow
+def test_pretrain_modernbert_preset_then_finetune_then_load_in_transformers(train_data, vocab_dir, shared_data,
+                                                                            tmp_path):
+    from bertforge.tasks.finetune import FinetuneSettings, finetune
+    from bertforge.training.pretrain import pretrain
+    pretrained = tmp_path / "pretrained"
+    result = pretrain(train_data, pretrained, vocab=str(vocab_dir), model="modernbert-tiny", objective="mlm",
+                      max_steps=2, batch_size=4, lr=1e-3, seq_len_schedule="64:1", eval_batches=1, progress=False)
+    assert result.step == 2 and torch.isfinite(torch.tensor(result.final_eval["mlm_loss"]))
+    saved = json.loads((pretrained / "config.json").read_text())
+    assert saved["model_type"] == "modernbert" and saved["architectures"] == ["ModernBertForMaskedLM"]
+
+    tuned = tmp_path / "mrpc"
+    report = finetune(FinetuneSettings(task="mrpc", model=str(pretrained), output=str(tuned),
+                                       data=str(shared_data / "glue" / "MRPC"), epochs=1, batch_size=8,
+                                       learning_rates=[1e-4], max_train_samples=16, max_eval_samples=16,
+                                       progress=False), say=lambda *_: None)
+    assert 0.0 <= report["eval"]["accuracy"] <= 1.0
+    ours = AutoModelForSequenceClassification.from_pretrained(tuned).eval()
+    theirs = transformers.ModernBertForSequenceClassification.from_pretrained(tuned).eval()
+    ids = torch.tensor([[2, 1996, 3185, 2001, 2307, 3, 2023, 2143, 3, 0, 0]])  # ids of the prepared vocab
+    mask = (ids != 0).long()
+    with torch.no_grad():
+        a = ours(input_ids=ids, attention_mask=mask).logits
+        b = theirs(input_ids=ids, attention_mask=mask).logits
+    assert torch.allclose(a, b, atol=1e-5), (a, b)
