@@ -232,21 +232,24 @@ def test_packed_equals_padded_with_each_option(name):
         assert (grads[0][n] - grads[1][n]).abs().max() < 1e-5, n
 
 
-def test_local_attention_sees_only_its_window():
-    """A local layer: a token's output ignores tokens beyond its half-window (local_attention=6: 3 each side)."""
-    model = ModernBertModel(small_config(num_hidden_layers=2)).eval()
+@pytest.mark.parametrize("training", [False, True])
+def test_local_attention_sees_only_its_window(training):
+    """A local layer: a token's output ignores tokens beyond its half-window (local_attention=6: 3 each side),
+    in SDPA's path and in the explicit attention-dropout path (training, same dropout masks on both runs)."""
+    model = ModernBertModel(small_config(num_hidden_layers=2, attention_probs_dropout_prob=0.3)).train(training)
     ids, mask = random_batch()
     changed = ids.clone()
     changed[0, 15] = 99
+    outs = []
     with torch.no_grad():
-        layer = model.encoder.layers[1]  # layer 1 is local (half-window 3)
-        x = model.embeddings.word_embeddings.weight[ids[0]]
-        y = model.embeddings.word_embeddings.weight[changed[0]]
+        layer = model.encoder.layers[1]  # layer 1 is local
         batch = PackedBatch.from_mask(None, 1, ids.shape[1], ids.device)
-        contexts = model.encoder._contexts(x, batch, None)
-        local_batch, rope = contexts[False]
-        a, b = layer(x, local_batch, rope), layer(y, local_batch, rope)
-    differs = (a - b).abs().amax(dim=-1) > 1e-6
+        for row in (ids[0], changed[0]):
+            x = model.embeddings.word_embeddings.weight[row]
+            local_batch, rope = model.encoder._contexts(x, batch, None)[False]
+            torch.manual_seed(5)
+            outs.append(layer(x, local_batch, rope))
+    differs = (outs[0] - outs[1]).abs().amax(dim=-1) > 1e-6
     assert differs.nonzero().squeeze(1).tolist() == [12, 13, 14, 15, 16, 17, 18]
 
 
