@@ -253,6 +253,38 @@ def test_local_attention_sees_only_its_window(training):
     assert differs.nonzero().squeeze(1).tolist() == [12, 13, 14, 15, 16, 17, 18]
 
 
+def test_rotary_backward_is_the_gradient_and_matches_transformers_rotation():
+    from transformers.models.modernbert.modeling_modernbert import apply_rotary_pos_emb
+    from bertforge.model.rotary import RotaryEmbedding, apply_rotary
+    T, h, d = 7, 2, 8
+    positions = torch.tensor([0, 1, 2, 0, 1, 5, 9])
+    cos, sin = RotaryEmbedding(d, 100.0)(positions, torch.float64, h)
+    qkv = torch.randn(T, 3, h, d, dtype=torch.float64, requires_grad=True)
+    assert torch.autograd.gradcheck(lambda t: apply_rotary(t, cos, sin), (qkv,))
+    hf_rotary = transformers.ModernBertConfig(hidden_size=h * d, num_attention_heads=h, num_hidden_layers=1,
+                                              rope_parameters={"full_attention": {"rope_type": "default",
+                                                                                  "rope_theta": 100.0}})
+    from transformers.models.modernbert.modeling_modernbert import ModernBertRotaryEmbedding
+    hf_cos, hf_sin = ModernBertRotaryEmbedding(hf_rotary)(qkv, positions[None], "full_attention")
+    q, k = qkv[None, :, 0].transpose(1, 2), qkv[None, :, 1].transpose(1, 2)      # [1, heads, T, d]
+    hf_q, hf_k = apply_rotary_pos_emb(q, k, hf_cos, hf_sin)
+    ours = apply_rotary(qkv, cos, sin)
+    assert (ours[:, 0] - hf_q[0].transpose(0, 1)).abs().max() < 1e-6
+    assert (ours[:, 1] - hf_k[0].transpose(0, 1)).abs().max() < 1e-6
+    assert torch.equal(ours[:, 2], qkv[:, 2])
+
+
+def test_bf16_autocast_runs_and_stays_close():
+    model = ModernBertForMaskedLM(small_config()).eval()
+    ids, mask = random_batch()
+    labels = torch.where(mask.bool(), ids, torch.full_like(ids, -100))
+    with torch.no_grad():
+        ref = model(ids, attention_mask=mask, labels=labels)
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            low = model(ids, attention_mask=mask, labels=labels)
+    assert low.loss.dtype == torch.float32 and abs(low.loss.item() - ref.loss.item()) < 0.05
+
+
 # ---- configs -----------------------------------------------------------------------------------------------------
 def test_bert_config_json_is_unchanged_and_modern_options_are_marked():
     plain = BertConfig.preset("tiny").to_dict()

@@ -172,7 +172,7 @@ class SelfAttention(nn.Module):
 
     def forward(self, x: torch.Tensor, batch: PackedBatch,
                 rope: Optional[tuple[torch.Tensor, torch.Tensor]] = None) -> torch.Tensor:
-        """`rope`: the packed tokens' rotary (cos, sin), each `[tokens, head_dim]`, or None."""
+        """`rope`: the packed tokens' rotary (cos, sin) tables (`RotaryEmbedding`), or None."""
         T, h, d = x.shape[0], self.num_heads, self.head_dim
         # Heads-major layout [3, heads, tokens, head_dim]: each group's tokens go into its grid with one
         # index_copy_ along a single dimension, q/k/v come out contiguous (SDPA's kernels then copy nothing),

@@ -64,12 +64,13 @@ class Encoder(nn.Module):
                   positions: Optional[torch.Tensor]) -> dict[bool, tuple[PackedBatch, Rope]]:
         """(packing with its masks, rotary tables) for global (True) and local (False) layers."""
         rope: Rope = None
+        heads = self.config.num_attention_heads
         if self.rotary is not None:
             positions = packed_positions(batch) if positions is None else positions
-            rope = self.rotary(positions, x.dtype)
+            rope = self.rotary(positions, x.dtype, heads)
         contexts = {True: (batch, rope)}
         if not all(self.global_layer):
-            local_rope = self.local_rotary(positions, x.dtype) if self.local_rotary is not None else rope
+            local_rope = self.local_rotary(positions, x.dtype, heads) if self.local_rotary is not None else rope
             contexts[False] = (local_attention_batch(batch, self.config.local_attention), local_rope)
         return contexts
 
