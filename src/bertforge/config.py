@@ -241,7 +241,8 @@ class BertConfig:
     def modern_options_in_use(self) -> list[str]:
         """The modern-encoder options set away from BERT's defaults (a family that has them natively, such as
         ModernBERT, overrides this with an empty list)."""
-        return [f.name for f in dataclasses.fields(self) if f.name in MODERN_OPTIONS and getattr(self, f.name) != f.default]
+        return [f.name for f in dataclasses.fields(self)
+                if f.name in MODERN_OPTIONS and getattr(self, f.name) != f.default]
 
     @property
     def rotary(self) -> bool:
