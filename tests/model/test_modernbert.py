@@ -42,6 +42,14 @@ def hf_from(folder, cls_name: str):
     return getattr(transformers, cls_name).from_pretrained(folder, attn_implementation="eager").eval()
 
 
+def assert_saves_back(ours, theirs, folder) -> None:
+    """Ours saved again loads in transformers' class with every tensor as it was."""
+    ours.save_pretrained(folder)
+    again = type(theirs).from_pretrained(folder)
+    for name, tensor in theirs.state_dict().items():
+        assert torch.equal(again.state_dict()[name], tensor), name
+
+
 # ---- ours saved -> transformers loads, same outputs --------------------------------------------------------------
 @pytest.mark.parametrize("overrides", [
     {},                                                            # ModernBERT's layout: local every other layer
@@ -126,6 +134,7 @@ def test_sequence_classification_loads_from_transformers(tmp_path, pooling):
         b = theirs(input_ids=ids, attention_mask=mask, labels=labels)
     assert (a.logits - b.logits).abs().max() < 1e-5
     assert abs(a.loss.item() - b.loss.item()) < 1e-5
+    assert_saves_back(ours, theirs, tmp_path / "back")
 
 
 def test_token_classification_and_question_answering_load_from_transformers(tmp_path):
@@ -144,6 +153,7 @@ def test_token_classification_and_question_answering_load_from_transformers(tmp_
         b = theirs(input_ids=ids, attention_mask=mask, labels=labels)
     assert (a.logits[real] - b.logits[real]).abs().max() < 1e-5
     assert abs(a.loss.item() - b.loss.item()) < 1e-5
+    assert_saves_back(ours, theirs, tmp_path / "ner-back")
 
     qa_config = transformers.ModernBertConfig(**small_config().to_dict())
     theirs = transformers.ModernBertForQuestionAnswering(qa_config).eval()
@@ -161,6 +171,7 @@ def test_token_classification_and_question_answering_load_from_transformers(tmp_
     assert (a.start_logits[real] - b.start_logits[real]).abs().max() < 1e-5
     assert (a.end_logits[real] - b.end_logits[real]).abs().max() < 1e-5
     assert abs(c.loss.item() - d.loss.item()) < 1e-5
+    assert_saves_back(ours, theirs, tmp_path / "qa-back")
 
 
 def test_multiple_choice_and_bare_model_load_from_transformers(tmp_path):
@@ -179,6 +190,7 @@ def test_multiple_choice_and_bare_model_load_from_transformers(tmp_path):
         b = theirs(input_ids=ids, attention_mask=mask, labels=labels)
     assert (a.logits - b.logits).abs().max() < 1e-5
     assert abs(a.loss.item() - b.loss.item()) < 1e-5
+    assert_saves_back(ours, theirs, tmp_path / "mc-back")
 
     bare = transformers.ModernBertModel(hf_config).eval()
     bare.config._attn_implementation = "eager"
