@@ -30,6 +30,11 @@ LAYER_SHARING = ("none", "attention", "ffn", "all")
 # Keys written to config.json only when a model uses an option transformers' class for it cannot express.
 BERTFORGE_ONLY_KEY = "bertforge_only"
 
+# The modern-encoder options (see `BertConfig`): written to config.json only when set away from BERT's defaults.
+MODERN_OPTIONS = ("pre_norm", "feed_forward_glu", "attention_bias", "mlp_bias", "norm_bias", "rope_theta",
+                  "local_rope_theta", "local_attention", "global_attn_every_n_layers", "head_bias", "head_act",
+                  "decoder_bias")
+
 SUPPORTED_ACTIVATIONS = ("gelu", "gelu_new", "gelu_pytorch_tanh", "gelu_fast", "relu", "silu", "swish", "tanh")
 
 
@@ -57,6 +62,19 @@ class BertConfig:
     # hidden_size; E != H adds a projection E -> H) and which sub-blocks the layers share.
     embedding_size: int | None = None
     layer_sharing: str = "none"
+    # Modern-encoder options (ModernBERT, Warner et al. 2024), each usable on its own; the defaults are BERT's.
+    pre_norm: bool = False  # LayerNorm before each sub-block (not after the residual sum), plus a final norm
+    feed_forward_glu: bool = False  # up-projection to 2 x intermediate; act(first half) * second half (GeGLU)
+    attention_bias: bool = True  # biases of the QKV and attention-output projections
+    mlp_bias: bool = True  # biases of the feed-forward projections
+    norm_bias: bool = True  # LayerNorm biases
+    rope_theta: float | None = None  # rotary positions with this base instead of the absolute position table
+    local_rope_theta: float | None = None  # the rotary base of local-attention layers (None: rope_theta)
+    local_attention: int | None = None  # local layers see keys within local_attention // 2 positions; None: all global
+    global_attn_every_n_layers: int = 1  # with local_attention, layer i is global when i % n == 0
+    head_bias: bool = True  # bias of the MLM head's dense transform
+    head_act: str | None = None  # the MLM head's activation (None: hidden_act)
+    decoder_bias: bool = True  # bias of the MLM vocabulary decoder
     # Fine-tuning heads keep their label names here, as HF does, so a saved predictor knows what it predicts.
     id2label: dict[int, str] | None = None
     problem_type: str | None = None
@@ -87,11 +105,36 @@ class BertConfig:
             p = getattr(self, name)
             if not 0.0 <= float(p) < 1.0:
                 raise ConfigError(f"config field '{name}' must be in [0, 1), got {p!r}")
+        self._check_modern_options()
         kind = self.extra.get("position_embedding_type", "absolute")
         if kind not in ("absolute", None):
             raise ConfigError(f"config field 'position_embedding_type' is {kind!r}; only 'absolute' is supported")
         if self.id2label is not None:
             self.id2label = {int(k): str(v) for k, v in self.id2label.items()}
+
+    def _check_modern_options(self) -> None:
+        for name in ("pre_norm", "feed_forward_glu", "attention_bias", "mlp_bias", "norm_bias", "head_bias",
+                     "decoder_bias"):
+            if not isinstance(getattr(self, name), bool):
+                raise ConfigError(f"config field '{name}' must be true or false, got {getattr(self, name)!r}")
+        for name in ("rope_theta", "local_rope_theta"):
+            value = getattr(self, name)
+            if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0):
+                raise ConfigError(f"config field '{name}' must be a positive number or null, got {value!r}")
+        if self.local_rope_theta is not None and self.rope_theta is None:
+            raise ConfigError("config field 'local_rope_theta' needs 'rope_theta' (rotary positions) to be set")
+        window, every = self.local_attention, self.global_attn_every_n_layers
+        if window is not None and (not isinstance(window, int) or isinstance(window, bool) or window < 2):
+            raise ConfigError(f"config field 'local_attention' must be an integer >= 2 (the window width) or null, "
+                              f"got {window!r}")
+        if not isinstance(every, int) or isinstance(every, bool) or every < 1:
+            raise ConfigError(f"config field 'global_attn_every_n_layers' must be a positive integer, got {every!r}")
+        if self.head_act is not None and self.head_act not in SUPPORTED_ACTIVATIONS:
+            raise ConfigError(f"config field 'head_act' is {self.head_act!r}; supported: "
+                              f"{', '.join(SUPPORTED_ACTIVATIONS)}")
+        if self.rope_theta is not None and self.head_dim % 2:
+            raise ConfigError(f"rotary positions need an even head size; hidden_size / num_attention_heads = "
+                              f"{self.head_dim}")
 
     # ---- presets -------------------------------------------------------------------------------------------
     @classmethod
@@ -138,13 +181,17 @@ class BertConfig:
                 continue
             if f.name == "layer_sharing" and value == "none":  # BERT's config.json stays as transformers writes it
                 continue
+            if f.name in MODERN_OPTIONS and value == f.default:  # likewise for the modern options left off
+                continue
             if f.name == "id2label":
                 out["id2label"] = {str(k): v for k, v in value.items()}
                 out["label2id"] = {v: k for k, v in value.items()}
                 continue
             out[f.name] = value
-        if self.embedding_projection or self.layer_sharing != "none":
-            out[BERTFORGE_ONLY_KEY] = ("embedding_size/layer_sharing are bertforge options: transformers' "
+        modern = [name for name in self.modern_options_in_use() if name in out]
+        if self.embedding_projection or self.layer_sharing != "none" or modern:
+            used = ["embedding_size/layer_sharing"] if self.embedding_projection or self.layer_sharing != "none" else []
+            out[BERTFORGE_ONLY_KEY] = (f"{'/'.join(used + modern)} are bertforge options: transformers' "
                                        f"{self.model_type} classes cannot load this checkpoint")
         return out
 
@@ -190,6 +237,40 @@ class BertConfig:
     @property
     def head_dim(self) -> int:
         return self.hidden_size // self.num_attention_heads
+
+    def modern_options_in_use(self) -> list[str]:
+        """The modern-encoder options set away from BERT's defaults (a family that has them natively, such as
+        ModernBERT, overrides this with an empty list)."""
+        return [f.name for f in dataclasses.fields(self)
+                if f.name in MODERN_OPTIONS and getattr(self, f.name) != f.default]
+
+    @property
+    def rotary(self) -> bool:
+        """Rotary position embeddings instead of the absolute position table."""
+        return self.rope_theta is not None
+
+    def is_global_layer(self, index: int) -> bool:
+        """Whether layer `index` attends over the whole sequence (False: within the local window)."""
+        return self.local_attention is None or index % self.global_attn_every_n_layers == 0
+
+    # Where dropout goes. BERT drops the embeddings, each sub-block's output, and (attention_probs_dropout_prob)
+    # the attention probabilities; a family with another placement (ModernBERT) overrides these.
+    @property
+    def embedding_dropout_prob(self) -> float:
+        return self.hidden_dropout_prob
+
+    @property
+    def attention_output_dropout_prob(self) -> float:
+        return self.hidden_dropout_prob
+
+    @property
+    def ffn_inner_dropout_prob(self) -> float:
+        """Dropout on the activation inside the feed-forward block, before the down-projection."""
+        return 0.0
+
+    @property
+    def ffn_output_dropout_prob(self) -> float:
+        return self.hidden_dropout_prob
 
     @property
     def embedding_dim(self) -> int:

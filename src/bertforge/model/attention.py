@@ -11,10 +11,17 @@ sample at a time; the explicit path below computes the same thing with bertforge
 (`model/dropout.py`) and is 1.30x as fast for `mini`'s attention, forward + backward
 (`benchmarks/bench_step_parts.py`). Without dropout (inference, fine-tuned models evaluated, dropout-0
 recipes) SDPA's fused kernel stays, as it never holds the [seq, seq] scores of all heads at once.
+
+Two options of modern encoders act here. Rotary positions (`model/rotary.py`) rotate the queries and keys of
+the packed tokens before they are scattered. Local attention (ModernBERT's sliding window) is a mask: each
+group's grid columns are the sequences' own positions, so `local_attention_batch` narrows each group's mask
+to a band around the diagonal, and the kernels are the same.
 """
 from __future__ import annotations
 
+import dataclasses
 import math
+from typing import Optional
 
 import torch
 import torch.nn.functional as F
@@ -23,6 +30,7 @@ from torch import nn
 from bertforge.config import BertConfig
 from bertforge.model.dropout import dropout
 from bertforge.model.packing import AttentionGroup, PackedBatch
+from bertforge.model.rotary import apply_rotary
 
 # Train with attention dropout on CPU through `attention_with_dropout` (False: SDPA's math path, for comparison)
 EXPLICIT_DROPOUT_ON_CPU = True
@@ -130,21 +138,49 @@ class _GatherFromGroups(torch.autograd.Function):
         return (None, *grads)
 
 
+def _local_mask(group: AttentionGroup, half_window: int, device: torch.device) -> torch.Tensor:
+    """The group's "may attend" mask narrowed to keys within `half_window` positions of the query.
+
+    A padded query slot keeps the keys it had: its output is never read, but a row with no key at all would
+    make softmax NaN, and NaN survives being multiplied by the zero gradient of an unread row.
+    """
+    L = group.length
+    pos = torch.arange(L, device=device)
+    band = (pos[:, None] - pos[None, :]).abs() <= half_window                # [length, length]
+    if group.mask is None:
+        return band[None, None]
+    keys = group.mask.any(dim=-2)                                              # [1, count, length]: real keys
+    return group.mask & (band | ~keys[..., :, None])
+
+
+def local_attention_batch(batch: PackedBatch, window: int) -> PackedBatch:
+    """The same packing with every group's mask limited to a sliding window of `window` tokens in all
+    (`window // 2` either side, as ModernBERT's `local_attention`); what local layers attend with."""
+    half = window // 2
+    groups = [dataclasses.replace(g, mask=_local_mask(g, half, batch.device)) for g in batch.groups]
+    return dataclasses.replace(batch, groups=groups)
+
+
 class SelfAttention(nn.Module):
     def __init__(self, config: BertConfig) -> None:
         super().__init__()
         self.num_heads = config.num_attention_heads
         self.head_dim = config.hidden_size // config.num_attention_heads
-        self.qkv = nn.Linear(config.hidden_size, 3 * config.hidden_size)
-        self.out = nn.Linear(config.hidden_size, config.hidden_size)
+        self.qkv = nn.Linear(config.hidden_size, 3 * config.hidden_size, bias=config.attention_bias)
+        self.out = nn.Linear(config.hidden_size, config.hidden_size, bias=config.attention_bias)
         self.dropout_p = config.attention_probs_dropout_prob
 
-    def forward(self, x: torch.Tensor, batch: PackedBatch) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, batch: PackedBatch,
+                rope: Optional[tuple[torch.Tensor, torch.Tensor]] = None) -> torch.Tensor:
+        """`rope`: the packed tokens' rotary (cos, sin) tables (`RotaryEmbedding`), or None."""
         T, h, d = x.shape[0], self.num_heads, self.head_dim
         # Heads-major layout [3, heads, tokens, head_dim]: each group's tokens go into its grid with one
         # index_copy_ along a single dimension, q/k/v come out contiguous (SDPA's kernels then copy nothing),
         # and padded slots stay zero (their keys are masked anyway). SDPA takes any leading dims: (heads, count).
-        heads_major = self.qkv(x).view(T, 3, h, d).permute(1, 2, 0, 3)
+        token_major = self.qkv(x).view(T, 3, h, d)
+        if rope is not None:
+            token_major = apply_rotary(token_major, *rope)
+        heads_major = token_major.permute(1, 2, 0, 3)
         qkv = _ScatterToGroups.apply(heads_major, batch.groups)
         explicit = EXPLICIT_DROPOUT_ON_CPU and self.training and self.dropout_p > 0 and x.device.type == "cpu"
         ys = []

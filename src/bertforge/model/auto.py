@@ -23,6 +23,7 @@ FAMILY_MODULES = {
     "albert": "bertforge.model.albert",
     "distilbert": "bertforge.model.distilbert",
     "electra": "bertforge.model.electra",
+    "modernbert": "bertforge.model.modernbert",
 }
 
 

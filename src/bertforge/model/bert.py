@@ -55,8 +55,9 @@ class BertPreTrainedModel(nn.Module):
                     module.weight[module.padding_idx].zero_()
         elif isinstance(module, nn.LayerNorm):
             nn.init.ones_(module.weight)
-            nn.init.zeros_(module.bias)
-        elif isinstance(module, MaskedLMHead):
+            if module.bias is not None:  # bias-free norms (`norm_bias=False`)
+                nn.init.zeros_(module.bias)
+        elif isinstance(module, MaskedLMHead) and module.bias is not None:
             nn.init.zeros_(module.bias)
 
     # ---- checkpoints ------------------------------------------------------------------------------------------
@@ -146,10 +147,11 @@ class BertModel(BertPreTrainedModel):
         batch = PackedBatch.from_mask(attention_mask, B, L, input_ids.device, causal=causal, unpad=unpad)
         if position_ids is None:
             position_ids = self.default_position_ids(input_ids, attention_mask)
-        x = self.embeddings(batch.pack(input_ids), batch.pack(position_ids),
+        positions = batch.pack(position_ids)
+        x = self.embeddings(batch.pack(input_ids), positions,
                             batch.pack(token_type_ids) if token_type_ids is not None else None)
         collect: list[torch.Tensor] | None = [] if output_hidden_states else None
-        x = self.encoder(x, batch, collect)
+        x = self.encoder(x, batch, collect, positions=positions)  # rotary positions read them inside
         return x, batch, collect
 
     def forward(self, input_ids: torch.Tensor, attention_mask: Optional[torch.Tensor] = None,

@@ -4,15 +4,23 @@ Shared parameters are stored once: `layers` holds only the unique layers (all N 
 one under "all"; under "attention"/"ffn" layer 0 is complete and the others hold only their own half),
 and `schedule` says whose attention and whose feed-forward run at each depth. So a state dict never sees
 one tensor under two names, and `layer_sharing="none"` keeps BERT's names (`layers.N...`).
+
+The stack also holds what its layers share per batch under the modern options: the rotary tables (built once
+per forward for global and for local layers, from each packed token's position), the sliding-window masks
+of local layers, and the final LayerNorm of a pre-LN stack.
 """
 from __future__ import annotations
+
+from typing import Optional
 
 import torch
 from torch import nn
 
 from bertforge.config import BertConfig
-from bertforge.model.layer import EncoderLayer
+from bertforge.model.attention import local_attention_batch
+from bertforge.model.layer import EncoderLayer, Rope, layer_norm
 from bertforge.model.packing import PackedBatch
+from bertforge.model.rotary import RotaryEmbedding
 
 
 def sharing_schedule(layer_sharing: str, num_layers: int) -> list[tuple[int, int]]:
@@ -22,30 +30,70 @@ def sharing_schedule(layer_sharing: str, num_layers: int) -> list[tuple[int, int
     return [(0 if shared_attention else i, 0 if shared_ffn else i) for i in range(num_layers)]
 
 
+def packed_positions(batch: PackedBatch) -> torch.Tensor:
+    """Each packed token's position in its own row (0, 1, 2... from the row's start), `[tokens]`."""
+    if batch.indices is not None:
+        return batch.indices % batch.seq_len
+    return torch.arange(batch.batch_size * batch.seq_len, device=batch.device) % batch.seq_len
+
+
 class Encoder(nn.Module):
     def __init__(self, config: BertConfig) -> None:
         super().__init__()
+        self.config = config
         self.schedule = sharing_schedule(config.layer_sharing, config.num_hidden_layers)
         attention_owners = {a for a, _ in self.schedule}
         ffn_owners = {f for _, f in self.schedule}
+        # layer 0's attention norm would re-normalise the embeddings' output, unless deeper depths reuse it
+        first_alone = [a for a, _ in self.schedule].count(0) == 1
         self.layers = nn.ModuleList(
-            EncoderLayer(config, attention=i in attention_owners, feed_forward=i in ffn_owners)
+            EncoderLayer(config, attention=i in attention_owners, feed_forward=i in ffn_owners,
+                         first_norm=not (i == 0 and first_alone))
             for i in range(max(attention_owners | ffn_owners) + 1))
+        self.final_norm = layer_norm(config) if config.pre_norm else None
+        self.global_layer = [config.is_global_layer(i) for i in range(config.num_hidden_layers)]
+        self.rotary = self.local_rotary = None
+        if config.rotary:
+            self.rotary = RotaryEmbedding(config.head_dim, config.rope_theta)
+            local_theta = config.local_rope_theta
+            if local_theta is not None and local_theta != config.rope_theta and not all(self.global_layer):
+                self.local_rotary = RotaryEmbedding(config.head_dim, local_theta)
         self.gradient_checkpointing = False
 
-    def forward(self, x: torch.Tensor, batch: PackedBatch, collect: list[torch.Tensor] | None = None) -> torch.Tensor:
-        """`collect`, when given, receives the input and every layer's output (packed)."""
-        for a, f in self.schedule:
+    def _contexts(self, x: torch.Tensor, batch: PackedBatch,
+                  positions: Optional[torch.Tensor]) -> dict[bool, tuple[PackedBatch, Rope]]:
+        """(packing with its masks, rotary tables) for global (True) and local (False) layers."""
+        rope: Rope = None
+        heads = self.config.num_attention_heads
+        if self.rotary is not None:
+            positions = packed_positions(batch) if positions is None else positions
+            rope = self.rotary(positions, x.dtype, heads)
+        contexts = {True: (batch, rope)}
+        if not all(self.global_layer):
+            local_rope = self.local_rotary(positions, x.dtype, heads) if self.local_rotary is not None else rope
+            contexts[False] = (local_attention_batch(batch, self.config.local_attention), local_rope)
+        return contexts
+
+    def forward(self, x: torch.Tensor, batch: PackedBatch, collect: list[torch.Tensor] | None = None,
+                positions: Optional[torch.Tensor] = None) -> torch.Tensor:
+        """`collect`, when given, receives the input and every layer's output (packed; the last one after the
+        final norm of a pre-LN stack). `positions`: the packed tokens' position ids, read by rotary positions
+        (default: each token's place in its row)."""
+        contexts = self._contexts(x, batch, positions)
+        for depth, (a, f) in enumerate(self.schedule):
             if collect is not None:
                 collect.append(x)
             if a == f:
                 step = self.layers[a]  # a whole layer: called as a module, so hooks on it still fire
             else:
                 step = _Mixed(self.layers[a], self.layers[f])
+            layer_batch, rope = contexts[self.global_layer[depth]]
             if self.gradient_checkpointing and self.training:
-                x = torch.utils.checkpoint.checkpoint(step, x, batch, use_reentrant=False)
+                x = torch.utils.checkpoint.checkpoint(step, x, layer_batch, rope, use_reentrant=False)
             else:
-                x = step(x, batch)
+                x = step(x, layer_batch, rope)
+        if self.final_norm is not None:
+            x = self.final_norm(x)
         if collect is not None:
             collect.append(x)
         return x
@@ -57,5 +105,5 @@ class _Mixed:
     def __init__(self, attention_from: EncoderLayer, ffn_from: EncoderLayer) -> None:
         self.attention_from, self.ffn_from = attention_from, ffn_from
 
-    def __call__(self, x: torch.Tensor, batch: PackedBatch) -> torch.Tensor:
-        return self.ffn_from.feed(self.attention_from.attend(x, batch))
+    def __call__(self, x: torch.Tensor, batch: PackedBatch, rope: Rope = None) -> torch.Tensor:
+        return self.ffn_from.feed(self.attention_from.attend(x, batch, rope))

@@ -1,4 +1,8 @@
-"""The position-wise feed-forward block: up-projection, activation, down-projection."""
+"""The position-wise feed-forward block: up-projection, activation, down-projection.
+
+With `config.feed_forward_glu` the up-projection is twice as wide and its first half, activated, gates the
+second (GLU variants, Shazeer 2020; GeGLU with gelu, as in ModernBERT): the same `up`/`down` names, one GEMM.
+"""
 from __future__ import annotations
 
 import torch
@@ -6,6 +10,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from bertforge.config import BertConfig
+from bertforge.model.dropout import Dropout
 
 
 def activation(name: str):
@@ -26,9 +31,18 @@ def activation(name: str):
 class FeedForward(nn.Module):
     def __init__(self, config: BertConfig) -> None:
         super().__init__()
-        self.up = nn.Linear(config.hidden_size, config.intermediate_size)
-        self.down = nn.Linear(config.intermediate_size, config.hidden_size)
+        self.glu = config.feed_forward_glu
+        width = 2 * config.intermediate_size if self.glu else config.intermediate_size
+        self.up = nn.Linear(config.hidden_size, width, bias=config.mlp_bias)
+        self.down = nn.Linear(config.intermediate_size, config.hidden_size, bias=config.mlp_bias)
         self.act = activation(config.hidden_act)
+        self.dropout = Dropout(config.ffn_inner_dropout_prob)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.down(self.act(self.up(x)))
+        h = self.up(x)
+        if self.glu:
+            value, gate = h.chunk(2, dim=-1)
+            h = self.act(value) * gate
+        else:
+            h = self.act(h)
+        return self.down(self.dropout(h))

@@ -20,7 +20,8 @@ def count_flops(config: BertConfig, seq_lens: Iterable[int], n_masked: float = 0
     E = config.embedding_dim
     seq_lens = list(seq_lens)
     tokens = sum(seq_lens)
-    per_token_layer = 2 * (4 * H * H + 2 * H * I)          # QKV + output projection + the two FFN matmuls
+    ffn = 3 if config.feed_forward_glu else 2               # a GLU's up-projection is twice as wide
+    per_token_layer = 2 * (4 * H * H + ffn * H * I)        # QKV + output projection + the two FFN matmuls
     attention_per_layer = sum(2 * 2 * L * L * H for L in seq_lens)  # QK^T and attention x V
     flops = config.num_hidden_layers * (tokens * per_token_layer + attention_per_layer)
     if config.embedding_projection:

@@ -24,15 +24,17 @@ class MaskedLMHead(nn.Module):
     """transform (dense + act + LayerNorm), then the vocabulary decoder whose weight IS the word embedding.
 
     With factorised embeddings the transform maps H -> E, so the tied decoder stays the E-wide table.
+    ModernBERT's head is the same with its options: no transform bias (`head_bias`), its own activation
+    (`head_act`), a bias-free norm (`norm_bias`); `decoder_bias=False` drops the decoder's bias.
     """
 
     def __init__(self, config: BertConfig, word_embeddings: nn.Embedding) -> None:
         super().__init__()
-        self.transform = nn.Linear(config.hidden_size, config.embedding_dim)
-        self.act = activation(config.hidden_act)
-        self.norm = nn.LayerNorm(config.embedding_dim, eps=config.layer_norm_eps)
+        self.transform = nn.Linear(config.hidden_size, config.embedding_dim, bias=config.head_bias)
+        self.act = activation(config.head_act or config.hidden_act)
+        self.norm = nn.LayerNorm(config.embedding_dim, eps=config.layer_norm_eps, bias=config.norm_bias)
         self.word_embeddings = [word_embeddings]  # a list: tied, not a second registered parameter
-        self.bias = nn.Parameter(torch.zeros(config.vocab_size))
+        self.bias = nn.Parameter(torch.zeros(config.vocab_size)) if config.decoder_bias else None
 
     @property
     def decoder_weight(self) -> torch.Tensor:

@@ -1,10 +1,16 @@
-"""One Transformer encoder layer, post-LN as in the original BERT: x = LN(x + sublayer(x)).
+"""One Transformer encoder layer: post-LN as in the original BERT, x = LN(x + sublayer(x)), or pre-LN as in
+ModernBERT (`config.pre_norm`), x = x + sublayer(LN(x)).
 
 The two halves (`attend`, `feed`) can be called on their own, so that under ALBERT-style partial sharing
 a depth can run one layer's attention and another layer's feed-forward; a layer built without a half holds
 no tensors for it and lends only the other.
+
+A pre-LN stack's first layer reads the embeddings' output, which is already normalised: like ModernBERT it
+has no attention norm of its own (`first_norm=False`).
 """
 from __future__ import annotations
+
+from typing import Optional
 
 import torch
 from torch import nn
@@ -15,23 +21,37 @@ from bertforge.model.dropout import Dropout
 from bertforge.model.feed_forward import FeedForward
 from bertforge.model.packing import PackedBatch
 
+Rope = Optional[tuple[torch.Tensor, torch.Tensor]]
+
+
+def layer_norm(config: BertConfig, width: Optional[int] = None) -> nn.LayerNorm:
+    """A LayerNorm of the model's eps, with or without bias (`config.norm_bias`)."""
+    return nn.LayerNorm(width or config.hidden_size, eps=config.layer_norm_eps, bias=config.norm_bias)
+
 
 class EncoderLayer(nn.Module):
-    def __init__(self, config: BertConfig, attention: bool = True, feed_forward: bool = True) -> None:
+    def __init__(self, config: BertConfig, attention: bool = True, feed_forward: bool = True,
+                 first_norm: bool = True) -> None:
         super().__init__()
+        self.pre_norm = config.pre_norm
         if attention:
             self.attention = SelfAttention(config)
-            self.attention_norm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
+            self.attention_norm = layer_norm(config) if first_norm or not config.pre_norm else nn.Identity()
         if feed_forward:
             self.feed_forward = FeedForward(config)
-            self.output_norm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
-        self.dropout = Dropout(config.hidden_dropout_prob)
+            self.output_norm = layer_norm(config)
+        self.dropout = Dropout(config.attention_output_dropout_prob)
+        self.ffn_dropout = Dropout(config.ffn_output_dropout_prob)
 
-    def attend(self, x: torch.Tensor, batch: PackedBatch) -> torch.Tensor:
-        return self.attention_norm(x + self.dropout(self.attention(x, batch)))
+    def attend(self, x: torch.Tensor, batch: PackedBatch, rope: Rope = None) -> torch.Tensor:
+        if self.pre_norm:
+            return x + self.dropout(self.attention(self.attention_norm(x), batch, rope))
+        return self.attention_norm(x + self.dropout(self.attention(x, batch, rope)))
 
     def feed(self, x: torch.Tensor) -> torch.Tensor:
-        return self.output_norm(x + self.dropout(self.feed_forward(x)))
+        if self.pre_norm:
+            return x + self.ffn_dropout(self.feed_forward(self.output_norm(x)))
+        return self.output_norm(x + self.ffn_dropout(self.feed_forward(x)))
 
-    def forward(self, x: torch.Tensor, batch: PackedBatch) -> torch.Tensor:
-        return self.feed(self.attend(x, batch))
+    def forward(self, x: torch.Tensor, batch: PackedBatch, rope: Rope = None) -> torch.Tensor:
+        return self.feed(self.attend(x, batch, rope))
