@@ -1,0 +1,112 @@
+"""`bertforge predict`: the input formats fine-tuning reads, records in input order, one-line errors; and the
+`features` flags."""
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+import pytest
+
+from bertforge.cli import main
+from bertforge.tasks.predictor import Predictor
+from predictor_folders import tiny_predictor
+
+SENTENCES = ["A gripping , funny film .", "it 's a bore", "Not bad at all", "the plot goes nowhere , slowly",
+             "An unexpected delight ."]
+PAIRS = [("A man is playing.", "Someone plays."), ("It rains.", "The sun shines brightly."),
+         ("Cats sleep.", "Dogs bark loudly at night.")]
+
+
+@pytest.fixture(scope="module")
+def sst2(tmp_path_factory, minilm_dir) -> Path:
+    return tiny_predictor(tmp_path_factory.mktemp("sst2"), minilm_dir, "sst2", "sequence_classification",
+                          ["0", "1"], seed=2)
+
+
+@pytest.fixture(scope="module")
+def reference(sst2):
+    return Predictor.load(sst2, device="cpu", precision="fp32")
+
+
+def _predict(capsys, *argv) -> tuple[list[dict], str]:
+    assert main(["predict", *map(str, argv)]) == 0
+    out = capsys.readouterr()
+    return [json.loads(line) for line in out.out.splitlines()], out.err
+
+
+def test_txt_input_to_stdout_is_the_predictor_records_in_order(sst2, reference, tmp_path, capsys):
+    (tmp_path / "in.txt").write_text("\n".join(SENTENCES) + "\n\n", encoding="utf-8")
+    rows, err = _predict(capsys, "--model", sst2, "--input", tmp_path / "in.txt", "--device", "cpu",
+                         "--max-batch-tokens", "20", "--batch-size", "2")
+    want = reference.predict(SENTENCES)  # one batch; the CLI ran 3 batches of other shapes
+    assert [r["label"] for r in rows] == [w["label"] for w in want]
+    assert [r["scores"]["1"] for r in rows] == pytest.approx([w["scores"]["1"] for w in want], abs=1e-6)
+    assert "5 examples in" in err and "examples/s" in err
+
+
+@pytest.mark.parametrize("name, content", [
+    ("in.csv", 'sentence,label\n"A gripping , funny film .",1\nit \'s a bore,0\n'),
+    ("in.tsv", "sentence\tlabel\nA gripping , funny film .\t1\nit 's a bore\t0\n"),
+    ("in.jsonl", '{"text": "A gripping , funny film ."}\n{"text": "it \'s a bore", "label": 0}\n'),
+])
+def test_table_inputs_read_like_finetune_data(sst2, reference, tmp_path, capsys, name, content):
+    (tmp_path / name).write_text(content, encoding="utf-8")
+    rows, _ = _predict(capsys, "--model", sst2, "--input", tmp_path / name)
+    assert rows == json.loads(json.dumps(reference.predict(SENTENCES[:2])))
+
+
+def test_named_pair_columns_and_csv_output(sst2, reference, tmp_path, capsys):
+    with open(tmp_path / "pairs.csv", "w", newline="", encoding="utf-8") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(["id", "premise", "hypothesis"])
+        writer.writerows([i, a, b] for i, (a, b) in enumerate(PAIRS))
+    out = tmp_path / "preds.csv"
+    assert main(["predict", "--model", str(sst2), "--input", str(tmp_path / "pairs.csv"), "--text-column", "premise",
+                 "--text-pair-column", "hypothesis", "--output", str(out)]) == 0
+    assert capsys.readouterr().out == ""
+    with open(out, newline="", encoding="utf-8") as handle:
+        rows = list(csv.DictReader(handle))
+    want = reference.predict(PAIRS)
+    assert list(rows[0]) == ["label", "score", "scores.0", "scores.1"]
+    assert [r["label"] for r in rows] == [w["label"] for w in want]
+    assert [float(r["scores.1"]) for r in rows] == pytest.approx([w["scores"]["1"] for w in want], abs=1e-12)
+
+
+def test_jsonl_output_file(sst2, reference, tmp_path, capsys):
+    (tmp_path / "in.jsonl").write_text("".join(json.dumps({"text": a, "text_pair": b}) + "\n" for a, b in PAIRS))
+    assert main(["predict", "--model", str(sst2), "--input", str(tmp_path / "in.jsonl"),
+                 "--output", str(tmp_path / "out.jsonl")]) == 0
+    rows = [json.loads(line) for line in (tmp_path / "out.jsonl").read_text().splitlines()]
+    assert rows == json.loads(json.dumps(reference.predict(PAIRS)))
+
+
+@pytest.mark.parametrize("name, content, message", [
+    ("bad.jsonl", '{"text": "fine"}\n{"txt": "typo"}\n', "bad.jsonl, line 2, field 'text': expected a string"),
+    ("bad.jsonl", '{"text": "fine"}\n{"text": "x"\n', "bad.jsonl, line 2: expected one JSON object per line"),
+    ("bad.csv", "body\nhello\n", "bad.csv, line 1, field 'text'"),
+    ("bad.tsv", "text\tother\nhello\n", "bad.tsv, line 2, field 'other': expected 2 fields"),
+])
+def test_bad_input_is_one_line_naming_file_line_and_field(sst2, tmp_path, capsys, name, content, message):
+    (tmp_path / name).write_text(content, encoding="utf-8")
+    assert main(["predict", "--model", str(sst2), "--input", str(tmp_path / name)]) == 1
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and "Traceback" not in err and message in err
+
+
+def test_max_chars_is_in_help_and_cuts_long_lines(sst2, tmp_path, capsys):
+    with pytest.raises(SystemExit):
+        main(["predict", "--help"])
+    assert "--max-chars" in capsys.readouterr().out
+    (tmp_path / "long.txt").write_text("good " * 2000 + "\nshort\n")
+    rows, _ = _predict(capsys, "--model", sst2, "--input", tmp_path / "long.txt", "--max-chars", "1000")
+    assert rows[0]["truncated"] is True and "truncated" not in rows[1]
+
+
+def test_features_layers_out_of_range_names_flag_and_layer_count(sst2, tmp_path, capsys):
+    (tmp_path / "in.txt").write_text("EU rejects German call .\n")
+    assert main(["features", "--model", str(sst2), "--input", str(tmp_path / "in.txt"), "--layers", "99",
+                 "--output", str(tmp_path / "f.safetensors")]) == 1
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and "--layers 99: the model has 2 layers" in err
+    assert not (tmp_path / "f.safetensors").exists()
