@@ -105,10 +105,16 @@ def minilm_sst2(minilm_dir, tmp_path_factory) -> Path:
     return minilm_predictor(tmp_path_factory.mktemp("minilm-sst2"), minilm_dir)
 
 
-def _hf_logits(folder: Path, texts: list[str]):
+@pytest.fixture(scope="module")
+def hf_sst2(minilm_sst2):
+    """`transformers`' own class on the same predictor folder (loaded once: it is slow to load)."""
+    from transformers import AutoModelForSequenceClassification
+    return AutoModelForSequenceClassification.from_pretrained(minilm_sst2).eval()
+
+
+def _hf_probs(model, folder: Path, texts: list[str]):
     import torch
-    from transformers import AutoModelForSequenceClassification, BertTokenizerFast
-    model = AutoModelForSequenceClassification.from_pretrained(folder).eval()
+    from transformers import BertTokenizerFast
     tok = BertTokenizerFast(str(folder / "vocab.txt"), do_lower_case=True)
     with torch.no_grad():
         enc = tok(texts, padding=True, truncation=True, max_length=128, return_tensors="pt")
@@ -116,14 +122,14 @@ def _hf_logits(folder: Path, texts: list[str]):
 
 
 @pytest.mark.slow
-def test_predictor_matches_transformers_on_real_weights_in_input_order(minilm_sst2, sst2_dev):
+def test_predictor_matches_transformers_on_real_weights_in_input_order(minilm_sst2, hf_sst2, sst2_dev):
     import numpy as np
     texts = sst2_dev[:40]
     # a small token budget: many batches of different sizes, run longest first, results back in input order
     p = Predictor.load(minilm_sst2, device="cpu", precision="fp32", max_batch_tokens=300)
     assert p.device.type == "cpu" and str(p.precision) == "fp32"
     got = np.array([[r["scores"]["0"], r["scores"]["1"]] for r in p.predict(texts, batch_size=16)])
-    want = _hf_logits(minilm_sst2, texts)
+    want = _hf_probs(hf_sst2, minilm_sst2, texts)
     assert np.abs(got - want).max() < 1e-5
     assert want[:, 1].std() > 0.02  # the classifier tells sentences apart: not a constant
 
@@ -144,13 +150,12 @@ def test_bf16_on_cpu_agrees_with_fp32(minilm_sst2, sst2_dev):
 
 
 @pytest.mark.slow
-def test_any_callable_model_object_works(minilm_sst2, sst2_dev):
+def test_any_callable_model_object_works(minilm_sst2, hf_sst2, sst2_dev):
     """The serving engineer's ONNX Runtime wrapper: only `.eval()` and a call returning `.logits`."""
     import types
 
     import numpy as np
     import torch
-    from transformers import AutoModelForSequenceClassification
 
     class Wrapped:
         def __init__(self, model):
@@ -165,8 +170,7 @@ def test_any_callable_model_object_works(minilm_sst2, sst2_dev):
             return types.SimpleNamespace(logits=out.logits.numpy())  # numpy out, as onnxruntime gives
 
     ref = Predictor.load(minilm_sst2, device="cpu", precision="fp32")
-    hf = AutoModelForSequenceClassification.from_pretrained(minilm_sst2).eval()
-    p = Predictor(Wrapped(hf), ref.tokenizer, ref.task)
+    p = Predictor(Wrapped(hf_sst2), ref.tokenizer, ref.task)
     assert p.device.type == "cpu"
     texts = sst2_dev[:12]
     got = [r["scores"]["1"] for r in p.predict(texts)]
