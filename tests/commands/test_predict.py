@@ -110,3 +110,27 @@ def test_features_layers_out_of_range_names_flag_and_layer_count(sst2, tmp_path,
     err = capsys.readouterr().err.strip()
     assert "\n" not in err and "--layers 99: the model has 2 layers" in err
     assert not (tmp_path / "f.safetensors").exists()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("verb", ["predict", "features"])
+def test_a_5mb_line_is_fast_and_bounded(sst2, tmp_path, capsys, verb):
+    import time
+    import tracemalloc
+    line = "a long , long review that never ends " * (5_000_000 // 38)
+    (tmp_path / "big.txt").write_text(line + "\nshort one\n", encoding="utf-8")
+    out = tmp_path / ("out.jsonl" if verb == "predict" else "out.safetensors")
+    tracemalloc.start()
+    start = time.perf_counter()
+    extra = ["--layers", "-1,-2"] if verb == "features" else []  # the tiny model has 2 layers
+    assert main([verb, "--model", str(sst2), "--input", str(tmp_path / "big.txt"), "--output", str(out), *extra]) == 0
+    seconds = time.perf_counter() - start
+    _, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    assert seconds < 10 and peak < 100 * 2**20  # the line itself is 5 MB; nothing grows with it beyond that
+    err = capsys.readouterr().err
+    if verb == "predict":
+        rows = [json.loads(r) for r in out.read_text().splitlines()]
+        assert len(rows) == 2 and rows[0]["truncated"] is True
+    else:
+        assert "1 lines cut at 100,000 characters" in err
