@@ -32,6 +32,7 @@ def _scores(metrics: dict) -> dict:
     return {k: v for k, v in metrics.items() if k not in TIMING}
 
 
+@pytest.mark.slow
 def test_classification_csv_rescores_to_the_reported_metrics(tmp_path, minilm_dir, shared_data):
     folder = tiny_predictor(tmp_path / "mrpc", minilm_dir, "mrpc", "sequence_classification", ["0", "1"], seed=3)
     report = _evaluate(folder, tmp_path / "out", data=str(shared_data / "glue"), max_samples=64)
@@ -60,6 +61,7 @@ def test_regression_csv_rescores(tmp_path, minilm_dir, shared_data):
     assert again == pytest.approx(_scores(report["eval"]), abs=1e-9)
 
 
+@pytest.mark.slow
 def test_ner_conll_file_has_a_line_per_word_and_rescores(tmp_path, minilm_dir, shared_data):
     from bertforge.tasks import CONLL2003_LABELS, read_conll
     folder = tiny_predictor(tmp_path / "ner", minilm_dir, "conll2003", "token_classification",
@@ -81,6 +83,7 @@ def test_ner_conll_file_has_a_line_per_word_and_rescores(tmp_path, minilm_dir, s
     assert _scores(ner_metrics(preds, golds)) == _scores(report["eval"])
 
 
+@pytest.mark.slow
 def test_squad_v1_predictions_json_rescores(tmp_path, minilm_dir, shared_data):
     folder = tiny_predictor(tmp_path / "qa", minilm_dir, "squad", "question_answering")
     dev = shared_data / "squad" / "dev-v1.1.json.gz"
@@ -92,6 +95,7 @@ def test_squad_v1_predictions_json_rescores(tmp_path, minilm_dir, shared_data):
     assert squad_v1_evaluate(predictions, examples) == _scores(report["eval"])
 
 
+@pytest.mark.slow
 def test_squad_v2_predictions_and_null_odds_rescore(tmp_path, minilm_dir, shared_data):
     # a v2 file from real v1.1 text: every third question made unanswerable
     with gzip.open(shared_data / "squad" / "dev-v1.1.json.gz", "rt", encoding="utf-8") as handle:

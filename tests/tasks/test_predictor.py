@@ -36,6 +36,7 @@ def rte_predictor(tiny_model, shared_data, tmp_path_factory) -> Path:
                   max_train_samples=32, max_eval_samples=16)
 
 
+@pytest.mark.slow
 def test_pairs_predictor_reload_and_predict(rte_predictor):
     p = Predictor.load(rte_predictor)
     results = p.predict([("A man is playing.", "Someone plays."), ("It rains.", "The sun shines brightly."),
@@ -50,12 +51,14 @@ def test_pairs_predictor_reload_and_predict(rte_predictor):
     assert again["scores"] == pytest.approx(results[1]["scores"], abs=1e-5)
 
 
+@pytest.mark.slow
 def test_evaluate_matches_training_metrics(rte_predictor, shared_data):
     saved = json.loads((rte_predictor / "metrics.json").read_text())["eval"]
     report = Predictor.load(rte_predictor).evaluate(data=str(shared_data / "glue"), max_samples=16)
     assert report["eval"]["accuracy"] == pytest.approx(saved["accuracy"])
 
 
+@pytest.mark.slow
 def test_cli_predict_and_evaluate(rte_predictor, shared_data, tmp_path, capsys):
     inp = tmp_path / "in.txt"
     inp.write_text("A man is playing.\tSomeone plays.\n{\"text\": \"x\", \"text_pair\": \"y\"}\n")
@@ -69,6 +72,7 @@ def test_cli_predict_and_evaluate(rte_predictor, shared_data, tmp_path, capsys):
     assert json.loads((tmp_path / "out" / "metrics.json").read_text())["eval"]["n_examples"] == 8
 
 
+@pytest.mark.slow
 def test_ner_and_qa_predictors(tiny_model, shared_data, tmp_path):
     ner = Predictor.load(_train("conll2003", tiny_model, tmp_path / "ner", data=str(shared_data / "conll2003"),
                                 max_train_samples=16, max_eval_samples=8))

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 
 from bertforge.commands import add_common
 from bertforge.commands.predict import add_inference_flags, positive_int
@@ -43,7 +44,7 @@ def run(args: argparse.Namespace) -> int:
     kept: dict = {} if args.output else None
     report = predictor.evaluate(data=args.data, eval_file=args.eval, split=args.split,
                                 max_samples=args.max_eval_samples, task=args.task, skip_bad_rows=args.skip_bad_rows,
-                                keep=kept)
+                                keep=kept, progress=sys.stderr.isatty())
     if report.get("note"):
         print(f"NOTE: {report['note']}")
     print(json.dumps(report, indent=2, default=float))

@@ -76,7 +76,8 @@ def run(args: argparse.Namespace) -> int:
     model.to(device)
     start = time.perf_counter()
     feats = word_features(model, load_tokenizer(args.model), texts, args.layers, args.combine, args.max_seq_length,
-                          args.batch_size, device=device, precision=precision, max_batch_tokens=args.max_batch_tokens)
+                          args.batch_size, device=device, precision=precision, max_batch_tokens=args.max_batch_tokens,
+                          progress=sys.stderr.isatty())
     seconds = time.perf_counter() - start
     tensors = {f"text_{i}": f.contiguous() for i, f in enumerate(feats)}
     meta = {"layers": json.dumps(args.layers), "combine": args.combine, "words": json.dumps(texts)}

@@ -62,7 +62,7 @@ def run(args: argparse.Namespace) -> int:
                               text_pair_column=args.text_pair_column)
     if not inputs:
         raise ValueError(f"{args.input}: no inputs (the file has no non-blank lines or rows)")
-    records = predictor.predict(inputs, batch_size=args.batch_size)
+    records = predictor.predict(inputs, batch_size=args.batch_size, progress=sys.stderr.isatty())
     if args.output:
         with atomic_path(args.output) as tmp, open(tmp, "w", encoding="utf-8", newline="") as handle:
             write_records(records, handle, output_format(args.output))

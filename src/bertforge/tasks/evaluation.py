@@ -16,6 +16,7 @@ from bertforge.tasks.features import (Feature, encode_classification, encode_mul
 from bertforge.tasks.metrics import align_predictions_to_words, squad_v1_evaluate, squad_v2_evaluate
 from bertforge.tasks.registry import TaskSpec
 from bertforge.tasks.squad_postprocess import postprocess_squad
+from bertforge.training.progress import progress as make_bar
 
 
 @dataclass
@@ -92,10 +93,7 @@ def run_model(model, features: Sequence[Feature], batch_size: int = 64, pad_id: 
         precision = Precision.resolve(precision or "fp32", device)
     model.eval()
     outputs: list[Any] = [None] * len(features)
-    bar = None
-    if progress:
-        from bertforge.training.progress import progress as make_bar
-        bar = make_bar(len(features), bar=True, desc="predict", unit="example", leave=False)
+    bar = make_bar(len(features), bar=True, desc="inference", unit="feature", leave=False, silent=not progress)
     for idx, batch in iterate_batches(features, batch_size, shuffle=False, pad_id=pad_id, max_tokens=max_batch_tokens):
         lengths = batch["attention_mask"].sum(-1).tolist()
         with precision.autocast():
@@ -108,10 +106,8 @@ def run_model(model, features: Sequence[Feature], batch_size: int = 64, pad_id: 
             logits = _numpy(out.logits)
             for row, i in enumerate(idx):
                 outputs[i] = logits[row, :lengths[row]] if logits.ndim == 3 else logits[row]
-        if bar is not None:
-            bar.update(len(idx))
-    if bar is not None:
-        bar.close()
+        bar.update(len(idx))
+    bar.close()
     return outputs
 
 
@@ -160,23 +156,25 @@ class EvalRun:
 
 def predict_examples(model, tokenizer, spec: TaskSpec, examples: Sequence[Any], settings: "InferenceSettings",
                      labels: Sequence[str] | None, *, device: torch.device | str | None = None,
-                     precision: Precision | str | None = None) -> EvalRun:
+                     precision: Precision | str | None = None, progress: bool = False) -> EvalRun:
     """Encode, run and decode `examples` (no scoring)."""
     features = encode(spec, tokenizer, examples, settings, labels, training=False)
     outputs = run_model(model, features, settings.eval_batch_size, tokenizer.pad_token_id, device=device,
-                        precision=precision, max_batch_tokens=getattr(settings, "max_batch_tokens", None))
+                        precision=precision, max_batch_tokens=getattr(settings, "max_batch_tokens", None),
+                        progress=progress)
     return EvalRun(features, outputs, decode_outputs(spec, examples, features, outputs, labels, settings))
 
 
 def evaluate_examples(model, tokenizer, spec: TaskSpec, examples: Sequence[Any], settings: "InferenceSettings",
                       labels: Sequence[str] | None, *, device: torch.device | str | None = None,
-                      precision: Precision | str | None = None,
-                      keep: list[EvalRun] | None = None) -> tuple[dict[str, Any], Any]:
+                      precision: Precision | str | None = None, keep: list[EvalRun] | None = None,
+                      progress: bool = False) -> tuple[dict[str, Any], Any]:
     """(metrics, predictions) of `model` on labelled `examples`, plus throughput in the metrics.
 
     Pass a list as `keep` to get the whole `EvalRun` appended to it (per-example outputs)."""
     start = time.perf_counter()
-    run = predict_examples(model, tokenizer, spec, examples, settings, labels, device=device, precision=precision)
+    run = predict_examples(model, tokenizer, spec, examples, settings, labels, device=device, precision=precision,
+                           progress=progress)
     metrics = score(spec, examples, run.predictions, labels)
     seconds = time.perf_counter() - start
     metrics["n_examples"] = len(examples)

@@ -13,6 +13,7 @@ import torch
 from bertforge.device import Precision, move_to, resolve_device
 from bertforge.tasks.evaluation import model_device
 from bertforge.tasks.features import collate, token_budget_batches
+from bertforge.training.progress import progress as make_bar
 
 COMBINE_MODES = ("concat", "sum", "last", "second-to-last")
 
@@ -42,7 +43,7 @@ def check_layers(layers: Sequence[int], num_layers: int) -> None:
 def word_features(model, tokenizer, texts: Sequence[Sequence[str]], layers: Sequence[int] = (-1, -2, -3, -4),
                   combine: str = "concat", max_length: int = 512, batch_size: int = 32, *,
                   device: torch.device | str | None = None, precision: Precision | str | None = None,
-                  max_batch_tokens: int | None = None) -> list[torch.Tensor]:
+                  max_batch_tokens: int | None = None, progress: bool = False) -> list[torch.Tensor]:
     """For each text (a list of words): a float32 CPU [n_words, D] tensor, D = hidden x layers for concat,
     else hidden.
 
@@ -72,6 +73,7 @@ def word_features(model, tokenizer, texts: Sequence[Sequence[str]], layers: Sequ
                 for k in range(len(todo))]
     pad_id = tokenizer.pad_token_id
     dim = None
+    bar = make_bar(len(todo), bar=True, desc="features", unit="text", leave=False, silent=not progress)
     for batch_idx in token_budget_batches([len(f["input_ids"]) for f in features], batch_size, max_batch_tokens):
         batch = move_to(collate([features[k] for k in batch_idx], pad_id), device)
         with precision.autocast():
@@ -91,6 +93,8 @@ def word_features(model, tokenizer, texts: Sequence[Sequence[str]], layers: Sequ
                     seen.add(w)
                     feats[w] = combined[row, pos]
             out[i] = feats
+        bar.update(len(batch_idx))
+    bar.close()
     for i in empty:
         out[i] = torch.zeros(0, dim)
     return out  # type: ignore[return-value]

@@ -193,6 +193,7 @@ class Predictor:
                                           max_answer_length=self.task.get("max_answer_length") or 30,
                                           n_best=self.task.get("n_best") or 20, max_batch_tokens=max_batch_tokens)
         self.timing: dict[str, float] = {}
+        self._progress = False
 
     @classmethod
     def load(cls, directory: str | Path, device: torch.device | str = "auto", precision: str = "auto", *,
@@ -222,7 +223,7 @@ class Predictor:
         return self.task["head"]
 
     # ---- prediction --------------------------------------------------------------------------------------------
-    def predict(self, inputs: Sequence[Any], batch_size: int = 64) -> list[dict[str, Any]]:
+    def predict(self, inputs: Sequence[Any], batch_size: int = 64, progress: bool = False) -> list[dict[str, Any]]:
         """One result dict per input, in input order.
 
         Inputs by head: a text or a (text, text_pair) tuple (classification / regression); a text or a
@@ -232,6 +233,7 @@ class Predictor:
         """
         start = time.perf_counter()
         inputs = list(inputs)
+        self._progress = progress
         handler = {"sequence_classification": self._classify, "regression": self._classify,
                    "token_classification": self._ner, "question_answering": self._qa,
                    "multiple_choice": self._choose}[self.head]
@@ -243,7 +245,8 @@ class Predictor:
 
     def _run(self, features, batch_size: int) -> list[Any]:
         return run_model(self.model, features, batch_size, self.tokenizer.pad_token_id, device=self.device,
-                         precision=self.precision, max_batch_tokens=self.settings.max_batch_tokens)
+                         precision=self.precision, max_batch_tokens=self.settings.max_batch_tokens,
+                         progress=self._progress)
 
     def _cap(self, text: Any, index: int, what: str, cut: set[int]) -> str:
         if not isinstance(text, str):
@@ -365,7 +368,7 @@ class Predictor:
     # ---- evaluation --------------------------------------------------------------------------------------------
     def evaluate(self, data: str | None = None, eval_file: str | None = None, split: str = "dev",
                  max_samples: int | None = None, task: str | None = None, skip_bad_rows: bool = False,
-                 keep: dict[str, tuple[list[Any], EvalRun]] | None = None) -> dict[str, Any]:
+                 keep: dict[str, tuple[list[Any], EvalRun]] | None = None, progress: bool = False) -> dict[str, Any]:
         """Score this predictor on a labelled split with the task's official metric.
 
         Data of another task is refused unless it has the same head, label names and input kind (single
@@ -387,7 +390,8 @@ class Predictor:
             self._check_fits(spec, examples, data_.files.get(name, name))
             runs: list[EvalRun] = []
             metrics, _ = evaluate_examples(self.model, self.tokenizer, spec, examples, self.settings, self.labels,
-                                           device=self.device, precision=self.precision, keep=runs)
+                                           device=self.device, precision=self.precision, keep=runs,
+                                           progress=progress)
             report[name] = metrics
             if keep is not None:
                 keep[name] = (examples, runs[0])
