@@ -203,11 +203,18 @@ def test_token_budget_batches_cap_padded_tokens_and_cover_everything():
         token_budget_batches([1], 8, 0)
 
 
-def test_device_and_precision_flags(minilm_sst2):
+def test_device_and_precision_flags(tiny_sst2, capsys):
     with pytest.raises(ValueError, match="fp16 needs a CUDA"):
-        Predictor.load(minilm_sst2, device="cpu", precision="fp16")
+        Predictor.load(tiny_sst2, device="cpu", precision="fp16")
     with pytest.raises(ValueError, match="unknown device"):
-        Predictor.load(minilm_sst2, device="tpu")
+        Predictor.load(tiny_sst2, device="tpu")
+    auto = Predictor.load(tiny_sst2)
+    import torch
+    if not torch.cuda.is_available():
+        assert auto.device.type == "cpu" and str(auto.precision) == "fp32"  # "auto" on a CPU machine
+        assert main(["predict", "--model", str(tiny_sst2), "--text", "hi", "--device", "cuda"]) == 1
+        err = capsys.readouterr().err.strip()
+        assert "\n" not in err and "--device cuda was asked for but torch sees no CUDA device" in err
 
 
 # ---- inputs capped in characters --------------------------------------------------------------------------------
