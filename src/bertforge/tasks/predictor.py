@@ -262,7 +262,8 @@ class Predictor:
             if isinstance(item, (tuple, list)):
                 if len(item) != 2:
                     raise ValueError(f"input {i}: expected a text or a (text, text_pair) pair, got {len(item)} parts")
-                text, pair = self._cap(item[0], i, "text", cut), self._cap(item[1], i, "text_pair", cut)
+                text = self._cap(item[0], i, "text", cut)
+                pair = None if item[1] is None else self._cap(item[1], i, "text_pair", cut)
             else:
                 text, pair = self._cap(item, i, "text", cut), None
             examples.append(TextExample(str(i), text, pair, None, 0))
