@@ -82,8 +82,8 @@ def test_real_weights_match_transformers_hidden_states_in_input_order(minilm_dir
         assert torch.allclose(got, want, atol=1e-5)
     low = word_features(ours, BertTokenizer.from_pretrained(minilm_dir), sentences[:6], (-1,), "concat",
                         precision="bf16")
-    for a, b in zip(low, feats[:6]):
-        a, b = a, b[:, :a.shape[1]]
+    for a, full in zip(low, feats[:6]):
+        b = full[:, :a.shape[1]]  # the last layer's half of the concatenation
         assert a.dtype == torch.float32 and not torch.equal(a, b)
         assert (a - b).abs().max() < 0.1 * b.abs().max()
 
