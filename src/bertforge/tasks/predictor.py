@@ -400,6 +400,10 @@ class Predictor:
 
     def _check_fits(self, spec: TaskSpec, examples: Sequence[Any], source: str) -> None:
         """Refuse labelled data this predictor cannot score: unknown labels, or pairs vs single texts."""
+        if spec.head in ("sequence_classification", "regression", "multiple_choice") and any(
+                ex.label is None for ex in examples):
+            raise ValueError(f"{source}: has rows without a label (a test split?); evaluate scores labelled data, "
+                             "`bertforge predict` runs on unlabelled files")
         mine, theirs = _input_kind(self.spec.name), _input_kind(spec.name)
         if spec.head in ("sequence_classification", "regression") and examples:
             theirs = "pairs" if examples[0].text_pair is not None else "single texts"
