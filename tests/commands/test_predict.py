@@ -134,3 +134,23 @@ def test_a_5mb_line_is_fast_and_bounded(sst2, tmp_path, capsys, verb):
         assert len(rows) == 2 and rows[0]["truncated"] is True
     else:
         assert "1 lines cut at 100,000 characters" in err
+
+
+def test_qa_and_ner_inputs(tmp_path, minilm_dir, capsys):
+    from bertforge.tasks import CONLL2003_LABELS
+    qa = tiny_predictor(tmp_path / "qa", minilm_dir, "squad", "question_answering")
+    context = "The Eiffel Tower was finished in 1889 in Paris."
+    (tmp_path / "qa.csv").write_text(f'question,context\nWhen was it finished?,"{context}"\n')
+    (tmp_path / "qa.jsonl").write_text(json.dumps({"question": "When was it finished?", "context": context}) + "\n")
+    want = Predictor.load(qa).predict([("When was it finished?", context)])
+    for name in ("qa.csv", "qa.jsonl"):
+        rows, _ = _predict(capsys, "--model", qa, "--input", tmp_path / name)
+        assert rows == json.loads(json.dumps(want)) and context[rows[0]["start"]:rows[0]["end"]] == rows[0]["answer"]
+    ner = tiny_predictor(tmp_path / "ner", minilm_dir, "conll2003", "token_classification", list(CONLL2003_LABELS))
+    (tmp_path / "ner.jsonl").write_text('{"words": ["Peter", "Blackburn"]}\n{"text": "EU rejects German call ."}\n')
+    rows, _ = _predict(capsys, "--model", ner, "--input", tmp_path / "ner.jsonl")
+    want = Predictor.load(ner).predict([["Peter", "Blackburn"], "EU rejects German call ."])
+    assert rows == json.loads(json.dumps(want)) and rows[1]["words"] == ["EU", "rejects", "German", "call", "."]
+    (tmp_path / "ner.jsonl").write_text('{"words": ["Peter"]}\n{"words": "Peter Blackburn"}\n')
+    assert main(["predict", "--model", str(ner), "--input", str(tmp_path / "ner.jsonl")]) == 1
+    assert "ner.jsonl, line 2, field 'words': expected a list, got str" in capsys.readouterr().err

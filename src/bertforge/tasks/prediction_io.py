@@ -37,14 +37,20 @@ def read_inputs(path: str | Path, head: str, *, text_column: str | None = None,
     if fmt == "jsonl" and head in ("token_classification", "multiple_choice"):
         with open_input(path) as handle:
             return parse_lines(handle, head, str(path), json_only=True)
-    if head in ("token_classification", "multiple_choice"):
-        raise ValueError(f"{path}: a {head} predictor reads .txt or .jsonl input, not .{fmt}")
+    if head == "multiple_choice":
+        raise ValueError(f"{path}: a multiple_choice predictor reads .txt or .jsonl input, not .{fmt}")
     if head == "question_answering":
         text_column, text_pair_column = text_column or "question", text_pair_column or "context"
     result = read_classification(path, text_column=text_column, text_pair_column=text_pair_column,
                                  labeled=False, format=fmt)
     if head == "question_answering":
         return [(ex.text, ex.text_pair) for ex in result.examples]
+    if head == "token_classification":
+        paired = next((ex for ex in result.examples if ex.text_pair is not None), None)
+        if paired is not None:
+            raise DataError(path, paired.line, text_pair_column or "text_pair",
+                            "single texts (an NER predictor tags one text at a time)", "a text pair column")
+        return [ex.text for ex in result.examples]
     return [ex.text if ex.text_pair is None else (ex.text, ex.text_pair) for ex in result.examples]
 
 
