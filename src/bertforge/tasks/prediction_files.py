@@ -90,7 +90,7 @@ def table_rows(spec: TaskSpec, examples: Sequence[Any], run: EvalRun, labels: Se
         for i, (ex, pred) in enumerate(zip(examples, run.predictions)):
             rows.append([i, ex.text] + ([ex.text_pair] if pairs else []) + [ex.label, _fmt(pred)])
         return rows
-    names = list(labels or [])
+    names = list(labels) if labels else [str(i) for i in range(len(run.outputs[0]) if run.outputs else 0)]
     rows = [head + [f"prob_{name}" for name in names]]
     for i, (ex, pred, logits) in enumerate(zip(examples, run.predictions, run.outputs)):
         rows.append([i, ex.text] + ([ex.text_pair] if pairs else []) + [ex.label, names[pred]]
