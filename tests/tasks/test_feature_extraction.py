@@ -54,3 +54,43 @@ def test_cli_writes_safetensors(tiny, tmp_path):
         assert sorted(f.keys()) == ["text_0", "text_1"]
         assert f.get_tensor("text_0").shape == (5, 32)
         assert json.loads(f.metadata()["words"])[1] == ["Peter", "Blackburn"]
+
+
+@pytest.mark.slow
+def test_real_weights_match_transformers_hidden_states_in_input_order(minilm_dir, shared_data):
+    """MiniLM features of real CoNLL sentences equal `transformers`' hidden states at each word's first piece,
+    with a small token budget (several batches, run longest first) and in bf16 within bf16 tolerance."""
+    from transformers import AutoModel, BertTokenizerFast
+
+    from bertforge.model.auto import AutoModel as OurAutoModel
+    from bertforge.tasks import read_conll
+    from bertforge.tokenization import BertTokenizer
+    sentences = [list(s.words) for s in read_conll(shared_data / "conll2003" / "valid.txt").examples[:16]]
+    ours = OurAutoModel.from_pretrained(minilm_dir)
+    feats = word_features(ours, BertTokenizer.from_pretrained(minilm_dir), sentences, (-1, -4), "concat",
+                          max_batch_tokens=200, device="cpu", precision="fp32")
+    hf = AutoModel.from_pretrained(minilm_dir).eval()
+    tok = BertTokenizerFast(str(minilm_dir / "vocab.txt"), do_lower_case=True)
+    enc = tok(sentences, is_split_into_words=True, padding=True, return_tensors="pt")
+    with torch.no_grad():
+        hs = hf(**enc, output_hidden_states=True).hidden_states
+    for row, (words, got) in enumerate(zip(sentences, feats)):
+        ids = enc.word_ids(row)
+        firsts = [ids.index(w) for w in range(len(words))]
+        want = torch.cat([hs[-1][row, firsts], hs[-4][row, firsts]], -1)
+        assert got.shape == want.shape and got.dtype == torch.float32
+        assert torch.allclose(got, want, atol=1e-5)
+    low = word_features(ours, BertTokenizer.from_pretrained(minilm_dir), sentences[:6], (-1,), "concat",
+                        precision="bf16")
+    for a, full in zip(low, feats[:6]):
+        b = full[:, :a.shape[1]]  # the last layer's half of the concatenation
+        assert a.dtype == torch.float32 and not torch.equal(a, b)
+        assert (a - b).abs().max() < 0.1 * b.abs().max()
+
+
+def test_layers_out_of_range_are_refused(tiny):
+    _, model, tok = tiny
+    with pytest.raises(ValueError, match="layers 9 out of range: the model has 4 layers"):
+        word_features(model, tok, [["hi"]], (-1, 9), "concat")
+    assert [f.shape for f in word_features(model, tok, [["hi"], [], ["a", "b"]], (0, -5), "sum")] == [
+        (1, 16), (0, 16), (2, 16)]

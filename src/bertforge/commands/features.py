@@ -4,31 +4,44 @@ from __future__ import annotations
 import argparse
 import json
 import re
+import sys
 
 from bertforge.commands import add_common
+from bertforge.commands.predict import add_inference_flags, positive_int
 
 
 def _layers(value: str) -> list[int]:
     try:
-        return [int(v) for v in value.split(",") if v.strip()]
+        layers = [int(v) for v in value.split(",") if v.strip()]
     except ValueError:
         raise argparse.ArgumentTypeError(f"--layers takes comma-separated integers, not {value!r}") from None
+    if not layers:
+        raise argparse.ArgumentTypeError("--layers needs at least one index")
+    return layers
 
 
 def register(sub) -> None:
+    from bertforge.tasks.predictor import DEFAULT_MAX_BATCH_TOKENS, DEFAULT_MAX_CHARS
     p = sub.add_parser("features", help="extract per-word features from frozen BERT layers",
                        description="One text per input line, split into words (punctuation apart). Writes one "
                                    "[words, dim] tensor per line (keys text_0, text_1, ...) and the words as "
                                    "JSON in the file's metadata.")
     p.add_argument("--model", required=True, metavar="DIR",
-                   help="checkpoint folder (any BERT head; the encoder is used)")
+                   help="checkpoint folder (any head; the encoder is used)")
     p.add_argument("--input", required=True, metavar="FILE", help="text file, one text per line")
     # let "--layers -1,-2,-3,-4" read as a value, not as an option (argparse only knows plain "-1")
     p._negative_number_matcher = re.compile(r"^-\d+(,-?\d+)*$")
-    p.add_argument("--layers", type=_layers, default=[-1, -2, -3, -4], help="hidden-state indices, e.g. -1,-2,-3,-4")
+    p.add_argument("--layers", type=_layers, default=[-1, -2, -3, -4],
+                   help="hidden-state indices: 0 = embeddings, 1..L = layers, negative from the top "
+                        "(default -1,-2,-3,-4)")
     p.add_argument("--combine", default="concat", choices=("concat", "sum", "last", "second-to-last"))
-    p.add_argument("--max-seq-length", type=int, default=512)
-    p.add_argument("--batch-size", type=int, default=32)
+    p.add_argument("--max-seq-length", type=positive_int, default=512)
+    p.add_argument("--max-chars", type=positive_int, default=DEFAULT_MAX_CHARS,
+                   help=f"characters kept of each line before splitting into words (default "
+                        f"{DEFAULT_MAX_CHARS:,}); the rest of a longer line is dropped")
+    add_inference_flags(p, 32)
+    p.add_argument("--max-batch-tokens", type=positive_int, default=DEFAULT_MAX_BATCH_TOKENS,
+                   help=f"most padded tokens per batch (default {DEFAULT_MAX_BATCH_TOKENS})")
     p.add_argument("--output", required=True, metavar="FILE.safetensors")
     add_common(p)
     p.set_defaults(run=run)
@@ -37,23 +50,40 @@ def register(sub) -> None:
 def run(args: argparse.Namespace) -> int:
     import time
 
-    from bertforge import BertModel
     from bertforge.atomic import atomic_save_safetensors
-    from bertforge.tasks.feature_extraction import word_features
+    from bertforge.device import Precision, resolve_device
+    from bertforge.model.auto import AutoModel
+    from bertforge.tasks.feature_extraction import select_layers, word_features
+    from bertforge.tasks.prediction_io import open_input
     from bertforge.tasks.predictor import split_words
-    from bertforge.tokenization import BertTokenizer
-    with open(args.input, encoding="utf-8") as handle:
-        texts = [[w for w, _, _ in split_words(line)] for line in handle if line.strip()]
+    from bertforge.tokenization import load_tokenizer
+    texts, cut = [], 0
+    with open_input(args.input) as handle:
+        for line in handle:
+            if line.strip():
+                cut += len(line.rstrip("\r\n")) > args.max_chars
+                texts.append([w for w, _, _ in split_words(line[:args.max_chars])])
     if not texts:
         raise ValueError(f"{args.input}: no text lines")
+    device = resolve_device(args.device)
+    precision = Precision.resolve(args.precision, device)
+    model = AutoModel.from_pretrained(args.model)
+    n_layers = model.config.num_hidden_layers
+    bad = [i for i in select_layers(args.layers, args.combine) if not -(n_layers + 1) <= i <= n_layers]
+    if bad:
+        raise ValueError(f"--layers {','.join(map(str, bad))}: the model has {n_layers} layers; use hidden-state "
+                         f"indices 0..{n_layers} or {-(n_layers + 1)}..-1")
+    model.to(device)
     start = time.perf_counter()
-    model = BertModel.from_pretrained(args.model)
-    feats = word_features(model, BertTokenizer.from_pretrained(args.model), texts, args.layers, args.combine,
-                          args.max_seq_length, args.batch_size)
+    feats = word_features(model, load_tokenizer(args.model), texts, args.layers, args.combine, args.max_seq_length,
+                          args.batch_size, device=device, precision=precision, max_batch_tokens=args.max_batch_tokens,
+                          progress=sys.stderr.isatty())
+    seconds = time.perf_counter() - start
     tensors = {f"text_{i}": f.contiguous() for i, f in enumerate(feats)}
     meta = {"layers": json.dumps(args.layers), "combine": args.combine, "words": json.dumps(texts)}
     atomic_save_safetensors(tensors, args.output, metadata=meta)
-    seconds = time.perf_counter() - start
+    note = f"; {cut} lines cut at {args.max_chars:,} characters" if cut else ""
     print(f"{len(texts)} texts, {sum(len(t) for t in texts)} words, dim {feats[0].shape[-1]} -> {args.output} "
-          f"({seconds:.1f}s)")
+          f"({seconds:.1f}s, {len(texts) / max(seconds, 1e-9):.1f} texts/s on {device.type}, {precision}{note})",
+          file=sys.stderr)
     return 0

@@ -1,63 +1,75 @@
-"""`bertforge predict`: run a fine-tuned predictor on texts; JSON lines out, throughput on stderr."""
+"""`bertforge predict`: run a fine-tuned predictor on a file of inputs; one record per input, in input order."""
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 
 from bertforge.commands import add_common
+from bertforge.device import DEVICES, PRECISIONS
+
+
+def positive_int(text: str) -> int:
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number of at least 1, got {text!r}")
+    return int(text)
+
+
+def add_inference_flags(p: argparse.ArgumentParser, batch_size: int) -> None:
+    """--device, --precision and --batch-size, shared by predict, evaluate and features."""
+    p.add_argument("--device", default="auto", choices=DEVICES, help="where the model runs (auto: CUDA when present)")
+    p.add_argument("--precision", default="auto", choices=PRECISIONS,
+                   help="auto: bf16 on CUDA, fp32 on CPU; fp16 needs CUDA")
+    p.add_argument("--batch-size", type=positive_int, default=batch_size, help="most inputs per batch")
 
 
 def register(sub) -> None:
+    from bertforge.tasks.predictor import DEFAULT_MAX_BATCH_TOKENS, DEFAULT_MAX_CHARS
     p = sub.add_parser("predict", help="predict with a fine-tuned predictor folder",
-                       description="Inputs are one per line (or --text). Sentence pairs and QA take a tab "
-                                   "between the two parts (question<TAB>context); a JSON line may instead hold "
-                                   "{\"text\": ..., \"text_pair\": ...}, {\"question\": ..., \"context\": ...}, "
-                                   "{\"words\": [...]} or {\"context\": ..., \"endings\": [...]}.")
+                       description="Reads what fine-tuning reads: .csv / .tsv with a header row, .jsonl "
+                                   "({\"text\": ..., \"text_pair\": ...}, or the columns named by --text-column / "
+                                   "--text-pair-column; QA: question/context; NER: text or words; multiple "
+                                   "choice: context/endings), or .txt with one input per line (a tab splits a "
+                                   "pair or question<TAB>context). Writes one record per input, in input order: "
+                                   "JSON lines, or CSV when --output ends in .csv; without --output, JSON lines "
+                                   "to stdout. The count and examples/s go to stderr.")
     p.add_argument("--model", required=True, metavar="DIR", help="predictor folder (has task.json)")
-    p.add_argument("--input", metavar="FILE|-", help="input file, one example per line ('-' = stdin)")
-    p.add_argument("--text", nargs="+", action="extend", help="inputs given on the command line (repeatable)")
-    p.add_argument("--batch-size", type=int, default=64)
+    p.add_argument("--input", metavar="FILE|-", help="input file ('-' = stdin, read as .txt lines)")
+    p.add_argument("--text", nargs="+", action="extend", help="inputs given on the command line, as .txt lines")
+    p.add_argument("--text-column", metavar="C", help="column/key holding the text (default: text, sentence, ...)")
+    p.add_argument("--text-pair-column", metavar="C2", help="column/key holding the second text of a pair")
+    p.add_argument("--output", metavar="FILE", help="write records here (.csv for CSV, else JSON lines)")
+    add_inference_flags(p, 64)
+    p.add_argument("--max-batch-tokens", type=positive_int, default=DEFAULT_MAX_BATCH_TOKENS,
+                   help=f"most padded tokens per batch (rows x longest row; default {DEFAULT_MAX_BATCH_TOKENS})")
+    p.add_argument("--max-chars", type=positive_int, default=DEFAULT_MAX_CHARS,
+                   help=f"characters kept of each input text before tokenization (default {DEFAULT_MAX_CHARS:,}); "
+                        "longer inputs are cut and their record says \"truncated\": true")
     add_common(p)
     p.set_defaults(run=run)
 
 
-def parse_line(line: str, head: str):
-    """One input line -> what `Predictor.predict` takes for this head."""
-    line = line.rstrip("\n")
-    if line.lstrip().startswith("{"):
-        obj = json.loads(line)
-        if "question" in obj:
-            return obj["question"], obj["context"]
-        if "endings" in obj:
-            return obj["context"], obj.get("start", ""), obj["endings"]
-        if "words" in obj:
-            return obj["words"]
-        return (obj["text"], obj["text_pair"]) if obj.get("text_pair") is not None else obj["text"]
-    if "\t" in line and head != "token_classification":
-        first, second = line.split("\t", 1)
-        if head == "multiple_choice":
-            return first, second.split("\t")
-        return first, second
-    if head == "question_answering":
-        raise ValueError(f"QA input needs question<TAB>context, got {line[:60]!r}")
-    return line
-
-
 def run(args: argparse.Namespace) -> int:
+    from bertforge.atomic import atomic_path
+    from bertforge.tasks.prediction_io import output_format, parse_lines, read_inputs, write_records
     from bertforge.tasks.predictor import Predictor
-    predictor = Predictor.load(args.model)
-    lines: list[str] = list(args.text or [])
+    if not args.text and not args.input:
+        raise ValueError("nothing to predict: give --input FILE or --text")
+    predictor = Predictor.load(args.model, args.device, args.precision, max_chars=args.max_chars,
+                               max_batch_tokens=args.max_batch_tokens)
+    inputs = parse_lines(args.text or [], predictor.head, "--text")
     if args.input:
-        handle = sys.stdin if args.input == "-" else open(args.input, encoding="utf-8")
-        with handle:
-            lines.extend(line for line in handle if line.strip())
-    if not lines:
-        raise ValueError("nothing to predict: give --text or --input")
-    inputs = [parse_line(line, predictor.head) for line in lines]
-    results = predictor.predict(inputs, batch_size=args.batch_size)
-    for line, result in zip(lines, results):
-        print(json.dumps({"input": line.rstrip("\n"), **result}, ensure_ascii=False))
+        inputs += read_inputs(args.input, predictor.head, text_column=args.text_column,
+                              text_pair_column=args.text_pair_column)
+    if not inputs:
+        raise ValueError(f"{args.input}: no inputs (the file has no non-blank lines or rows)")
+    records = predictor.predict(inputs, batch_size=args.batch_size, progress=sys.stderr.isatty())
+    if args.output:
+        with atomic_path(args.output) as tmp, open(tmp, "w", encoding="utf-8", newline="") as handle:
+            write_records(records, handle, output_format(args.output))
+    else:
+        write_records(records, sys.stdout)
     t = predictor.timing
-    print(f"{t['n']} examples in {t['seconds']:.3f}s ({t['examples_per_second']:.1f} examples/s)", file=sys.stderr)
+    where = f" -> {args.output}" if args.output else ""
+    print(f"{t['n']} examples in {t['seconds']:.3f}s ({t['examples_per_second']:.1f} examples/s) on "
+          f"{predictor.device.type}, {predictor.precision}{where}", file=sys.stderr)
     return 0

@@ -10,11 +10,13 @@ from typing import Any, Sequence
 import numpy as np
 import torch
 
+from bertforge.device import Precision, move_to, resolve_device
 from bertforge.tasks.features import (Feature, encode_classification, encode_multiple_choice, encode_ner,
                                       encode_squad, iterate_batches)
 from bertforge.tasks.metrics import align_predictions_to_words, squad_v1_evaluate, squad_v2_evaluate
 from bertforge.tasks.registry import TaskSpec
 from bertforge.tasks.squad_postprocess import postprocess_squad
+from bertforge.training.progress import progress as make_bar
 
 
 @dataclass
@@ -23,6 +25,7 @@ class InferenceSettings:
 
     max_seq_length: int | None = None  # None: 384 for SQuAD, 128 otherwise
     eval_batch_size: int = 64
+    max_batch_tokens: int | None = None  # cap on padded tokens per batch (None: rows only)
     doc_stride: int = 128
     max_query_length: int = 64
     max_answer_length: int = 30
@@ -61,22 +64,50 @@ def model_inputs(batch: dict[str, torch.Tensor], with_labels: bool) -> dict[str,
     return {k: v for k, v in batch.items() if k in keys}
 
 
+def model_device(model) -> torch.device:
+    """Where a model runs: its `device` attribute when it has one (torch modules, wrappers), else the CPU."""
+    device = getattr(model, "device", None)
+    return device if isinstance(device, torch.device) else torch.device("cpu")
+
+
+def _numpy(x: Any) -> np.ndarray:
+    """A model output as float32 numpy on the CPU, whatever device and dtype it came from."""
+    if isinstance(x, torch.Tensor):
+        return x.detach().float().cpu().numpy()
+    return np.asarray(x, dtype=np.float32)
+
+
 @torch.no_grad()
-def run_model(model, features: Sequence[Feature], batch_size: int = 64, pad_id: int = 0) -> list[Any]:
-    """Raw outputs per feature in the original order: logits (numpy, unpadded) or (start, end) for QA."""
+def run_model(model, features: Sequence[Feature], batch_size: int = 64, pad_id: int = 0, *,
+              device: torch.device | str | None = None, precision: Precision | str | None = None,
+              max_batch_tokens: int | None = None, progress: bool = False) -> list[Any]:
+    """Raw outputs per feature in the original order: logits (float32 numpy, unpadded) or (start, end) for QA.
+
+    Every batch goes to `device` (default: the model's own, see `model_device`) and runs under `precision`
+    (default fp32). Batches hold at most `batch_size` features and, with `max_batch_tokens`, at most that many
+    padded tokens. `model` is anything callable on input_ids / token_type_ids / attention_mask with an
+    `.eval()` that returns `.logits` or `.start_logits` / `.end_logits`.
+    """
+    device = model_device(model) if device is None else resolve_device(device)
+    if not isinstance(precision, Precision):
+        precision = Precision.resolve(precision or "fp32", device)
     model.eval()
     outputs: list[Any] = [None] * len(features)
-    for idx, batch in iterate_batches(features, batch_size, shuffle=False, pad_id=pad_id):
-        out = model(**model_inputs(batch, with_labels=False))
+    bar = make_bar(len(features), bar=True, desc="inference", unit="feature", leave=False, silent=not progress)
+    for idx, batch in iterate_batches(features, batch_size, shuffle=False, pad_id=pad_id, max_tokens=max_batch_tokens):
         lengths = batch["attention_mask"].sum(-1).tolist()
+        with precision.autocast():
+            out = model(**move_to(model_inputs(batch, with_labels=False), device))
         if hasattr(out, "start_logits"):
-            s, e = out.start_logits.float().numpy(), out.end_logits.float().numpy()
+            s, e = _numpy(out.start_logits), _numpy(out.end_logits)
             for row, i in enumerate(idx):
                 outputs[i] = (s[row, :lengths[row]], e[row, :lengths[row]])
         else:
-            logits = out.logits.float().numpy()
+            logits = _numpy(out.logits)
             for row, i in enumerate(idx):
                 outputs[i] = logits[row, :lengths[row]] if logits.ndim == 3 else logits[row]
+        bar.update(len(idx))
+    bar.close()
     return outputs
 
 
@@ -113,19 +144,45 @@ def score(spec: TaskSpec, examples: Sequence[Any], predictions: Any, labels: Seq
     return spec.metric(predictions, [label2id[str(ex.label)] for ex in examples])
 
 
-def evaluate_examples(model, tokenizer, spec: TaskSpec, examples: Sequence[Any], settings: "InferenceSettings",
-                      labels: Sequence[str] | None) -> tuple[dict[str, Any], Any]:
-    """(metrics, predictions) of `model` on labelled `examples`, plus throughput in the metrics."""
-    start = time.perf_counter()
+@dataclass
+class EvalRun:
+    """Everything one scoring pass made, for writing per-example predictions: the features, the model's raw
+    outputs per feature and the decoded task-level predictions."""
+
+    features: list[Feature]
+    outputs: list[Any]
+    predictions: Any
+
+
+def predict_examples(model, tokenizer, spec: TaskSpec, examples: Sequence[Any], settings: "InferenceSettings",
+                     labels: Sequence[str] | None, *, device: torch.device | str | None = None,
+                     precision: Precision | str | None = None, progress: bool = False) -> EvalRun:
+    """Encode, run and decode `examples` (no scoring)."""
     features = encode(spec, tokenizer, examples, settings, labels, training=False)
-    outputs = run_model(model, features, settings.eval_batch_size, tokenizer.pad_token_id)
-    predictions = decode_outputs(spec, examples, features, outputs, labels, settings)
-    metrics = score(spec, examples, predictions, labels)
+    outputs = run_model(model, features, settings.eval_batch_size, tokenizer.pad_token_id, device=device,
+                        precision=precision, max_batch_tokens=getattr(settings, "max_batch_tokens", None),
+                        progress=progress)
+    return EvalRun(features, outputs, decode_outputs(spec, examples, features, outputs, labels, settings))
+
+
+def evaluate_examples(model, tokenizer, spec: TaskSpec, examples: Sequence[Any], settings: "InferenceSettings",
+                      labels: Sequence[str] | None, *, device: torch.device | str | None = None,
+                      precision: Precision | str | None = None, keep: list[EvalRun] | None = None,
+                      progress: bool = False) -> tuple[dict[str, Any], Any]:
+    """(metrics, predictions) of `model` on labelled `examples`, plus throughput in the metrics.
+
+    Pass a list as `keep` to get the whole `EvalRun` appended to it (per-example outputs)."""
+    start = time.perf_counter()
+    run = predict_examples(model, tokenizer, spec, examples, settings, labels, device=device, precision=precision,
+                           progress=progress)
+    metrics = score(spec, examples, run.predictions, labels)
     seconds = time.perf_counter() - start
     metrics["n_examples"] = len(examples)
     metrics["eval_seconds"] = round(seconds, 3)
     metrics["examples_per_second"] = round(len(examples) / max(seconds, 1e-9), 2)
-    return metrics, predictions
+    if keep is not None:
+        keep.append(run)
+    return metrics, run.predictions
 
 
 def main_value(spec: TaskSpec, metrics: dict[str, Any]) -> float:

@@ -160,6 +160,44 @@ def length_bucketed_batches(lengths: Sequence[int], batch_size: int, shuffle: bo
     return batches
 
 
+def feature_rows(f: Feature) -> int:
+    """Model rows a feature fills: 1, or the number of choices of a multiple-choice feature."""
+    ids = f["input_ids"]
+    return len(ids) if ids and isinstance(ids[0], list) else 1
+
+
+def token_budget_batches(lengths: Sequence[int], max_rows: int, max_tokens: int | None = None,
+                         rows: Sequence[int] | None = None) -> list[list[int]]:
+    """Index batches for inference: longest first, each capped at `max_rows` features and at `max_tokens`
+    padded tokens (model rows x the batch's longest row), so short inputs share big batches and one long
+    input cannot blow up memory. A feature larger than the budget on its own gets a batch to itself.
+
+    Longest first puts the largest batch at the start: a budget too big for the device fails at once,
+    not after most of the work.
+    """
+    if max_rows < 1:
+        raise ValueError(f"batch size must be at least 1, got {max_rows}")
+    if max_tokens is not None and max_tokens < 1:
+        raise ValueError(f"max_batch_tokens must be at least 1, got {max_tokens}")
+    order = sorted(range(len(lengths)), key=lambda i: -lengths[i])
+    batches: list[list[int]] = []
+    current: list[int] = []
+    current_rows = longest = 0
+    for i in order:
+        width = rows[i] if rows is not None else 1
+        if current and (len(current) >= max_rows
+                        or (max_tokens is not None and (current_rows + width) * longest > max_tokens)):
+            batches.append(current)
+            current, current_rows = [], 0
+        if not current:
+            longest = lengths[i]
+        current.append(i)
+        current_rows += width
+    if current:
+        batches.append(current)
+    return batches
+
+
 def _pad(rows: list[list[int]], length: int, value: int) -> list[list[int]]:
     return [r + [value] * (length - len(r)) for r in rows]
 
@@ -198,10 +236,17 @@ def collate(features: Sequence[Feature], pad_id: int = 0) -> dict[str, torch.Ten
 
 
 def iterate_batches(features: Sequence[Feature], batch_size: int, shuffle: bool = False, seed: int = 0,
-                    pad_id: int = 0) -> Iterator[tuple[list[int], dict[str, torch.Tensor]]]:
-    """(feature indices, padded tensors) for each length-bucketed batch."""
+                    pad_id: int = 0, max_tokens: int | None = None) -> Iterator[tuple[list[int], dict[str, torch.Tensor]]]:
+    """(feature indices, padded tensors) for each length-bucketed batch; with `max_tokens` (inference only)
+    the batches follow `token_budget_batches` instead."""
     lengths = [feature_length(f) for f in features]
-    for idx in length_bucketed_batches(lengths, batch_size, shuffle=shuffle, seed=seed):
+    if max_tokens is not None:
+        if shuffle:
+            raise ValueError("a token budget is for inference batches, which are not shuffled")
+        batches = token_budget_batches(lengths, batch_size, max_tokens, [feature_rows(f) for f in features])
+    else:
+        batches = length_bucketed_batches(lengths, batch_size, shuffle=shuffle, seed=seed)
+    for idx in batches:
         yield idx, collate([features[i] for i in idx], pad_id)
 
 

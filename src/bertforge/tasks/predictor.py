@@ -2,6 +2,8 @@
 
 The folder holds the model (HF layout), the tokenizer and `task.json` (task, head kind, label names,
 lengths, SQuAD settings), so prediction needs nothing but the path: `Predictor.load(DIR).predict([...])`.
+Loading checks the folder (see `validate_task` and `check_model`) so a broken or mismatched folder fails
+with one line saying what is wrong, instead of predicting nonsense.
 """
 from __future__ import annotations
 
@@ -12,15 +14,30 @@ from pathlib import Path
 from typing import Any, Sequence
 
 import numpy as np
+import torch
 
-from bertforge.tasks.evaluation import InferenceSettings, decode_outputs, evaluate_examples, run_model
-from bertforge.tasks.finetune import TASK_FILE
-from bertforge.tasks.task_data import load_task_data
+from bertforge.device import Precision, resolve_device
+from bertforge.tasks.evaluation import (EvalRun, InferenceSettings, decode_outputs, evaluate_examples, model_device,
+                                        run_model)
 from bertforge.tasks.features import encode_classification, encode_multiple_choice, encode_ner, encode_squad
-from bertforge.tasks.readers import SquadExample, SwagExample, TextExample
-from bertforge.tasks.registry import get_task
+from bertforge.tasks.finetune import TASK_FILE
+from bertforge.tasks.readers import GLUE_FORMATS, SquadExample, SwagExample, TextExample
+from bertforge.tasks.registry import TASKS, TaskSpec, get_task
+from bertforge.tasks.task_data import load_task_data
+
+#: Characters kept of each input text before tokenization: far beyond what 512 tokens can hold, small
+#: enough that one pathological line (a 50 MB log dump) costs milliseconds, not minutes and gigabytes.
+DEFAULT_MAX_CHARS = 100_000
+#: Padded tokens per batch (rows x longest row): 128 rows of 128 tokens, 42 SQuAD windows of 384.
+DEFAULT_MAX_BATCH_TOKENS = 16_384
+HEADS = ("sequence_classification", "regression", "token_classification", "question_answering", "multiple_choice")
+_POSITIVE_INTS = ("max_seq_length", "doc_stride", "max_query_length", "max_answer_length", "n_best")
 
 _WORD = re.compile(r"\w+|[^\w\s]", re.UNICODE)
+
+
+class PredictorError(ValueError):
+    """A predictor folder (or task settings) that cannot be used; the message names the file and the field."""
 
 
 def split_words(text: str) -> list[tuple[str, int, int]]:
@@ -33,50 +50,190 @@ def _softmax(x: np.ndarray) -> np.ndarray:
     return e / e.sum(-1, keepdims=True)
 
 
-class Predictor:
-    """Model + tokenizer + task settings. `timing` holds the last call's example count, seconds and examples/s."""
+# ---- checking a predictor folder ------------------------------------------------------------------------------
+def read_task_file(directory: Path) -> dict[str, Any]:
+    """`task.json` of a predictor folder as a dict, or a PredictorError naming what is wrong with it."""
+    task_file = directory / TASK_FILE
+    if not task_file.is_file():
+        raise PredictorError(f"{directory} has no {TASK_FILE}: not a fine-tuned predictor folder "
+                             "(make one with `bertforge finetune`)")
+    try:
+        task = json.loads(task_file.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as err:
+        raise PredictorError(f"{task_file}: not valid JSON (line {err.lineno}: {err.msg})") from None
+    except UnicodeDecodeError:
+        raise PredictorError(f"{task_file}: not UTF-8 text") from None
+    if not isinstance(task, dict):
+        raise PredictorError(f"{task_file}: expected a JSON object, got {type(task).__name__}")
+    return validate_task(task, str(task_file))
 
-    def __init__(self, model, tokenizer, task: dict[str, Any], path: Path | None = None) -> None:
-        self.model = model.eval()
+
+def validate_task(task: dict[str, Any], source: str = TASK_FILE) -> dict[str, Any]:
+    """Check task settings field by field; returns a copy with `labels` as a list of names (a {"id": name}
+    object is accepted and turned into the list)."""
+    for key in ("task", "head"):
+        if not isinstance(task.get(key), str):
+            raise PredictorError(f"{source}: field {key!r} is missing (expected a string)")
+    try:
+        spec = get_task(task["task"])
+    except KeyError:
+        raise PredictorError(f"{source}: field 'task' is {task['task']!r}, not a known task "
+                             f"({', '.join(TASKS)})") from None
+    if task["head"] not in HEADS:
+        raise PredictorError(f"{source}: field 'head' is {task['head']!r}; expected one of {', '.join(HEADS)}")
+    if task["head"] != spec.head:
+        raise PredictorError(f"{source}: field 'head' is {task['head']!r} but task {spec.name} needs {spec.head!r}")
+    for key in _POSITIVE_INTS:
+        value = task.get(key)
+        if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
+            raise PredictorError(f"{source}: field {key!r} must be a positive integer, got {value!r}")
+    threshold = task.get("null_threshold")
+    if threshold is not None and (not isinstance(threshold, (int, float)) or not np.isfinite(threshold)):
+        raise PredictorError(f"{source}: field 'null_threshold' must be a finite number, got {threshold!r}")
+    return {**task, "labels": _label_list(task.get("labels"), f"{source}: field 'labels'")}
+
+
+def _label_list(labels: Any, where: str) -> list[str] | None:
+    """Label names by id from a list, or from an {"0": name, "1": name} object with ids 0..n-1."""
+    if labels is None:
+        return None
+    if isinstance(labels, dict):
+        try:
+            by_id = {int(k): v for k, v in labels.items()}
+        except (TypeError, ValueError):
+            raise PredictorError(f"{where}: an object must map label ids (0, 1, ...) to names, got keys "
+                                 f"{list(labels)[:5]}") from None
+        if sorted(by_id) != list(range(len(by_id))):
+            raise PredictorError(f"{where}: label ids must be 0..{len(by_id) - 1}, got {sorted(by_id)[:10]}")
+        labels = [by_id[i] for i in range(len(by_id))]
+    if not isinstance(labels, list) or not all(isinstance(x, (str, int)) and not isinstance(x, bool)
+                                               for x in labels):
+        raise PredictorError(f"{where}: expected a list of label names (or an id -> name object), "
+                             f"got {type(labels).__name__}")
+    names = [str(x) for x in labels]
+    if len(set(names)) != len(names):
+        raise PredictorError(f"{where}: label names repeat: {names}")
+    return names
+
+
+def _config_labels(directory: Path) -> list[str] | None:
+    """`id2label` of config.json, checked before the model class reads it."""
+    config_file = directory / "config.json"
+    try:
+        config = json.loads(config_file.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        return None  # the model loader reports an unreadable config with its own message
+    if not isinstance(config, dict) or config.get("id2label") is None:
+        return None
+    id2label = config["id2label"]
+    if not isinstance(id2label, dict):
+        raise PredictorError(f"{config_file}: field 'id2label' must be an object {{\"0\": name, ...}}, "
+                             f"got a {type(id2label).__name__}")
+    return _label_list(id2label, f"{config_file}: field 'id2label'")
+
+
+def check_model(model, tokenizer, task: dict[str, Any], source: str) -> None:
+    """Refuse a model that would predict nonsense: head weights that were never trained (absent from the
+    checkpoint), NaN/inf weights, a label list that does not fit the head, token ids past the embedding
+    table, or a sequence length past the position table."""
+    fresh = (getattr(model, "loading_info", None) or {}).get("newly_initialized") or []
+    if fresh:
+        raise PredictorError(f"{source}: the checkpoint lacks {', '.join(fresh[:4])}"
+                             f"{' ...' if len(fresh) > 4 else ''} (the {task['head']} head would be random; "
+                             "is this a fine-tuned predictor of this task?)")
+    for name, tensor in list(model.named_parameters()) + list(model.named_buffers()):
+        if tensor.is_floating_point() and not bool(torch.isfinite(tensor).all()):
+            raise PredictorError(f"{source}: weight {name} holds NaN or infinite values (a diverged or "
+                                 "corrupt checkpoint)")
+    config = getattr(model, "config", None)
+    labels = task.get("labels")
+    if config is not None and labels is not None and task["head"] in ("sequence_classification",
+                                                                       "token_classification"):
+        if len(labels) != config.num_labels:
+            raise PredictorError(f"{source}: {TASK_FILE} lists {len(labels)} labels but the {task['head']} head "
+                                 f"has {config.num_labels} outputs")
+    if config is not None:
+        vocab = len(tokenizer)
+        if vocab > config.vocab_size:
+            raise PredictorError(f"{source}: the tokenizer has {vocab} tokens but the embedding table only "
+                                 f"{config.vocab_size} rows (vocab.txt does not belong to this model)")
+        length = task.get("max_seq_length")
+        if length is not None and length > config.max_position_embeddings:
+            raise PredictorError(f"{source}: {TASK_FILE} field 'max_seq_length' is {length} but the model has "
+                                 f"{config.max_position_embeddings} positions")
+
+
+# ---- the predictor --------------------------------------------------------------------------------------------
+class Predictor:
+    """Model + tokenizer + task settings. `timing` holds the last call's example count, seconds and examples/s.
+
+    `model` is any callable with `.eval()` that takes input_ids / token_type_ids / attention_mask and returns
+    `.logits` (or `.start_logits` / `.end_logits`): a bertforge model, a `transformers` one, or an ONNX
+    Runtime wrapper. Its device is its `device` attribute when it has one, else the CPU.
+    """
+
+    def __init__(self, model, tokenizer, task: dict[str, Any], path: Path | None = None, *,
+                 device: torch.device | str | None = None, precision: Precision | str = "fp32",
+                 max_chars: int = DEFAULT_MAX_CHARS, max_batch_tokens: int | None = DEFAULT_MAX_BATCH_TOKENS) -> None:
+        model.eval()
+        self.model = model
         self.tokenizer = tokenizer
-        self.task = task
+        self.task = validate_task(task, str(Path(path) / TASK_FILE) if path else "task settings")
         self.path = path
-        self.spec = get_task(task["task"])
-        self.labels: list[str] | None = task.get("labels")
-        self.settings = InferenceSettings(max_seq_length=task.get("max_seq_length"),
-                                          doc_stride=task.get("doc_stride", 128),
-                                          max_query_length=task.get("max_query_length", 64),
-                                          max_answer_length=task.get("max_answer_length", 30),
-                                          n_best=task.get("n_best", 20))
+        self.spec = get_task(self.task["task"])
+        self.labels: list[str] | None = self.task.get("labels")
+        self.device = model_device(model) if device is None else resolve_device(device)
+        self.precision = precision if isinstance(precision, Precision) else Precision.resolve(precision, self.device)
+        if max_chars < 1:
+            raise ValueError(f"max_chars must be at least 1, got {max_chars}")
+        self.max_chars = max_chars
+        self.settings = InferenceSettings(max_seq_length=self.task.get("max_seq_length"),
+                                          doc_stride=self.task.get("doc_stride") or 128,
+                                          max_query_length=self.task.get("max_query_length") or 64,
+                                          max_answer_length=self.task.get("max_answer_length") or 30,
+                                          n_best=self.task.get("n_best") or 20, max_batch_tokens=max_batch_tokens)
         self.timing: dict[str, float] = {}
+        self._progress = False
 
     @classmethod
-    def load(cls, directory: str | Path) -> "Predictor":
+    def load(cls, directory: str | Path, device: torch.device | str = "auto", precision: str = "auto", *,
+             max_chars: int = DEFAULT_MAX_CHARS,
+             max_batch_tokens: int | None = DEFAULT_MAX_BATCH_TOKENS) -> "Predictor":
+        """Read and check a predictor folder, and put the model on `device` ("auto": CUDA when present)."""
         from bertforge.model.auto import model_class_for
         from bertforge.tokenization import load_tokenizer
         directory = Path(directory)
-        task_file = directory / TASK_FILE
-        if not task_file.is_file():
-            raise FileNotFoundError(f"{directory} has no {TASK_FILE}: not a fine-tuned predictor folder "
-                                    "(make one with `bertforge finetune`)")
-        task = json.loads(task_file.read_text(encoding="utf-8"))
+        if not directory.is_dir():
+            raise FileNotFoundError(f"predictor folder not found: {directory}")
+        task = read_task_file(directory)
+        config_labels = _config_labels(directory)
+        if task["labels"] is None and task["head"] in ("sequence_classification", "token_classification"):
+            task["labels"] = config_labels
+        device = resolve_device(device)
+        run_precision = Precision.resolve(precision, device)
         model = model_class_for(directory, task["head"]).from_pretrained(directory)
-        return cls(model, load_tokenizer(directory), task, directory)
+        tokenizer = load_tokenizer(directory)
+        check_model(model, tokenizer, task, str(directory))
+        model.to(device)
+        return cls(model, tokenizer, task, directory, device=device, precision=run_precision, max_chars=max_chars,
+                   max_batch_tokens=max_batch_tokens)
 
     @property
     def head(self) -> str:
         return self.task["head"]
 
     # ---- prediction --------------------------------------------------------------------------------------------
-    def predict(self, inputs: Sequence[Any], batch_size: int = 64) -> list[dict[str, Any]]:
-        """One result dict per input.
+    def predict(self, inputs: Sequence[Any], batch_size: int = 64, progress: bool = False) -> list[dict[str, Any]]:
+        """One result dict per input, in input order.
 
         Inputs by head: a text or a (text, text_pair) tuple (classification / regression); a text or a
         list of words (NER); a (question, context) tuple (QA); a (context, [endings]) or
-        (context, start, [endings]) tuple (multiple choice).
+        (context, start, [endings]) tuple (multiple choice). Texts longer than `max_chars` are cut there
+        before tokenization and their result says `"truncated": true`.
         """
         start = time.perf_counter()
         inputs = list(inputs)
+        self._progress = progress
         handler = {"sequence_classification": self._classify, "regression": self._classify,
                    "token_classification": self._ner, "question_answering": self._qa,
                    "multiple_choice": self._choose}[self.head]
@@ -87,14 +244,30 @@ class Predictor:
         return results
 
     def _run(self, features, batch_size: int) -> list[Any]:
-        return run_model(self.model, features, batch_size, self.tokenizer.pad_token_id)
+        return run_model(self.model, features, batch_size, self.tokenizer.pad_token_id, device=self.device,
+                         precision=self.precision, max_batch_tokens=self.settings.max_batch_tokens,
+                         progress=self._progress)
+
+    def _cap(self, text: Any, index: int, what: str, cut: set[int]) -> str:
+        if not isinstance(text, str):
+            raise ValueError(f"input {index}: {what} must be a string, got {type(text).__name__}")
+        if len(text) > self.max_chars:
+            cut.add(index)
+            return text[:self.max_chars]
+        return text
 
     def _classify(self, inputs: list[Any], batch_size: int) -> list[dict[str, Any]]:
-        examples = []
+        examples, cut = [], set()
         for i, item in enumerate(inputs):
-            text, pair = (item[0], item[1]) if isinstance(item, (tuple, list)) else (item, None)
+            if isinstance(item, (tuple, list)):
+                if len(item) != 2:
+                    raise ValueError(f"input {i}: expected a text or a (text, text_pair) pair, got {len(item)} parts")
+                text = self._cap(item[0], i, "text", cut)
+                pair = None if item[1] is None else self._cap(item[1], i, "text_pair", cut)
+            else:
+                text, pair = self._cap(item, i, "text", cut), None
             examples.append(TextExample(str(i), text, pair, None, 0))
-        out: list[dict[str, Any]] = []
+        out: dict[int, dict[str, Any]] = {}
         # single texts and pairs cannot share one encode call
         for want_pair in (False, True):
             idx = [i for i, ex in enumerate(examples) if (ex.text_pair is not None) == want_pair]
@@ -103,8 +276,8 @@ class Predictor:
             feats = encode_classification(self.tokenizer, [examples[i] for i in idx],
                                           self.settings.seq_length(self.spec))
             for i, logits in zip(idx, self._run(feats, batch_size)):
-                out.append((i, self._label_result(logits)))
-        return [r for _, r in sorted(out, key=lambda t: t[0])]
+                out[i] = self._label_result(logits)
+        return [_mark(out[i], i in cut) for i in range(len(examples))]
 
     def _label_result(self, logits: np.ndarray) -> dict[str, Any]:
         if self.head == "regression":
@@ -116,13 +289,27 @@ class Predictor:
                 "scores": {name: float(p) for name, p in zip(names, probs)}}
 
     def _ner(self, inputs: list[Any], batch_size: int) -> list[dict[str, Any]]:
-        words_spans = [split_words(x) if isinstance(x, str) else [(w, None, None) for w in x] for x in inputs]
+        words_spans, cut = [], set()
+        for i, x in enumerate(inputs):
+            if isinstance(x, str):
+                words_spans.append(split_words(self._cap(x, i, "text", cut)))
+            elif isinstance(x, (list, tuple)):
+                words, total = [], 0
+                for w in x:
+                    total += len(self._cap(w, i, "each word", set()))
+                    if total > self.max_chars:
+                        cut.add(i)
+                        break
+                    words.append((w, None, None))
+                words_spans.append(words)
+            else:
+                raise ValueError(f"input {i}: expected a text or a list of words, got {type(x).__name__}")
         feats = encode_ner(self.tokenizer, [[w for w, _, _ in ws] for ws in words_spans],
                            self.settings.seq_length(self.spec))
         outputs = self._run(feats, batch_size)
         tags = decode_outputs(self.spec, [], feats, outputs, self.labels, self.settings)
         results = []
-        for item, ws, word_tags in zip(inputs, words_spans, tags):
+        for i, (item, ws, word_tags) in enumerate(zip(inputs, words_spans, tags)):
             entities = []
             for kind, first, last in _entities(word_tags):
                 entity: dict[str, Any] = {"entity": kind, "words": [w for w, _, _ in ws[first:last + 1]],
@@ -130,31 +317,43 @@ class Predictor:
                 if isinstance(item, str):
                     entity.update(text=item[ws[first][1]:ws[last][2]], start=ws[first][1], end=ws[last][2])
                 entities.append(entity)
-            results.append({"words": [w for w, _, _ in ws], "tags": word_tags, "entities": entities})
+            results.append(_mark({"words": [w for w, _, _ in ws], "tags": word_tags, "entities": entities},
+                                 i in cut))
         return results
 
     def _qa(self, inputs: list[Any], batch_size: int) -> list[dict[str, Any]]:
-        examples = [SquadExample(str(i), q, c, ()) for i, (q, c) in enumerate(inputs)]
+        examples, cut = [], set()
+        for i, item in enumerate(inputs):
+            if not isinstance(item, (tuple, list)) or len(item) != 2:
+                raise ValueError(f"input {i}: question answering takes a (question, context) pair")
+            examples.append(SquadExample(str(i), self._cap(item[0], i, "question", cut),
+                                         self._cap(item[1], i, "context", cut), ()))
         feats = encode_squad(self.tokenizer, examples, self.settings.seq_length(self.spec), self.settings.doc_stride,
                              self.settings.max_query_length)
         preds = decode_outputs(self.spec, examples, feats, self._run(feats, batch_size), None, self.settings)
         threshold = self.task.get("null_threshold", 0.0) if self.spec.name == "squad2" else None
         results = []
-        for ex in examples:
+        for i, ex in enumerate(examples):
             p = preds[ex.qid]
             r: dict[str, Any] = {"answer": p.answer(threshold)}
             if p.best is not None:
                 r.update(score=p.best.score, start=p.best.start_char, end=p.best.end_char)
             if threshold is not None:
                 r["null_diff"] = p.null_diff
-            results.append(r)
+            results.append(_mark(r, i in cut))
         return results
 
     def _choose(self, inputs: list[Any], batch_size: int) -> list[dict[str, Any]]:
-        examples = []
+        examples, cut = [], set()
         for i, item in enumerate(inputs):
+            if not isinstance(item, (tuple, list)) or len(item) not in (2, 3):
+                raise ValueError(f"input {i}: multiple choice takes (context, [endings]) or "
+                                 "(context, start, [endings])")
             context, start, endings = (item[0], "", item[1]) if len(item) == 2 else item
-            examples.append(SwagExample(str(i), context, start, tuple(endings), None, 0))
+            if not isinstance(endings, (list, tuple)) or not endings:
+                raise ValueError(f"input {i}: endings must be a non-empty list of strings")
+            examples.append(SwagExample(str(i), self._cap(context, i, "context", cut), self._cap(start, i, "start", cut),
+                                        tuple(self._cap(e, i, "each ending", cut) for e in endings), None, 0))
         results: list[dict[str, Any]] = [{} for _ in examples]
         # a batch needs one number of choices: run each count separately
         for count in sorted({len(ex.endings) for ex in examples}):
@@ -163,26 +362,77 @@ class Predictor:
                                            self.settings.seq_length(self.spec))
             for i, logits in zip(idx, self._run(feats, batch_size)):
                 probs = _softmax(logits.astype(np.float64))
-                results[i] = {"label": int(np.argmax(probs)), "score": float(probs.max()),
-                              "scores": [float(p) for p in probs]}
+                results[i] = _mark({"label": int(np.argmax(probs)), "score": float(probs.max()),
+                                    "scores": [float(p) for p in probs]}, i in cut)
         return results
 
     # ---- evaluation --------------------------------------------------------------------------------------------
     def evaluate(self, data: str | None = None, eval_file: str | None = None, split: str = "dev",
-                 max_samples: int | None = None, task: str | None = None,
-                 skip_bad_rows: bool = False) -> dict[str, Any]:
-        """Score this predictor on a labelled split with the task's official metric."""
-        spec = get_task(task) if task else self.spec
+                 max_samples: int | None = None, task: str | None = None, skip_bad_rows: bool = False,
+                 keep: dict[str, tuple[list[Any], EvalRun]] | None = None, progress: bool = False) -> dict[str, Any]:
+        """Score this predictor on a labelled split with the task's official metric.
+
+        Data of another task is refused unless it has the same head, label names and input kind (single
+        texts or pairs): an SST-2 predictor scored on MRPC would give a number that means nothing. Pass a
+        dict as `keep` to get, per eval set, its (examples, EvalRun) for writing per-example predictions.
+        """
+        try:
+            spec = get_task(task) if task else self.spec
+        except KeyError as err:
+            raise ValueError(str(err).strip("\"'")) from None
         if spec.head != self.spec.head:
-            raise ValueError(f"this predictor has a {self.spec.head} head; task {spec.name} needs {spec.head}")
+            raise ValueError(f"this predictor has a {self.spec.head} head ({self.spec.name}); task {spec.name} "
+                             f"needs {spec.head}")
         data_ = load_task_data(spec, data, None, eval_file, skip_bad_rows=skip_bad_rows, need_train=False,
                                eval_split=split)
         report: dict[str, Any] = {"task": spec.name, "note": data_.note or None, "files": data_.files}
         for name, examples in data_.evals.items():
             examples = examples[:max_samples] if max_samples else examples
-            metrics, _ = evaluate_examples(self.model, self.tokenizer, spec, examples, self.settings, self.labels)
+            self._check_fits(spec, examples, data_.files.get(name, name))
+            runs: list[EvalRun] = []
+            metrics, _ = evaluate_examples(self.model, self.tokenizer, spec, examples, self.settings, self.labels,
+                                           device=self.device, precision=self.precision, keep=runs,
+                                           progress=progress)
             report[name] = metrics
+            if keep is not None:
+                keep[name] = (examples, runs[0])
         return report
+
+    def _check_fits(self, spec: TaskSpec, examples: Sequence[Any], source: str) -> None:
+        """Refuse labelled data this predictor cannot score: unknown labels, or pairs vs single texts."""
+        if spec.head in ("sequence_classification", "regression", "multiple_choice") and any(
+                ex.label is None for ex in examples):
+            raise ValueError(f"{source}: has rows without a label (a test split?); evaluate scores labelled data, "
+                             "`bertforge predict` runs on unlabelled files")
+        mine, theirs = _input_kind(self.spec.name), _input_kind(spec.name)
+        if spec.head in ("sequence_classification", "regression") and examples:
+            theirs = "pairs" if examples[0].text_pair is not None else "single texts"
+        if mine and theirs and mine != theirs:
+            raise ValueError(f"{source}: this {self.spec.name} predictor reads {mine} but the data has {theirs}")
+        if spec.head == "sequence_classification" and self.labels is not None:
+            unknown = sorted({str(ex.label) for ex in examples} - set(self.labels))
+            if unknown:
+                raise ValueError(f"{source}: labels {unknown[:5]} are not among this {self.spec.name} predictor's "
+                                 f"labels {self.labels}")
+        if spec.head == "token_classification" and self.labels is not None:
+            unknown = sorted({t for ex in examples for t in ex.tags} - set(self.labels))
+            if unknown:
+                raise ValueError(f"{source}: tags {unknown[:5]} are not among this {self.spec.name} predictor's "
+                                 f"labels {self.labels}")
+
+
+def _input_kind(task: str) -> str | None:
+    """"pairs" or "single texts" for GLUE tasks, None where the task name does not say."""
+    fmt = GLUE_FORMATS.get(task)
+    if fmt is None:
+        return None
+    return "single texts" if fmt.pair is None else "pairs"
+
+
+def _mark(result: dict[str, Any], truncated: bool) -> dict[str, Any]:
+    if truncated:
+        result["truncated"] = True
+    return result
 
 
 def _entities(tags: Sequence[str]) -> list[tuple[str, int, int]]:

@@ -1,0 +1,160 @@
+"""Inputs of `bertforge predict` from the files fine-tuning reads, and its records out as JSON lines or CSV.
+
+`.csv` / `.tsv` (header row) and `.jsonl` go through the same reader as fine-tuning data, so a dev file can
+be predicted as it is (its label column is ignored). `.txt` (or stdin) holds one input per line: a text,
+two parts split by a tab (text<TAB>text_pair, question<TAB>context, context<TAB>ending<TAB>...), or a JSON
+object. Every problem is reported as one line naming the file, the line and the field.
+"""
+from __future__ import annotations
+
+import csv
+import io
+import json
+import sys
+from pathlib import Path
+from typing import Any, Iterable, Sequence, TextIO
+
+from bertforge.tasks.readers import DataError, read_classification
+
+TABLE_SUFFIXES = (".csv", ".tsv", ".jsonl", ".json")
+
+
+def input_format(path: str | Path) -> str:
+    """"csv", "tsv", "jsonl" or "txt", from the name (a `.gz` suffix is looked through)."""
+    suffix = Path(str(path).removesuffix(".gz")).suffix.lower()
+    return {".csv": "csv", ".tsv": "tsv", ".jsonl": "jsonl", ".json": "jsonl"}.get(suffix, "txt")
+
+
+def read_inputs(path: str | Path, head: str, *, text_column: str | None = None,
+                text_pair_column: str | None = None) -> list[Any]:
+    """What `Predictor.predict` takes for `head`, one item per example of the file, in file order."""
+    fmt = input_format(path)
+    if fmt == "txt":
+        if text_column or text_pair_column:
+            raise ValueError(f"{path}: --text-column/--text-pair-column need a .csv, .tsv or .jsonl input")
+        with open_input(path) as handle:
+            return parse_lines(handle, head, str(path))
+    if fmt == "jsonl" and head in ("token_classification", "multiple_choice"):
+        with open_input(path) as handle:
+            return parse_lines(handle, head, str(path), json_only=True)
+    if head == "multiple_choice":
+        raise ValueError(f"{path}: a multiple_choice predictor reads .txt or .jsonl input, not .{fmt}")
+    if head == "question_answering":
+        text_column, text_pair_column = text_column or "question", text_pair_column or "context"
+    result = read_classification(path, text_column=text_column, text_pair_column=text_pair_column,
+                                 labeled=False, format=fmt)
+    if head == "question_answering":
+        return [(ex.text, ex.text_pair) for ex in result.examples]
+    if head == "token_classification":
+        paired = next((ex for ex in result.examples if ex.text_pair is not None), None)
+        if paired is not None:
+            raise DataError(path, paired.line, text_pair_column or "text_pair",
+                            "single texts (an NER predictor tags one text at a time)", "a text pair column")
+        return [ex.text for ex in result.examples]
+    return [ex.text if ex.text_pair is None else (ex.text, ex.text_pair) for ex in result.examples]
+
+
+def open_input(path: str | Path) -> TextIO:
+    if str(path) == "-":
+        return io.TextIOWrapper(sys.stdin.buffer, encoding="utf-8", errors="strict", newline="\n")
+    from bertforge.textio import open_text
+    return open_text(path)
+
+
+def parse_lines(lines: Iterable[str], head: str, source: str = "<input>", json_only: bool = False) -> list[Any]:
+    """Parse non-blank lines (see the module docstring); errors name `source` and the line."""
+    out = []
+    for lineno, line in enumerate(lines, start=1):
+        line = line.rstrip("\r\n")
+        if not line.strip():
+            continue
+        try:
+            out.append(parse_line(line, head, json_only))
+        except UnicodeDecodeError as err:
+            raise DataError(source, lineno, None, "UTF-8 text", err.reason) from None
+        except _LineError as err:
+            raise DataError(source, lineno, err.field, err.expected, err.got) from None
+    return out
+
+
+class _LineError(Exception):
+    def __init__(self, field: str | None, expected: str, got: str | None = None) -> None:
+        super().__init__(expected)
+        self.field, self.expected, self.got = field, expected, got
+
+
+def parse_line(line: str, head: str, json_only: bool = False) -> Any:
+    """One input line -> what `Predictor.predict` takes for this head."""
+    if json_only or line.lstrip().startswith("{"):
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError as err:
+            raise _LineError(None, "one JSON object per line", f"invalid JSON ({err.msg})") from None
+        if not isinstance(obj, dict):
+            raise _LineError(None, "a JSON object", type(obj).__name__)
+        return _from_object(obj, head)
+    if head == "question_answering":
+        if "\t" not in line:
+            raise _LineError(None, "question<TAB>context", repr(line[:60]))
+        return tuple(line.split("\t", 1))
+    if head == "multiple_choice":
+        parts = line.split("\t")
+        if len(parts) < 2:
+            raise _LineError(None, "context<TAB>ending<TAB>ending...", repr(line[:60]))
+        return parts[0], parts[1:]
+    if "\t" in line and head != "token_classification":
+        return tuple(line.split("\t", 1))
+    return line
+
+
+def _field(obj: dict[str, Any], key: str, kind: type | tuple[type, ...] = str) -> Any:
+    value = obj.get(key)
+    if not isinstance(value, kind):
+        name = kind.__name__ if isinstance(kind, type) else " or ".join(k.__name__ for k in kind)
+        raise _LineError(key, f"a {name}", "nothing" if value is None else type(value).__name__)
+    return value
+
+
+def _from_object(obj: dict[str, Any], head: str) -> Any:
+    if head == "question_answering":
+        return _field(obj, "question"), _field(obj, "context")
+    if head == "multiple_choice":
+        endings = _field(obj, "endings", list)
+        return _field(obj, "context"), obj.get("start") or "", endings
+    if head == "token_classification":
+        return _field(obj, "words", list) if "words" in obj else _field(obj, "text")
+    text = _field(obj, "text")
+    return (text, _field(obj, "text_pair")) if obj.get("text_pair") is not None else text
+
+
+# ---- records out ----------------------------------------------------------------------------------------------
+def write_records(records: Sequence[dict[str, Any]], handle: TextIO, fmt: str = "jsonl") -> None:
+    """JSON lines, or CSV with nested dicts flattened to `key.sub` columns and lists as JSON."""
+    if fmt == "jsonl":
+        for record in records:
+            handle.write(json.dumps(record, ensure_ascii=False) + "\n")
+        return
+    if fmt != "csv":
+        raise ValueError(f"unknown output format {fmt!r}; choose jsonl or csv")
+    rows = [_flatten(r) for r in records]
+    columns = list(dict.fromkeys(k for row in rows for k in row))
+    writer = csv.DictWriter(handle, fieldnames=columns, lineterminator="\n")
+    writer.writeheader()
+    writer.writerows(rows)
+
+
+def _flatten(record: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in record.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, dict):
+            out.update(_flatten(value, name + "."))
+        elif isinstance(value, (list, tuple)):
+            out[name] = json.dumps(value, ensure_ascii=False)
+        else:
+            out[name] = value
+    return out
+
+
+def output_format(path: str | Path) -> str:
+    return "csv" if str(path).lower().endswith(".csv") else "jsonl"
