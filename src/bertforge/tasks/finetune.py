@@ -195,7 +195,7 @@ class FinetuneStage(Stage):
         if not self.eval_examples:
             return {}
         metrics, _ = evaluate_examples(self.model, self.tokenizer, self.spec, self.eval_examples, self.settings,
-                                       self.labels)
+                                       self.labels, device=self.device, precision=self.precision)
         if self.spec.name == "squad2" and "best_f1_thresh" in metrics:
             self.null_threshold = float(metrics["best_f1_thresh"])
         return {k: float(v) for k, v in metrics.items() if isinstance(v, (int, float)) and not isinstance(v, bool)
@@ -305,10 +305,11 @@ def finetune(settings: FinetuneSettings, say: Callable[[str], None] = print, hoo
             extra = list(data.evals.items())[1:]
             if extra:
                 from bertforge.tasks.predictor import Predictor
-                predictor = Predictor.load(out)
+                predictor = Predictor.load(out, device=session.device, precision=settings.precision)
                 for name, examples in extra:
                     report[name], _ = evaluate_examples(predictor.model, tokenizer, spec, examples, settings,
-                                                        data.labels)
+                                                        data.labels, device=session.device,
+                                                        precision=settings.precision)
             atomic_write_text(out / "metrics.json", json.dumps(report, indent=2, default=_json_default) + "\n")
         values = [x.value for x in runs]
         say(f"best {best.name}: {report['main_metric']} = {best.value:.4f}; over {len(values)} runs median "
