@@ -114,3 +114,23 @@ def test_write_run_config(tmp_path):
     data = json.loads(target.read_text())
     assert data == {"verb": "prepare", "vocab": str(tmp_path), "workers": 2}
     assert sorted(p.name for p in target.parent.iterdir()) == ["run_config.json"]  # no temp file left
+
+
+def test_fresh_output_removes_what_a_failed_verb_wrote(tmp_path):
+    from bertforge.outputs import fresh_output
+    out = tmp_path / "new"
+    with pytest.raises(RuntimeError):
+        with fresh_output(out, verb="vocab", overwrite=False) as folder:
+            (folder / "vocab.txt").write_text("[PAD]\n[UN")  # half written
+            raise RuntimeError("disk gone")
+    assert not out.exists()
+    existing = tmp_path / "empty"
+    existing.mkdir()
+    with pytest.raises(RuntimeError):
+        with fresh_output(existing, verb="vocab", overwrite=False) as folder:
+            (folder / "sub").mkdir()
+            raise RuntimeError("disk gone")
+    assert existing.is_dir() and list(existing.iterdir()) == []
+    with fresh_output(out, verb="vocab", overwrite=False) as folder:
+        (folder / "vocab.txt").write_text("ok")
+    assert (out / "vocab.txt").read_text() == "ok"

@@ -11,10 +11,11 @@ import json
 import os
 import shutil
 import tempfile
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
-__all__ = ["OutputError", "claim_output", "write_run_config", "read_run_config", "RUN_CONFIG"]
+__all__ = ["OutputError", "claim_output", "fresh_output", "write_run_config", "read_run_config", "RUN_CONFIG"]
 
 RUN_CONFIG = "run_config.json"
 
@@ -109,6 +110,29 @@ def claim_output(path: str | Path, *, verb: str, overwrite: bool, resumable: boo
             raise OutputError(f"cannot create output folder {path}: {err.strerror or err}") from None
     _check_writable(path)
     return path
+
+
+@contextmanager
+def fresh_output(path: str | Path, *, verb: str, overwrite: bool) -> Iterator[Path]:
+    """`claim_output` for a verb that cannot resume: if the verb fails, what it wrote is removed again.
+
+    The folder was new or empty when claimed, so removing its contents on failure takes nothing of the user's
+    and leaves no half-written output behind (a folder this call created is removed as well).
+    """
+    path = Path(path)
+    created = not path.exists()
+    out = claim_output(path, verb=verb, overwrite=overwrite, resumable=False)
+    try:
+        yield out
+    except BaseException:
+        if out.is_dir():
+            try:
+                _empty(out)
+                if created:
+                    out.rmdir()
+            except OSError:
+                pass  # the original error matters more than the clean-up
+        raise
 
 
 def write_run_config(path: str | Path, verb: str, settings: dict[str, Any]) -> Path:

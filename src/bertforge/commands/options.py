@@ -13,7 +13,7 @@ import re
 from pathlib import Path
 
 __all__ = ["positive_int", "non_negative_int", "positive_float", "non_negative_float", "probability", "fraction",
-           "existing_file", "existing_dir", "input_path", "duration", "add_output_arguments"]
+           "existing_file", "existing_dir", "existing_path", "input_path", "duration", "add_output_arguments"]
 
 _INT = re.compile(r"[+-]?\d+")
 
@@ -102,6 +102,14 @@ def existing_dir(text: str) -> Path:
         raise argparse.ArgumentTypeError(f"{text} does not exist")
     if not path.is_dir():
         raise argparse.ArgumentTypeError(f"{text} is a file; expected a folder")
+    return path
+
+
+def existing_path(text: str) -> Path:
+    """A file or a folder that exists (inputs that may be a folder of files)."""
+    path = Path(text)
+    if not path.exists():
+        raise argparse.ArgumentTypeError(f"{text} does not exist")
     return path
 
 

@@ -164,11 +164,13 @@ def train_bpe(
     min_frequency: int = 2,
     add_prefix_space: bool = False,
     show_progress: bool = True,
+    skip_bad_lines: bool = False,
 ) -> Path:
     """Learn a byte-level BPE from text files (.txt/.gz/.xz/.bz2) and write a RoBERTa tokenizer folder.
 
     ``vocab_size`` counts everything (the 256 byte symbols and the 5 special tokens included); pairs seen
-    fewer than ``min_frequency`` times are not merged. Returns ``output_dir``.
+    fewer than ``min_frequency`` times are not merged. A line that is not UTF-8 fails with its file and line
+    unless ``skip_bad_lines``. Returns ``output_dir``.
     """
     paths = [Path(files)] if isinstance(files, (str, os.PathLike)) else [Path(f) for f in files]
     if not paths:
@@ -189,7 +191,7 @@ def train_bpe(
     seen = [0]
     with tqdm(total=size, unit="B", unit_scale=True, unit_divisor=1024, desc="reading text",
               disable=not show_progress) as bar:
-        tokenizer.train_from_iterator(_batches(paths, bar.update, seen), trainer=trainer)
+        tokenizer.train_from_iterator(_batches(paths, bar.update, seen, skip_bad_lines), trainer=trainer)
     if seen[0] == 0:
         raise ValueError(f"no text found in {', '.join(str(p) for p in paths)} (all files are empty or blank)")
     model = json.loads(tokenizer.to_str())["model"]
