@@ -56,7 +56,10 @@ class AlbertTokenizer(FastTokenizer):
         for name, value in (("do_lower_case", do_lower_case), ("keep_accents", keep_accents)):
             if not isinstance(value, bool):
                 raise TypeError(f"{name} must be True or False, got {value!r}")
-        self._model_bytes = _read_bytes(Path(vocab_file))
+        # bytes are a spiece.model already in memory (rebuilt from a tokenizer.json)
+        self._model_bytes = vocab_file if isinstance(vocab_file, bytes) else _read_bytes(Path(vocab_file))
+        if isinstance(vocab_file, bytes):
+            vocab_file = TOKENIZER_JSON
         pieces, unk_id, charsmap = read_spiece_model(self._model_bytes, Path(vocab_file))
         self.do_lower_case, self.keep_accents = do_lower_case, keep_accents
         backend = Tokenizer(models.Unigram(pieces, unk_id=unk_id, byte_fallback=False))
@@ -82,9 +85,28 @@ class AlbertTokenizer(FastTokenizer):
             return cls(p, **overrides)
         if not p.is_dir():
             raise FileNotFoundError(f"tokenizer path not found: {p} (expected a folder with {MODEL_FILE})")
+        if not (p / MODEL_FILE).is_file() and (p / TOKENIZER_JSON).is_file():
+            return cls._from_tokenizer_json(p, overrides)
         if not (p / MODEL_FILE).is_file():
             raise FileNotFoundError(f"{p} has no {MODEL_FILE}; a SentencePiece tokenizer needs it")
         return cls(p / MODEL_FILE, **{**read_tokenizer_config(p, _OPTIONS), **overrides})
+
+    @classmethod
+    def _from_tokenizer_json(cls, folder: Path, overrides: dict[str, Any]) -> AlbertTokenizer:
+        """A folder saved by transformers 5 (no spiece.model): pieces and normalisation come from tokenizer.json
+        (what transformers runs), special tokens and length from tokenizer_config.json."""
+        from .hf_json import model_type, read_tokenizer_json, spiece_model_bytes, unigram_options, unigram_parts
+        path = folder / TOKENIZER_JSON
+        data = read_tokenizer_json(folder)
+        kind = model_type(data, path)
+        if kind != "Unigram":
+            raise ValueError(f"{path} holds a {kind} tokenizer, not ALBERT's SentencePiece unigram")
+        pieces, unk_id, charsmap = unigram_parts(data, path)
+        options = {**read_tokenizer_config(folder, _OPTIONS), **unigram_options(data), **overrides}
+        control = {t["content"] for t in data.get("added_tokens") or [] if t.get("special")}
+        control.discard(pieces[unk_id][0])
+        model = spiece_model_bytes(pieces, unk_id, charsmap, control, pad_token=options.get("pad_token", PAD))
+        return cls(model, **options)
 
     def save_pretrained(self, save_directory: str | os.PathLike[str]) -> tuple[Path, ...]:
         """Write ``spiece.model``, ``tokenizer.json`` and the config files ``transformers.AutoTokenizer`` reads.
