@@ -105,7 +105,7 @@ def test_read_only_file_system(tmp_path, monkeypatch):
     def erofs(*args, **kwargs):
         raise OSError(errno.EROFS, os.strerror(errno.EROFS))
     monkeypatch.setattr(outputs.tempfile, "mkstemp", erofs)
-    with pytest.raises(OutputError, match=f"cannot write {tmp_path}: Read-only file system"):
+    with pytest.raises(OutputError, match=f"cannot write {tmp_path}: read-only file system"):
         claim_output(tmp_path, verb="vocab", overwrite=False)
 
 

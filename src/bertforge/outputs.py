@@ -7,6 +7,7 @@ run is continued, anything else is refused unless `--overwrite` asks to empty it
 """
 from __future__ import annotations
 
+import errno
 import json
 import os
 import shutil
@@ -66,7 +67,8 @@ def _check_writable(path: Path) -> None:
     except PermissionError:
         raise OutputError(f"cannot write {path}: permission denied") from None
     except OSError as err:
-        raise OutputError(f"cannot write {path}: {err.strerror or err}".rstrip()) from None
+        reason = "read-only file system" if err.errno == errno.EROFS else (err.strerror or str(err))
+        raise OutputError(f"cannot write {path}: {reason}") from None
     os.close(fd)
     os.unlink(probe)
 
@@ -99,7 +101,8 @@ def claim_output(path: str | Path, *, verb: str, overwrite: bool, resumable: boo
         elif nonempty and not (resumable and _is_own_run(path, verb)):
             raise OutputError(f"output folder {path} is not empty and is not a {verb} run that can be continued; "
                               "use --overwrite, or choose another --output")
-    else:
+    created = not path.exists()
+    if created:
         try:
             path.mkdir(parents=True, exist_ok=True)
         except PermissionError:
@@ -108,7 +111,12 @@ def claim_output(path: str | Path, *, verb: str, overwrite: bool, resumable: boo
             raise OutputError(f"cannot create output folder {path}: a part of that path is a file") from None
         except OSError as err:
             raise OutputError(f"cannot create output folder {path}: {err.strerror or err}") from None
-    _check_writable(path)
+    try:
+        _check_writable(path)
+    except OutputError:
+        if created:
+            path.rmdir()  # leave nothing behind for a run that never started
+        raise
     return path
 
 

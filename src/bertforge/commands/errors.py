@@ -55,10 +55,10 @@ def describe(exc: BaseException, output: str | None = None) -> Described:
                          f"(pip install {package})")
     if type(exc).__name__ == "OutOfMemoryError":  # torch.OutOfMemoryError, a RuntimeError
         return Described(_one_line(f"out of memory on the device; use a smaller --batch-size or model ({text})"))
-    if _from_tokenizers(exc):
+    if type(exc) is Exception:  # what Rust extensions (tokenizers) raise: a message about the input
         where = _traceback_path(exc, must_exist=True)
-        return Described(_one_line(f"{where}: cannot load this tokenizer file: {text}" if where
-                                   else f"tokenizer: {text}"))
+        label = "tokenizer" if _from_tokenizers(exc) else "error"
+        return Described(_one_line(f"{where}: {text}" if where else f"{label}: {text}"))
     if isinstance(exc, (KeyError, TypeError)):
         where = _traceback_path(exc, must_exist=True, user_files=True)
         if where is not None:
@@ -153,8 +153,6 @@ def _first_bad_line(path: Path, limit: int = 1 << 30) -> int | None:
 
 def _from_tokenizers(exc: BaseException) -> bool:
     """`tokenizers` (Rust) raises a bare `Exception`; tell it apart by where it was raised."""
-    if type(exc) is not Exception:
-        return False
     frames = traceback.extract_tb(exc.__traceback__)
     return bool(frames) and "tokeniz" in frames[-1].filename
 
@@ -179,9 +177,7 @@ def _traceback_path(exc: BaseException, *, must_exist: bool, user_files: bool = 
             p = Path(text)
             try:
                 if must_exist and not p.is_file():
-                    continue
-                if not must_exist and not p.parent.is_dir():
-                    continue
+                    continue  # (a file being written may be gone already: a failed verb cleans up)
             except (OSError, ValueError):
                 continue
             if user_files and not p.name.lower().endswith(_USER_FILE_SUFFIXES):

@@ -34,6 +34,7 @@ def register(sub) -> None:
     p.add_argument("--skip-bad-lines", action="store_true",
                    help="leave out (and count) lines that are not UTF-8; by default the first one stops the run, "
                    "naming its file and line")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
     add_common(p)
     p.set_defaults(run=run)
 
@@ -47,16 +48,17 @@ def run(args: argparse.Namespace) -> int:
         if args.kind == "bpe":
             from bertforge.tokenization.bpe import train_bpe
             out = train_bpe(args.input, output, vocab_size=size, min_frequency=args.min_frequency,
-                            skip_bad_lines=args.skip_bad_lines)
+                            skip_bad_lines=args.skip_bad_lines, show_progress=not args.no_progress)
         elif args.kind == "sentencepiece":
             from bertforge.tokenization.sentencepiece import train_sentencepiece
             out = train_sentencepiece(args.input, output, vocab_size=size, do_lower_case=not args.cased,
-                                      keep_accents=args.cased, skip_bad_lines=args.skip_bad_lines)
+                                      keep_accents=args.cased, skip_bad_lines=args.skip_bad_lines,
+                                      show_progress=not args.no_progress)
         else:
             from bertforge.tokenization import train_wordpiece
             out = train_wordpiece(args.input, output, vocab_size=size, lowercase=not args.cased,
                                   min_frequency=args.min_frequency, num_unused=args.unused,
-                                  skip_bad_lines=args.skip_bad_lines)
+                                  skip_bad_lines=args.skip_bad_lines, show_progress=not args.no_progress)
         tok = load_tokenizer(output)
     print(f"vocabulary: {tok.vocab_size} tokens ({args.kind}, {casing}) -> {out}")
     return 0
