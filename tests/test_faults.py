@@ -14,6 +14,8 @@ import pytest
 
 from bertforge.cli import main
 
+# `bertforge vocab` without a progress bar (its lines would mix with the error line) and a small vocabulary
+VOCAB = ("vocab", "--no-progress", "--vocab-size", "200")
 CORPUS = "\n".join(f"the cat number {i} sat on the mat and looked at the dog ." for i in range(300)) + "\n"
 
 
@@ -52,7 +54,7 @@ def corpus(tmp_path) -> Path:
 # ---- the boundary itself -------------------------------------------------------------------------------------
 
 def test_internal_error_is_one_line_with_a_hint(monkeypatch, capsys):
-    import bertforge.commands.info as info
+    from bertforge.commands import info
     monkeypatch.setattr(info, "load_config", lambda spec: None)  # a bug: None has no model_type
     code, _, err = run_cli(capsys, "info", "--model", "tiny")
     line = one_error_line(err, "info")
@@ -61,19 +63,62 @@ def test_internal_error_is_one_line_with_a_hint(monkeypatch, capsys):
 
 @pytest.mark.parametrize("where", ["global", "after-verb"])
 def test_debug_shows_the_traceback(monkeypatch, capsys, where):
-    import bertforge.commands.info as info
+    from bertforge.commands import info
     monkeypatch.setattr(info, "load_config", lambda spec: None)
     argv = ["--debug", "info", "--model", "tiny"] if where == "global" else ["info", "--model", "tiny", "--debug"]
     with pytest.raises(AttributeError):
         main(argv)
 
 
+@pytest.mark.slow
 def test_a_real_process_exits_non_zero_without_traceback(tmp_path):
     env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[1] / "src"), OMP_NUM_THREADS="1")
     proc = subprocess.run([sys.executable, "-m", "bertforge", "info", "--model", str(tmp_path / "config.json")],
-                          capture_output=True, text=True, env=env, timeout=120)
+                          check=False, capture_output=True, text=True, env=env, timeout=120)
     assert proc.returncode == 1
     assert one_error_line(proc.stderr, "info").endswith("nor an existing path")
+
+
+def test_flag_mistake_is_exactly_one_line(capsys):
+    code, _, err = run_cli(capsys, "info", "--model", "tiny", "--seq-len", "0")
+    assert code == 2 and err == ("bertforge info: error: argument --seq-len: expected a whole number of at least 1, "
+                                 "got '0' (see bertforge info --help)\n")
+
+
+@pytest.mark.parametrize("make, expected", [
+    (lambda p: FileNotFoundError(errno.ENOENT, "No such file or directory", str(p / "a.txt")),
+     "{p}/a.txt: no such file or folder"),
+    (lambda p: IsADirectoryError(errno.EISDIR, "Is a directory", str(p)), "{p} is a folder; expected a file"),
+    (lambda p: NotADirectoryError(errno.ENOTDIR, "Not a directory", str(p / "f.txt" / "x")),
+     "{p}/f.txt/x: a part of this path is a file; expected a folder"),
+    (lambda p: PermissionError(errno.EACCES, "Permission denied", str(p / "new.bin")),
+     "cannot write {p}/new.bin: permission denied"),
+    (lambda p: OSError(errno.EROFS, "Read-only file system", str(p / "x")),
+     "cannot write {p}/x: read-only file system"),
+    (lambda p: OSError(errno.ENOSPC, "No space left on device", str(p / ".model.safetensors.abc123.tmp")),
+     "no space left on device while writing {p}/model.safetensors"),
+    (lambda p: RuntimeError("[enforce fail at inline_container.cc:664] . unexpected pos\nerror: No space left on "
+                            "device"), "no space left on device"),
+    (lambda p: ValueError("first line\n  second line"), "first line second line"),
+    (lambda p: ModuleNotFoundError("No module named 'onnxruntime'", name="onnxruntime"),
+     "this needs the Python package 'onnxruntime', which is not installed (pip install onnxruntime)"),
+])
+def test_os_and_library_errors_are_reworded(tmp_path, make, expected):
+    from bertforge.commands.errors import describe
+    described = describe(make(tmp_path))
+    assert described.message == expected.format(p=tmp_path) and not described.internal
+
+
+def test_raw_json_error_names_the_file_and_line(tmp_path):
+    from bertforge.commands.errors import describe
+    path = tmp_path / "labels.json"
+    path.write_text('{\n  "a": 1,\n  "b": \n}\n')
+
+    def read_labels(file: Path):
+        return json.loads(file.read_text())
+    with pytest.raises(json.JSONDecodeError) as err:
+        read_labels(path)
+    assert describe(err.value).message == f"{path}: not valid JSON (line 4, column 1: Expecting value)"
 
 
 # ---- config.json validation ----------------------------------------------------------------------------------
@@ -126,7 +171,7 @@ def test_config_that_is_not_json_names_file_and_line(tmp_path, capsys):
 def test_output_that_is_a_file(corpus, tmp_path, capsys):
     target = tmp_path / "model.bin"
     target.write_bytes(b"precious")
-    code, _, err = run_cli(capsys, "vocab", "--no-progress", "--input", corpus, "--output", target, "--vocab-size", "200")
+    code, _, err = run_cli(capsys, *VOCAB, "--input", corpus, "--output", target)
     line = one_error_line(err, "vocab")
     assert code == 1 and f"output {target} is a file; expected a folder" in line
     assert target.read_bytes() == b"precious"
@@ -135,7 +180,7 @@ def test_output_that_is_a_file(corpus, tmp_path, capsys):
 def test_output_below_a_file(corpus, tmp_path, capsys):
     target = tmp_path / "model.bin"
     target.write_bytes(b"x")
-    code, _, err = run_cli(capsys, "vocab", "--no-progress", "--input", corpus, "--output", target / "sub", "--vocab-size", "200")
+    code, _, err = run_cli(capsys, *VOCAB, "--input", corpus, "--output", target / "sub")
     assert code == 1 and "a part of that path is a file" in one_error_line(err, "vocab")
 
 
@@ -161,9 +206,9 @@ def test_read_only_output_folder(corpus, tmp_path, capsys):
     try:
         if os.access(ro, os.W_OK):
             pytest.skip("this user can write into a chmod 555 folder")
-        code, _, err = run_cli(capsys, "vocab", "--no-progress", "--input", corpus, "--output", ro, "--vocab-size", "200")
+        code, _, err = run_cli(capsys, *VOCAB, "--input", corpus, "--output", ro)
         assert code == 1 and f"cannot write {ro}: permission denied" in one_error_line(err, "vocab")
-        code, _, err = run_cli(capsys, "vocab", "--no-progress", "--input", corpus, "--output", ro / "new", "--vocab-size", "200")
+        code, _, err = run_cli(capsys, *VOCAB, "--input", corpus, "--output", ro / "new")
         assert code == 1 and "permission denied" in one_error_line(err, "vocab")
     finally:
         ro.chmod(0o755)
@@ -171,7 +216,7 @@ def test_read_only_output_folder(corpus, tmp_path, capsys):
 
 def test_read_only_file_system(corpus, tmp_path, capsys, monkeypatch):
     """A read-only mount, simulated: creating any file in the output fails with EROFS."""
-    import bertforge.outputs as outputs
+    from bertforge import outputs
 
     def erofs(*args, **kwargs):
         raise OSError(errno.EROFS, os.strerror(errno.EROFS))
@@ -202,7 +247,7 @@ def test_disk_full_while_writing_names_the_file_and_leaves_nothing(corpus, tmp_p
             self.handle.flush()
             raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
 
-    monkeypatch.setattr(vocab_module, "open", lambda *a, **k: FullDisk(open(*a, **k)), raising=False)
+    monkeypatch.setattr(vocab_module, "open", lambda *a, **k: FullDisk(open(*a, **k)), raising=False)  # noqa: SIM115
     out = tmp_path / "out"
     code, _, err = run_cli(capsys, "vocab", "--no-progress", "--input", corpus, "--output", out, "--vocab-size", "200")
     line = one_error_line(err, "vocab")
@@ -261,7 +306,7 @@ def test_undecodable_config_names_file_and_line(tmp_path, capsys):
 def test_unreadable_input(corpus, tmp_path, capsys):
     corpus.chmod(0)
     try:
-        code, _, err = run_cli(capsys, "vocab", "--no-progress", "--input", corpus, "--output", tmp_path / "o", "--vocab-size", "200")
+        code, _, err = run_cli(capsys, *VOCAB, "--input", corpus, "--output", tmp_path / "o")
         assert code == 1 and f"cannot read {corpus}: permission denied" in one_error_line(err, "vocab")
     finally:
         corpus.chmod(0o644)
@@ -272,7 +317,8 @@ def test_vocab_names_file_and_line_of_undecodable_text(tmp_path, capsys):
     path.write_bytes(CORPUS.encode() + b"a line in latin-1: caf\xe9\n" + CORPUS.encode())
     out = tmp_path / "out"
     for kind in ("wordpiece", "bpe", "sentencepiece"):
-        code, _, err = run_cli(capsys, "vocab", "--no-progress", "--type", kind, "--input", path, "--output", out, "--vocab-size", "300")
+        code, _, err = run_cli(capsys, "vocab", "--no-progress", "--type", kind,
+                               "--input", path, "--output", out, "--vocab-size", "300")
         line = one_error_line(err, "vocab")
         assert code == 1 and f"{path}, line 301: not valid UTF-8 (byte 0xe9)" in line and "--skip-bad-lines" in line
         assert not out.exists()
@@ -281,8 +327,8 @@ def test_vocab_names_file_and_line_of_undecodable_text(tmp_path, capsys):
 def test_vocab_skips_bad_lines_when_asked(tmp_path, capsys, caplog):
     path = tmp_path / "mixed.txt"
     path.write_bytes(CORPUS.encode() + b"caf\xe9 \xff\n" + b"zzqx \xfe\n")
-    code, out, _ = run_cli(capsys, "vocab", "--no-progress", "--input", path, "--output", tmp_path / "v", "--vocab-size", "200",
-                           "--unused", "0", "--skip-bad-lines")
+    code, _, _ = run_cli(capsys, "vocab", "--no-progress", "--input", path, "--output", tmp_path / "v",
+                         "--vocab-size", "200", "--unused", "0", "--skip-bad-lines")
     assert code == 0 and "skipped 2 lines that are not valid UTF-8" in caplog.text
     vocab = (tmp_path / "v" / "vocab.txt").read_text(encoding="utf-8").split("\n")
     assert "zzqx" not in vocab and not any("\ufffd" in t for t in vocab)

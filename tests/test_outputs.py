@@ -119,17 +119,15 @@ def test_write_run_config(tmp_path):
 def test_fresh_output_removes_what_a_failed_verb_wrote(tmp_path):
     from bertforge.outputs import fresh_output
     out = tmp_path / "new"
-    with pytest.raises(RuntimeError):
-        with fresh_output(out, verb="vocab", overwrite=False) as folder:
-            (folder / "vocab.txt").write_text("[PAD]\n[UN")  # half written
-            raise RuntimeError("disk gone")
+    with pytest.raises(RuntimeError), fresh_output(out, verb="vocab", overwrite=False) as folder:
+        (folder / "vocab.txt").write_text("[PAD]\n[UN")  # half written
+        raise RuntimeError("disk gone")
     assert not out.exists()
     existing = tmp_path / "empty"
     existing.mkdir()
-    with pytest.raises(RuntimeError):
-        with fresh_output(existing, verb="vocab", overwrite=False) as folder:
-            (folder / "sub").mkdir()
-            raise RuntimeError("disk gone")
+    with pytest.raises(RuntimeError), fresh_output(existing, verb="vocab", overwrite=False) as folder:
+        (folder / "sub").mkdir()
+        raise RuntimeError("disk gone")
     assert existing.is_dir() and list(existing.iterdir()) == []
     with fresh_output(out, verb="vocab", overwrite=False) as folder:
         (folder / "vocab.txt").write_text("ok")

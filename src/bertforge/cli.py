@@ -36,8 +36,15 @@ VERBS = {
 }
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse, but a mistake in the flags is one line (and where to look), not the whole usage first."""
+
+    def error(self, message: str):  # type: ignore[override]
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="bertforge", description="BERT end to end: vocabulary, pre-training, "
+    parser = _Parser(prog="bertforge", description="BERT end to end: vocabulary, pre-training, "
                                      "fine-tuning, evaluation and prediction.")
     parser.add_argument("--version", action="version", version=_version())
     parser.add_argument("--debug", dest="global_debug", action="store_true",
@@ -95,7 +102,7 @@ def main(argv: list[str] | None = None) -> int:
         return 141
     except SystemExit:
         raise  # argparse's own one-line errors (status 2), --help and --version
-    except Exception as err:  # noqa: BLE001 - this is the boundary: nothing escapes as a traceback
+    except Exception as err:
         if debug:
             raise
         from bertforge.commands.errors import describe

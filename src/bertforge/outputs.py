@@ -12,11 +12,12 @@ import json
 import os
 import shutil
 import tempfile
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
-__all__ = ["OutputError", "claim_output", "fresh_output", "write_run_config", "read_run_config", "RUN_CONFIG"]
+__all__ = ["RUN_CONFIG", "OutputError", "claim_output", "fresh_output", "read_run_config", "write_run_config"]
 
 RUN_CONFIG = "run_config.json"
 

@@ -42,7 +42,7 @@ def assert_same_ids(ours, theirs, texts):
     if "token_type_ids" in theirs(firsts[:1], seconds[:1]):  # RoBERTa's transformers tokenizer returns none
         assert ours(firsts, seconds)["token_type_ids"] == theirs(firsts, seconds)["token_type_ids"]
     for length in (12, 24):
-        kwargs = dict(truncation="longest_first", max_length=length)
+        kwargs = {"truncation": "longest_first", "max_length": length}
         assert ours(firsts, seconds, **kwargs)["input_ids"] == theirs(firsts, seconds, **kwargs)["input_ids"]
     assert ours(lines, truncation=True, max_length=16)["input_ids"] == \
         theirs(lines, truncation=True, max_length=16)["input_ids"]

@@ -12,8 +12,20 @@ import math
 import re
 from pathlib import Path
 
-__all__ = ["positive_int", "non_negative_int", "positive_float", "non_negative_float", "probability", "fraction",
-           "existing_file", "existing_dir", "existing_path", "input_path", "duration", "add_output_arguments"]
+__all__ = [
+    "add_output_arguments",
+    "duration",
+    "existing_dir",
+    "existing_file",
+    "existing_path",
+    "fraction",
+    "input_path",
+    "non_negative_float",
+    "non_negative_int",
+    "positive_float",
+    "positive_int",
+    "probability",
+]
 
 _INT = re.compile(r"[+-]?\d+")
 
@@ -138,7 +150,7 @@ def duration(text: str) -> float:
     return seconds
 
 
-def add_output_arguments(parser: argparse.ArgumentParser, help: str = "output folder",  # noqa: A002 - argparse's name
+def add_output_arguments(parser: argparse.ArgumentParser, help: str = "output folder",
                          required: bool = True) -> None:
     """`--output DIR` and `--overwrite`; pass both to `bertforge.outputs.claim_output`."""
     parser.add_argument("--output", required=required, metavar="DIR", help=help)

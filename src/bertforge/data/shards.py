@@ -31,8 +31,8 @@ from typing import Any, Iterable, Sequence
 
 import numpy as np
 
-from bertforge.data.corpus import (FORMATS, MAX_DAMAGED_SHARE, LineCounts, detect_format, document_sentences, iter_raw_documents,
-                                   read_lines)
+from bertforge.data.corpus import (FORMATS, MAX_DAMAGED_SHARE, LineCounts, detect_format, document_sentences,
+                                   iter_raw_documents, read_lines)
 from bertforge.data.hashing import combine
 
 MANIFEST = "manifest.json"

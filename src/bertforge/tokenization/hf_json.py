@@ -14,8 +14,17 @@ import struct
 from pathlib import Path
 from typing import Any
 
-__all__ = ["TOKENIZER_JSON", "read_tokenizer_json", "model_type", "wordpiece_vocab", "wordpiece_options",
-           "bpe_parts", "unigram_parts", "unigram_options", "spiece_model_bytes"]
+__all__ = [
+    "TOKENIZER_JSON",
+    "bpe_parts",
+    "model_type",
+    "read_tokenizer_json",
+    "spiece_model_bytes",
+    "unigram_options",
+    "unigram_parts",
+    "wordpiece_options",
+    "wordpiece_vocab",
+]
 
 TOKENIZER_JSON = "tokenizer.json"
 
