@@ -39,8 +39,10 @@ def test_errors_are_one_line_not_a_traceback(tmp_path, capsys):
     assert main(["info", "--model", str(tmp_path / "nope")]) == 1
     err = capsys.readouterr().err
     assert err.startswith("bertforge info: error:") and "Traceback" not in err
-    assert main(["fill-mask", "--model", str(tmp_path / "missing"), "a [MASK] b"]) == 1
-    assert "missing" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exit_:  # a missing folder is refused while parsing: argparse's status 2
+        main(["fill-mask", "--model", str(tmp_path / "missing"), "a [MASK] b"])
+    assert exit_.value.code == 2
+    assert "argument --model:" in capsys.readouterr().err
 
 
 def test_vocab_then_fill_mask(tmp_path, capsys):

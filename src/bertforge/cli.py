@@ -9,9 +9,11 @@ from __future__ import annotations
 import argparse
 import importlib
 import logging
+import os
 import sys
 
 from bertforge.allocator import keep_freed_memory
+from bertforge.commands import add_common
 
 # verb -> module under bertforge.commands, in pipeline order (what `--help` shows)
 VERBS = {
@@ -34,10 +36,19 @@ VERBS = {
 }
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse, but a mistake in the flags is one line (and where to look), not the whole usage first."""
+
+    def error(self, message: str):  # type: ignore[override]
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="bertforge", description="BERT end to end: vocabulary, pre-training, "
+    parser = _Parser(prog="bertforge", description="BERT end to end: vocabulary, pre-training, "
                                      "fine-tuning, evaluation and prediction.")
     parser.add_argument("--version", action="version", version=_version())
+    parser.add_argument("--debug", dest="global_debug", action="store_true",
+                        help="show the full traceback of an error (also accepted after the verb)")
     sub = parser.add_subparsers(dest="verb", metavar="<verb>")
     for module_name in VERBS.values():
         try:
@@ -47,6 +58,9 @@ def build_parser() -> argparse.ArgumentParser:
                 continue  # verb not built yet
             raise
         module.register(sub)
+    for verb_parser in sub.choices.values():  # every verb takes --debug, whether or not it declares it
+        if "--debug" not in verb_parser._option_string_actions:
+            add_common(verb_parser)
     return parser
 
 
@@ -55,26 +69,48 @@ def _version() -> str:
     return f"bertforge {__version__}"
 
 
+def _wants_debug(argv: list[str]) -> bool:
+    """--debug anywhere before a bare `--`: known even when parsing itself fails."""
+    return "--debug" in (argv[: argv.index("--")] if "--" in argv else argv)
+
+
 def main(argv: list[str] | None = None, hooks=None) -> int:
-    """Run one verb. `hooks` (a `training.engine.FaultHooks`) reaches the training verbs: fault-injection tests."""
+    """Run one verb. Every error a user can cause ends as one line on stderr and exit status 1 (argparse's own
+    errors: 2); `--debug` shows the traceback instead. `hooks` (a `training.options.FaultHooks`) reaches the
+    training verbs: fault-injection tests."""
+    argv = sys.argv[1:] if argv is None else list(argv)
+    debug = _wants_debug(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    args.hooks = hooks
-    if not getattr(args, "run", None):
-        parser.print_help()
-        return 2
-    keep_freed_memory()  # large temporaries (model steps, corpora) are reused, not page-faulted in each time
+    verb = next((a for a in argv if a in VERBS), None)
+    args = None
     try:
+        parser = build_parser()
+        args = parser.parse_args(argv)
+        args.hooks = hooks
+        verb = args.verb
+        if not getattr(args, "run", None):
+            parser.print_help()
+            return 2
+        keep_freed_memory()  # large temporaries (model steps, corpora) are reused, not page-faulted in each time
         return int(args.run(args) or 0)
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
-    except (FileNotFoundError, ValueError, RuntimeError) as err:
-        # Library errors are written to be read by users: show the message, not a traceback.
-        if getattr(args, "debug", False):
+    except BrokenPipeError:  # `bertforge ... | head`: the reader left; say nothing more
+        try:
+            sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - stays open until exit, Python flushes it
+        except OSError:
+            pass
+        return 141
+    except SystemExit:
+        raise  # argparse's own one-line errors (status 2), --help and --version
+    except Exception as err:
+        if debug:
             raise
-        print(f"bertforge {args.verb}: error: {err}", file=sys.stderr)
+        from bertforge.commands.errors import describe
+        described = describe(err, output=getattr(args, "output", None))
+        prog = f"bertforge {verb}" if verb else "bertforge"
+        print(f"{prog}: error: {described.message}", file=sys.stderr)
         return 1
 
 

@@ -84,33 +84,41 @@ class BertConfig:
 
     def __post_init__(self) -> None:
         for name in ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size",
-                     "max_position_embeddings", "type_vocab_size"):
-            value = getattr(self, name)
-            if not isinstance(value, int) or isinstance(value, bool) or value < (0 if name == "type_vocab_size" else 1):
-                raise ConfigError(f"config field '{name}' must be a positive integer, got {value!r}")
+                     "max_position_embeddings"):
+            _check_int(name, getattr(self, name), minimum=1)
+        _check_int("type_vocab_size", self.type_vocab_size, minimum=0)
         if self.hidden_size % self.num_attention_heads:
             raise ConfigError(f"config field 'hidden_size' ({self.hidden_size}) must be divisible by "
                               f"'num_attention_heads' ({self.num_attention_heads})")
-        if self.embedding_size is not None and (not isinstance(self.embedding_size, int)
-                                                or isinstance(self.embedding_size, bool) or self.embedding_size < 1):
-            raise ConfigError(f"config field 'embedding_size' must be a positive integer or null, "
-                              f"got {self.embedding_size!r}")
+        _check_int("pad_token_id", self.pad_token_id, minimum=0)
+        if self.pad_token_id >= self.vocab_size:
+            raise ConfigError(f"config field 'pad_token_id' ({self.pad_token_id}) must be below 'vocab_size' "
+                              f"({self.vocab_size})")
+        if self.embedding_size is not None:
+            _check_int("embedding_size", self.embedding_size, minimum=1, allow_none=True)
         if self.layer_sharing not in LAYER_SHARING:
             raise ConfigError(f"config field 'layer_sharing' is {self.layer_sharing!r}; choose one of "
                               f"{', '.join(LAYER_SHARING)}")
-        if self.hidden_act not in SUPPORTED_ACTIVATIONS:
+        if not isinstance(self.hidden_act, str) or self.hidden_act not in SUPPORTED_ACTIVATIONS:
             raise ConfigError(f"config field 'hidden_act' is {self.hidden_act!r}; supported: "
                               f"{', '.join(SUPPORTED_ACTIVATIONS)}")
-        for name in ("hidden_dropout_prob", "attention_probs_dropout_prob"):
-            p = getattr(self, name)
-            if not 0.0 <= float(p) < 1.0:
-                raise ConfigError(f"config field '{name}' must be in [0, 1), got {p!r}")
+        _check_number("layer_norm_eps", self.layer_norm_eps, "a small positive number such as 1e-12",
+                      lambda v: v > 0)
+        _check_number("initializer_range", self.initializer_range, "a number of at least 0", lambda v: v >= 0)
+        for name in ("hidden_dropout_prob", "attention_probs_dropout_prob", "classifier_dropout"):
+            value = getattr(self, name)
+            if value is not None or name != "classifier_dropout":
+                _check_number(name, value, "a probability in [0, 1)", lambda v: 0 <= v < 1)
         self._check_modern_options()
         kind = self.extra.get("position_embedding_type", "absolute")
         if kind not in ("absolute", None):
             raise ConfigError(f"config field 'position_embedding_type' is {kind!r}; only 'absolute' is supported")
         if self.id2label is not None:
-            self.id2label = {int(k): str(v) for k, v in self.id2label.items()}
+            try:
+                self.id2label = {int(k): str(v) for k, v in self.id2label.items()}
+            except (AttributeError, TypeError, ValueError):
+                raise ConfigError("config field 'id2label' must map label ids (whole numbers) to names, got "
+                                  f"{self.id2label!r}") from None
 
     def _check_modern_options(self) -> None:
         for name in ("pre_norm", "feed_forward_glu", "attention_bias", "mlp_bias", "norm_bias", "head_bias",
@@ -281,6 +289,20 @@ class BertConfig:
     def embedding_projection(self) -> bool:
         """Whether embeddings are projected E -> H before the first layer (ALBERT always has the projection)."""
         return self.embedding_dim != self.hidden_size
+
+
+def _check_int(name: str, value: Any, minimum: int, allow_none: bool = False) -> None:
+    """A whole number >= minimum; JSON's 768.0 or "768" is refused rather than guessed at."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        kind = "a whole number" + (" or null" if allow_none else "")
+        raise ConfigError(f"config field '{name}' must be {kind} of at least {minimum}, got {value!r}")
+    if value < minimum:
+        raise ConfigError(f"config field '{name}' must be at least {minimum}, got {value!r}")
+
+
+def _check_number(name: str, value: Any, expected: str, ok) -> None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value or not ok(value):
+        raise ConfigError(f"config field '{name}' must be {expected}, got {value!r}")
 
 
 def dropout_overrides(dropout: float | None) -> dict[str, float]:

@@ -253,7 +253,8 @@ def test_length_mismatch(uncased):
 
 def test_save_and_reload_round_trip(uncased, tmp_path, real_texts):
     files = uncased.save_pretrained(tmp_path / "tok")
-    assert sorted(p.name for p in files) == ["special_tokens_map.json", "tokenizer_config.json", "vocab.txt"]
+    assert sorted(p.name for p in files) == ["special_tokens_map.json", "tokenizer.json", "tokenizer_config.json",
+                                            "vocab.txt"]
     config = json.loads((tmp_path / "tok" / "tokenizer_config.json").read_text())
     assert config["tokenizer_class"] == "BertTokenizer" and config["do_lower_case"] is True
     assert config["model_max_length"] == 512 and config["mask_token"] == "[MASK]"

@@ -4,6 +4,8 @@ from __future__ import annotations
 import argparse
 
 from bertforge.commands import add_common
+from bertforge.commands.options import (add_output_arguments, duration, existing_dir, non_negative_int, positive_float,
+                                        positive_int)
 
 
 def register(sub) -> None:
@@ -15,34 +17,47 @@ def register(sub) -> None:
                        "re-running continues. Tables: " + "; ".join(f"{t.name} ({t.paper})" for t in TABLES.values()),
                        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     p.add_argument("table", choices=sorted(TABLES), metavar="TABLE", help="one of: " + ", ".join(TABLES))
-    p.add_argument("--data", required=True, metavar="DIR", help="a corpus folder written by `bertforge prepare`")
-    p.add_argument("--output", required=True, metavar="DIR")
-    p.add_argument("--budget", default="10m", help="pre-training wall-clock per row (e.g. 90s, 10m, 1h)")
-    p.add_argument("--steps", type=int, default=None,
+    p.add_argument("--data", required=True, type=existing_dir, metavar="DIR",
+                   help="a corpus folder written by `bertforge prepare`")
+    add_output_arguments(p, help="folder for the table; an earlier run of the same table there is continued")
+    p.add_argument("--budget", type=duration, default="10m", help="pre-training wall-clock per row (e.g. 90s, 10m, 1h)")
+    p.add_argument("--steps", type=positive_int, default=None,
                    help="pre-training steps per row instead of a wall-clock budget (fair on a busy machine)")
     p.add_argument("--model", default=None, help="size for every row instead of the table's own (tiny, mini...)")
     p.add_argument("--glue", default=None, metavar="DIR",
+                   type=existing_dir,
                    help="folder holding SST-2/ and MRPC/ (e.g. ../shared/data/glue); omit to skip fine-tuning")
     p.add_argument("--tasks", default="sst2,mrpc", help="comma-separated fine-tuning tasks")
-    p.add_argument("--finetune-samples", type=int, default=4000, help="train examples per task")
-    p.add_argument("--finetune-epochs", type=float, default=2.0)
-    p.add_argument("--finetune-lr", type=float, default=1e-4)
-    p.add_argument("--batch-size", type=int, default=64)
-    p.add_argument("--lr", type=float, default=1e-3)
-    p.add_argument("--warmup-steps", type=int, default=200)
-    p.add_argument("--eval-batches", type=int, default=20, help="held-out batches per probe")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--finetune-samples", type=positive_int, default=4000, help="train examples per task")
+    p.add_argument("--finetune-epochs", type=positive_float, default=2.0)
+    p.add_argument("--finetune-lr", type=positive_float, default=1e-4)
+    p.add_argument("--batch-size", type=positive_int, default=64)
+    p.add_argument("--lr", type=positive_float, default=1e-3)
+    p.add_argument("--warmup-steps", type=non_negative_int, default=200)
+    p.add_argument("--eval-batches", type=positive_int, default=20, help="held-out batches per probe")
+    p.add_argument("--seed", type=non_negative_int, default=0)
     add_common(p)
     p.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:
+    from dataclasses import asdict
+
     from bertforge.experiments.ablate import AblationSettings, run_table
+    from bertforge.outputs import claim_output, read_run_config, write_run_config
     from bertforge.training.pretrain import parse_duration
     tasks = tuple(t for t in args.tasks.split(",") if t)
-    run_table(AblationSettings(
-        table=args.table, data=args.data, output=args.output, budget=parse_duration(args.budget), steps=args.steps,
-        model=args.model, glue=args.glue, tasks=tasks, finetune_samples=args.finetune_samples,
-        finetune_epochs=args.finetune_epochs, finetune_lr=args.finetune_lr, batch_size=args.batch_size,
-        lr=args.lr, warmup_steps=args.warmup_steps, eval_batches=args.eval_batches, seed=args.seed))
+    settings = AblationSettings(
+        table=args.table, data=str(args.data), output=args.output, budget=parse_duration(args.budget),
+        steps=args.steps, model=args.model, glue=None if args.glue is None else str(args.glue), tasks=tasks,
+        finetune_samples=args.finetune_samples, finetune_epochs=args.finetune_epochs, finetune_lr=args.finetune_lr,
+        batch_size=args.batch_size, lr=args.lr, warmup_steps=args.warmup_steps, eval_batches=args.eval_batches,
+        seed=args.seed)
+    output = claim_output(args.output, verb="ablate", overwrite=args.overwrite, resumable=True)
+    earlier = read_run_config(output)
+    if earlier is not None and earlier.get("table") not in (None, args.table):
+        raise ValueError(f"{output} holds the ablation table {earlier['table']!r}, not {args.table!r}; use "
+                         "--overwrite, or choose another --output")
+    write_run_config(output, "ablate", asdict(settings))
+    run_table(settings)
     return 0

@@ -5,6 +5,13 @@ import argparse
 from dataclasses import dataclass
 
 from bertforge.commands import add_common
+from bertforge.commands.options import existing_dir, positive_int
+
+# A sentence to fill is short; a megabyte of text is a mistake (a file pasted as an argument) that would only
+# cost minutes of tokenizing before being truncated to the model's length anyway.
+MAX_CHARS = 100_000
+# weight-name prefixes of the masked-LM head of each family: BERT, RoBERTa, ALBERT, DistilBERT
+MLM_HEAD_PREFIXES = ("cls.predictions.", "lm_head.", "predictions.", "vocab_transform.", "vocab_projector.")
 
 
 def register(sub) -> None:
@@ -14,20 +21,44 @@ def register(sub) -> None:
                                    "mask: early in pre-training the right word climbs long before it "
                                    "reaches the top-k. Works for every family (RoBERTa's <mask> may be "
                                    "written [MASK]).")
-    p.add_argument("--model", required=True, metavar="DIR", help="a checkpoint folder with an MLM head and vocab")
+    p.add_argument("--model", required=True, type=existing_dir, metavar="DIR",
+                   help="a checkpoint folder with a trained MLM head and its tokenizer")
     p.add_argument("text", nargs="+", help='sentences such as "the man went to the [MASK] ."')
-    p.add_argument("--top-k", type=_at_least_one, default=5, help="how many predictions to print per mask")
+    p.add_argument("--top-k", type=positive_int, default=5, help="how many predictions to print per mask")
     p.add_argument("--targets", metavar="WORD,...", default="",
                    help="comma-separated words to rank at every mask (a word that splits into several "
                         "pieces is ranked by its first piece, as transformers' fill-mask pipeline does)")
+    p.add_argument("--max-chars", type=positive_int, default=MAX_CHARS, metavar="N",
+                   help="refuse a text longer than this many characters (checked before tokenizing)")
     add_common(p)
     p.set_defaults(run=run)
 
 
-def _at_least_one(text: str) -> int:
-    if not text.lstrip("-").isdigit() or int(text) < 1:
-        raise argparse.ArgumentTypeError(f"expected a whole number of at least 1, got {text!r}")
-    return int(text)
+def check_mlm_head(folder) -> None:
+    """Refuse a checkpoint without masked-LM head weights: loading it would fill masks with a random head."""
+    import json
+    from pathlib import Path
+
+    from bertforge.checkpoint import SAFE_INDEX, SAFE_WEIGHTS, read_state_dict
+    folder = Path(folder)
+    if (folder / SAFE_WEIGHTS).is_file():
+        from safetensors import safe_open
+        with safe_open(str(folder / SAFE_WEIGHTS), framework="pt") as handle:
+            keys = list(handle.keys())
+    elif (folder / SAFE_INDEX).is_file():
+        keys = list(json.loads((folder / SAFE_INDEX).read_text(encoding="utf-8")).get("weight_map", {}))
+    else:
+        keys = list(read_state_dict(folder)[0])
+    if not any(key.startswith(MLM_HEAD_PREFIXES) or any(f".{p}" in key for p in MLM_HEAD_PREFIXES) for key in keys):
+        raise ValueError(f"{folder} has no trained masked-LM head (no cls.predictions / lm_head / predictions "
+                         "weights): fill-mask would rank tokens with a random head. Use a checkpoint written by "
+                         "`bertforge pretrain` or a ...ForMaskedLM model")
+
+
+def check_lengths(texts: list[str], max_chars: int) -> None:
+    for i, text in enumerate(texts, 1):
+        if len(text) > max_chars:
+            raise ValueError(f"text #{i} has {len(text):,} characters; the limit is --max-chars {max_chars:,}")
 
 
 @dataclass
@@ -84,6 +115,8 @@ def _first_piece(tokenizer, word: str) -> int:
 def run(args: argparse.Namespace) -> int:
     from bertforge.model.auto import AutoModelForMaskedLM
     from bertforge.tokenization.auto import load_tokenizer
+    check_lengths(args.text, args.max_chars)
+    check_mlm_head(args.model)
     tokenizer = load_tokenizer(args.model)
     model = AutoModelForMaskedLM.from_pretrained(args.model)
     targets = [w.strip() for w in args.targets.split(",") if w.strip()]

@@ -5,6 +5,7 @@ import argparse
 from pathlib import Path
 
 from bertforge.commands import add_common
+from bertforge.commands.options import positive_int
 
 
 def register(sub) -> None:
@@ -13,7 +14,7 @@ def register(sub) -> None:
                        "training FLOPs per token of a model preset (tiny ... large, or with a family: bert-base, "
                        "albert-base, albert-xxlarge, roberta-mini ...), a config.json or a checkpoint folder.")
     p.add_argument("--model", required=True, help="preset name, config.json or checkpoint folder")
-    p.add_argument("--seq-len", type=int, default=128)
+    p.add_argument("--seq-len", type=positive_int, default=128, help="sequence length for the FLOPs figure")
     add_common(p)
     p.set_defaults(run=run)
 

@@ -2,26 +2,35 @@
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 import json
+from pathlib import Path
 
 from bertforge.commands import add_common
+from bertforge.commands.options import (add_output_arguments, existing_dir, existing_path, non_negative_int,
+                                        positive_int, probability)
 
 
 def register(sub) -> None:
+    from bertforge.data.corpus import MAX_DAMAGED_SHARE
     p = sub.add_parser("prepare", help="tokenize a text corpus into pre-training shards",
                        description="Read documents (one sentence per line, or one paragraph per line; blank line "
                        "between documents), split sentences, tokenize in parallel and write memory-mapped shards "
-                       "with a manifest.json (counts, vocab hash, sha256 per shard, bad lines).")
-    p.add_argument("--input", nargs="+", required=True, metavar="FILE", help="text files or folders (.txt/.gz/.xz)")
-    p.add_argument("--vocab", required=True, metavar="DIR", help="tokenizer folder: vocab.txt (WordPiece), vocab.json + merges.txt "
-                   "(byte BPE) or spiece.model (SentencePiece)")
-    p.add_argument("--output", required=True, metavar="DIR")
-    p.add_argument("--max-seq-length", type=int, default=128)
-    p.add_argument("--workers", type=int, default=None, help="tokenizer processes (default: all cores)")
+                       "with a manifest.json (counts, vocab hash, sha256 per shard, bad lines). Undecodable bytes "
+                       "and control characters are repaired and counted; an input in which more than "
+                       f"{MAX_DAMAGED_SHARE:.0%} of the non-blank lines are damage is refused.")
+    p.add_argument("--input", nargs="+", required=True, type=existing_path, metavar="PATH",
+                   help="text files or folders of them (.txt/.gz/.xz/.bz2)")
+    p.add_argument("--vocab", required=True, type=existing_dir, metavar="DIR",
+                   help="tokenizer folder: vocab.txt (WordPiece), vocab.json + merges.txt (byte BPE), spiece.model "
+                   "(SentencePiece) or a transformers tokenizer.json")
+    add_output_arguments(p, help="folder for the shards (new or empty, unless --overwrite)")
+    p.add_argument("--max-seq-length", type=positive_int, default=128)
+    p.add_argument("--workers", type=non_negative_int, default=None,
+                   help="tokenizer processes (default: all cores; 0: tokenize in this process)")
     p.add_argument("--format", dest="input_format", default="auto", choices=["auto", "sentences", "paragraphs"])
-    p.add_argument("--heldout-fraction", type=float, default=0.01, help="documents kept for evaluation")
-    p.add_argument("--heldout-documents", type=int, default=None, help="exact number of held-out documents")
+    p.add_argument("--heldout-fraction", type=probability, default=0.01, help="documents kept for evaluation")
+    p.add_argument("--heldout-documents", type=non_negative_int, default=None,
+                   help="exact number of held-out documents")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     add_common(p)
     p.set_defaults(run=run)
@@ -29,10 +38,12 @@ def register(sub) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from bertforge.data import prepare_corpus
-    manifest = prepare_corpus(args.input, args.vocab, args.output, max_seq_length=args.max_seq_length,
-                              workers=args.workers, input_format=args.input_format,
-                              heldout_fraction=args.heldout_fraction, heldout_documents=args.heldout_documents,
-                              show_progress=not args.no_progress)
+    from bertforge.outputs import fresh_output
+    with fresh_output(args.output, verb="prepare", overwrite=args.overwrite) as output:
+        manifest = prepare_corpus(args.input, args.vocab, output, max_seq_length=args.max_seq_length,
+                                  workers=args.workers, input_format=args.input_format,
+                                  heldout_fraction=args.heldout_fraction, heldout_documents=args.heldout_documents,
+                                  show_progress=not args.no_progress)
     for source in manifest["inputs"]:
         if source["format_reason"] != "given":
             print(f"{Path(source['path']).name}: format '{source['format']}' ({source['format_reason']})")
@@ -41,5 +52,9 @@ def run(args: argparse.Namespace) -> int:
           f"at {manifest['mb_per_second']:.2f} MB/s) -> {args.output}")
     bad = {k: v for k, v in (manifest.get("bad_lines") or {}).items() if v}
     print("repaired or skipped: " + (json.dumps(bad) if bad else "nothing"))
+    damaged = manifest.get("damaged_lines") or {}
+    if damaged.get("count"):
+        print(f"damaged lines: {damaged['count']:,} of {damaged['of']:,} non-blank lines "
+              f"({damaged['emptied']:,} with nothing left after cleaning)")
     print(f"manifest: {args.output}/manifest.json")
     return 0

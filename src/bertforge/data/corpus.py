@@ -9,7 +9,7 @@ section headings that stay in the body), and keeping it means no layout needs a 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Callable, Iterable, Iterator
 
@@ -22,6 +22,9 @@ FORMATS = ("sentences", "paragraphs")
 _BAD_CHARS = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\udc80-\udcff]")
 _SURROGATES = re.compile("[\udc80-\udcff]+")
 _CONTROLS = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]+")
+# `prepare` refuses an input in which more than this share of the non-blank lines is damage (undecodable, or
+# nothing left after cleaning): such a file is binary, in another encoding or mislabelled, not a corpus.
+MAX_DAMAGED_SHARE = 0.5
 
 
 @dataclass
@@ -32,26 +35,42 @@ class LineCounts:
     empty_documents: int = 0       # documents with no text left (skipped)
     documents_cut: int = 0         # documents over `max_document_bytes` (no blank line for too long), cut up
     long_sentences_split: int = 0  # sentences longer than a sequence, cut into pieces that fit
+    # totals for the damage threshold, kept out of `bad_lines` (the manifest has them under `damaged_lines`)
+    emptied_lines: int = field(default=0, metadata={"total": True})  # nothing left after cleaning (skipped)
+    lines: int = field(default=0, metadata={"total": True})          # non-blank lines cleaned
+    damaged_lines: int = field(default=0, metadata={"total": True})  # of which undecodable or emptied
 
     def add(self, other: "LineCounts") -> None:
         for f in fields(self):
             setattr(self, f.name, getattr(self, f.name) + getattr(other, f.name))
 
     def as_dict(self) -> dict[str, int]:
-        return {f.name: getattr(self, f.name) for f in fields(self)}
+        return {f.name: getattr(self, f.name) for f in fields(self) if not f.metadata.get("total")}
+
+    @property
+    def damaged_share(self) -> float:
+        return self.damaged_lines / self.lines if self.lines else 0.0
 
 
 def clean_line(line: str, counts: LineCounts) -> str:
     """Repair one line (undecodable bytes -> U+FFFD, control characters removed) and count what was done."""
+    counts.lines += 1
     if _BAD_CHARS.search(line) is None:  # the common case costs one regex scan
         return line.strip()
+    damaged = False
     if _SURROGATES.search(line):
         counts.invalid_utf8 += 1
+        damaged = True
         line = _SURROGATES.sub("\ufffd", line)
     if _CONTROLS.search(line):
         counts.control_chars += 1
         line = _CONTROLS.sub(" ", line)
-    return line.strip()
+    line = line.strip()
+    if not line:
+        counts.emptied_lines += 1
+        damaged = True
+    counts.damaged_lines += damaged
+    return line
 
 
 def read_lines(path: str | Path, progress: Callable[[int], object] | None = None) -> Iterator[str]:

@@ -31,8 +31,8 @@ from typing import Any, Iterable, Sequence
 
 import numpy as np
 
-from bertforge.data.corpus import (FORMATS, LineCounts, detect_format, document_sentences, iter_raw_documents,
-                                   read_lines)
+from bertforge.data.corpus import (FORMATS, MAX_DAMAGED_SHARE, LineCounts, detect_format, document_sentences,
+                                   iter_raw_documents, read_lines)
 from bertforge.data.hashing import combine
 
 MANIFEST = "manifest.json"
@@ -423,8 +423,13 @@ def _prepare_into(paths: list[Path], formats: list[tuple[str, str]], tokenizer: 
         writers["heldout"].add(*doc)
 
     splits = {split: writers[split].close() for split in SPLITS}
+    names = ", ".join(map(str, paths))
+    if counts.damaged_share > MAX_DAMAGED_SHARE:
+        raise CorpusError(f"{names}: {counts.damaged_lines:,} of {counts.lines:,} non-blank lines "
+                          f"({counts.damaged_share:.0%}) are not UTF-8 text or hold nothing but control characters "
+                          f"(more than {MAX_DAMAGED_SHARE:.0%}); is this a binary, compressed or non-UTF-8 file?")
     if ordinal == 0:
-        raise CorpusError(f"no documents with text in {', '.join(map(str, paths))}")
+        raise CorpusError(f"no documents with text in {names}")
     elapsed = time.perf_counter() - started
     split_info = {}
     for split, shards in splits.items():
@@ -443,6 +448,7 @@ def _prepare_into(paths: list[Path], formats: list[tuple[str, str]], tokenizer: 
         "counts": {"documents": ordinal, "sentences": sum(v["sentences"] for v in split_info.values()),
                    "tokens": sum(v["tokens"] for v in split_info.values()), "bytes_read": bytes_read},
         "bad_lines": counts.as_dict(),
+        "damaged_lines": {"count": counts.damaged_lines, "of": counts.lines, "emptied": counts.emptied_lines},
         "heldout": {"fraction": None if heldout_documents is not None else heldout_fraction,
                     "documents": heldout_documents},
         "splits": split_info,

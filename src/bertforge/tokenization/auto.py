@@ -1,5 +1,6 @@
 """Load whichever tokenizer a folder holds: WordPiece (`vocab.txt`), byte-level BPE (`vocab.json` +
-`merges.txt`, RoBERTa) or SentencePiece (`spiece.model`, ALBERT)."""
+`merges.txt`, RoBERTa) or SentencePiece (`spiece.model`, ALBERT), or a `tokenizer.json` alone (what
+`transformers` 5 saves) of any of the three."""
 from __future__ import annotations
 
 import importlib
@@ -11,7 +12,14 @@ TOKENIZER_FILES = (
     ("spiece.model", "bertforge.tokenization.sentencepiece:AlbertTokenizer"),
     ("merges.txt", "bertforge.tokenization.bpe:RobertaTokenizer"),
     ("vocab.txt", "bertforge.tokenization.wordpiece:BertTokenizer"),
+    ("tokenizer.json", None),  # any of the three: its model type decides
 )
+# tokenizer.json's model type -> the class that reads it
+JSON_MODEL_TYPES = {
+    "Unigram": "bertforge.tokenization.sentencepiece:AlbertTokenizer",
+    "BPE": "bertforge.tokenization.bpe:RobertaTokenizer",
+    "WordPiece": "bertforge.tokenization.wordpiece:BertTokenizer",
+}
 
 
 def tokenizer_class_for(directory: str | Path) -> type:
@@ -20,6 +28,9 @@ def tokenizer_class_for(directory: str | Path) -> type:
         raise FileNotFoundError(f"{directory}: no such tokenizer folder")
     for name, target in TOKENIZER_FILES:
         if (folder / name).is_file():
+            if target is None:
+                from .hf_json import model_type, read_tokenizer_json
+                target = JSON_MODEL_TYPES[model_type(read_tokenizer_json(folder), folder / name)]
             module, cls = target.split(":")
             return getattr(importlib.import_module(module), cls)
     raise FileNotFoundError(f"{directory}: no tokenizer files; expected one of "

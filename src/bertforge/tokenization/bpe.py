@@ -27,6 +27,7 @@ __all__ = ["RobertaTokenizer", "train_bpe"]
 
 VOCAB_FILE = "vocab.json"
 MERGES_FILE = "merges.txt"
+TOKENIZER_JSON = "tokenizer.json"
 MERGES_HEADER = "#version: 0.2"
 # RoBERTa's layout: <s>, <pad>, </s>, <unk> take ids 0-3, <mask> is the last id.
 LEADING_SPECIALS = ("<s>", "<pad>", "</s>", "<unk>")
@@ -65,8 +66,11 @@ class RobertaTokenizer(FastTokenizer):
         for name, value in (("add_prefix_space", add_prefix_space), ("trim_offsets", trim_offsets)):
             if not isinstance(value, bool):
                 raise TypeError(f"{name} must be True or False, got {value!r}")
-        vocab = read_vocab_json(vocab_file)
-        merges = read_merges(merges_file)
+        # a dict and a list are a vocabulary and merges already read (from a tokenizer.json)
+        vocab = dict(vocab_file) if isinstance(vocab_file, dict) else read_vocab_json(vocab_file)
+        merges = list(merges_file) if isinstance(merges_file, list) else read_merges(merges_file)
+        if isinstance(vocab_file, dict):
+            vocab_file = merges_file = TOKENIZER_JSON
         try:
             model = models.BPE(vocab, merges, dropout=None, continuing_subword_prefix="", end_of_word_suffix="",
                                fuse_unk=False)
@@ -93,6 +97,14 @@ class RobertaTokenizer(FastTokenizer):
         folder = Path(path)
         if not folder.is_dir():
             raise FileNotFoundError(f"tokenizer folder not found: {folder} (expected {VOCAB_FILE} + {MERGES_FILE})")
+        if not (folder / MERGES_FILE).is_file() and (folder / TOKENIZER_JSON).is_file():
+            from .hf_json import bpe_parts, model_type, read_tokenizer_json
+            data = read_tokenizer_json(folder)
+            kind = model_type(data, folder / TOKENIZER_JSON)
+            if kind != "BPE":
+                raise ValueError(f"{folder / TOKENIZER_JSON} holds a {kind} tokenizer, not RoBERTa's byte-level BPE")
+            vocab, merges = bpe_parts(data, folder / TOKENIZER_JSON)
+            return cls(vocab, merges, **{**read_tokenizer_config(folder, _OPTIONS), **overrides})
         for name in (VOCAB_FILE, MERGES_FILE):
             if not (folder / name).is_file():
                 raise FileNotFoundError(f"{folder} has no {name}; a byte-level BPE tokenizer needs "
@@ -101,18 +113,20 @@ class RobertaTokenizer(FastTokenizer):
         return cls(folder / VOCAB_FILE, folder / MERGES_FILE, **options)
 
     def save_pretrained(self, save_directory: str | os.PathLike[str]) -> tuple[Path, ...]:
-        """Write ``vocab.json``, ``merges.txt``, ``tokenizer_config.json`` and ``special_tokens_map.json``:
-        the files ``transformers.AutoTokenizer`` loads RoBERTa from."""
+        """Write ``vocab.json``, ``merges.txt``, ``tokenizer.json``, ``tokenizer_config.json`` and
+        ``special_tokens_map.json``: what ``transformers.AutoTokenizer`` (any version) loads RoBERTa from."""
         out = Path(save_directory)
         if out.exists() and not out.is_dir():
             raise NotADirectoryError(f"cannot save the tokenizer into {out}: it is a file")
         out.mkdir(parents=True, exist_ok=True)
         vocab_path = write_json(out / VOCAB_FILE, dict(sorted(self._vocab.items(), key=lambda item: item[1])))
         merges_path = write_merges(out / MERGES_FILE, self._merges)
+        json_path = out / TOKENIZER_JSON
+        self._backend.save(str(json_path))
         configs = self._write_configs(out, {"tokenizer_class": "RobertaTokenizer", "errors": "replace",
                                             "add_prefix_space": self.add_prefix_space,
                                             "trim_offsets": self.trim_offsets})
-        return (vocab_path, merges_path, *configs)
+        return (vocab_path, merges_path, json_path, *configs)
 
 
 def read_vocab_json(path: str | os.PathLike[str]) -> dict[str, int]:
@@ -164,11 +178,13 @@ def train_bpe(
     min_frequency: int = 2,
     add_prefix_space: bool = False,
     show_progress: bool = True,
+    skip_bad_lines: bool = False,
 ) -> Path:
     """Learn a byte-level BPE from text files (.txt/.gz/.xz/.bz2) and write a RoBERTa tokenizer folder.
 
     ``vocab_size`` counts everything (the 256 byte symbols and the 5 special tokens included); pairs seen
-    fewer than ``min_frequency`` times are not merged. Returns ``output_dir``.
+    fewer than ``min_frequency`` times are not merged. A line that is not UTF-8 fails with its file and line
+    unless ``skip_bad_lines``. Returns ``output_dir``.
     """
     paths = [Path(files)] if isinstance(files, (str, os.PathLike)) else [Path(f) for f in files]
     if not paths:
@@ -189,7 +205,7 @@ def train_bpe(
     seen = [0]
     with tqdm(total=size, unit="B", unit_scale=True, unit_divisor=1024, desc="reading text",
               disable=not show_progress) as bar:
-        tokenizer.train_from_iterator(_batches(paths, bar.update, seen), trainer=trainer)
+        tokenizer.train_from_iterator(_batches(paths, bar.update, seen, skip_bad_lines), trainer=trainer)
     if seen[0] == 0:
         raise ValueError(f"no text found in {', '.join(str(p) for p in paths)} (all files are empty or blank)")
     model = json.loads(tokenizer.to_str())["model"]

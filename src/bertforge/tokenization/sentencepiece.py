@@ -18,7 +18,7 @@ from typing import Any
 from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors
 from tqdm.auto import tqdm
 
-from ..textio import iter_lines, total_bytes
+from ..textio import total_bytes
 from .fast import SPECIAL_NAMES, FastTokenizer, check_overrides, read_tokenizer_config
 
 __all__ = ["AlbertTokenizer", "train_sentencepiece"]
@@ -56,7 +56,10 @@ class AlbertTokenizer(FastTokenizer):
         for name, value in (("do_lower_case", do_lower_case), ("keep_accents", keep_accents)):
             if not isinstance(value, bool):
                 raise TypeError(f"{name} must be True or False, got {value!r}")
-        self._model_bytes = _read_bytes(Path(vocab_file))
+        # bytes are a spiece.model already in memory (rebuilt from a tokenizer.json)
+        self._model_bytes = vocab_file if isinstance(vocab_file, bytes) else _read_bytes(Path(vocab_file))
+        if isinstance(vocab_file, bytes):
+            vocab_file = TOKENIZER_JSON
         pieces, unk_id, charsmap = read_spiece_model(self._model_bytes, Path(vocab_file))
         self.do_lower_case, self.keep_accents = do_lower_case, keep_accents
         backend = Tokenizer(models.Unigram(pieces, unk_id=unk_id, byte_fallback=False))
@@ -82,9 +85,28 @@ class AlbertTokenizer(FastTokenizer):
             return cls(p, **overrides)
         if not p.is_dir():
             raise FileNotFoundError(f"tokenizer path not found: {p} (expected a folder with {MODEL_FILE})")
+        if not (p / MODEL_FILE).is_file() and (p / TOKENIZER_JSON).is_file():
+            return cls._from_tokenizer_json(p, overrides)
         if not (p / MODEL_FILE).is_file():
             raise FileNotFoundError(f"{p} has no {MODEL_FILE}; a SentencePiece tokenizer needs it")
         return cls(p / MODEL_FILE, **{**read_tokenizer_config(p, _OPTIONS), **overrides})
+
+    @classmethod
+    def _from_tokenizer_json(cls, folder: Path, overrides: dict[str, Any]) -> AlbertTokenizer:
+        """A folder saved by transformers 5 (no spiece.model): pieces and normalisation come from tokenizer.json
+        (what transformers runs), special tokens and length from tokenizer_config.json."""
+        from .hf_json import model_type, read_tokenizer_json, spiece_model_bytes, unigram_options, unigram_parts
+        path = folder / TOKENIZER_JSON
+        data = read_tokenizer_json(folder)
+        kind = model_type(data, path)
+        if kind != "Unigram":
+            raise ValueError(f"{path} holds a {kind} tokenizer, not ALBERT's SentencePiece unigram")
+        pieces, unk_id, charsmap = unigram_parts(data, path)
+        options = {**read_tokenizer_config(folder, _OPTIONS), **unigram_options(data), **overrides}
+        control = {t["content"] for t in data.get("added_tokens") or [] if t.get("special")}
+        control.discard(pieces[unk_id][0])
+        model = spiece_model_bytes(pieces, unk_id, charsmap, control, pad_token=options.get("pad_token", PAD))
+        return cls(model, **options)
 
     def save_pretrained(self, save_directory: str | os.PathLike[str]) -> tuple[Path, ...]:
         """Write ``spiece.model``, ``tokenizer.json`` and the config files ``transformers.AutoTokenizer`` reads.
@@ -200,13 +222,15 @@ def train_sentencepiece(
     character_coverage: float = 0.99995,
     max_sentences: int = 2_000_000,
     show_progress: bool = True,
+    skip_bad_lines: bool = False,
 ) -> Path:
     """Learn a SentencePiece unigram model (ALBERT's settings) from text files and write a tokenizer folder.
 
     Lines are preprocessed as the tokenizer will preprocess them (lowercased, accents stripped unless
     ``keep_accents``), so the pieces fit the text they will see. At most ``max_sentences`` lines (a random
     sample, SentencePiece's own) are used, which bounds memory. The vocabulary is ``<pad> <unk> [CLS] [SEP]
-    [MASK]`` then the learned pieces; a small corpus may give fewer than ``vocab_size``. Returns ``output_dir``.
+    [MASK]`` then the learned pieces; a small corpus may give fewer than ``vocab_size``. A line that is not UTF-8
+    fails with its file and line unless ``skip_bad_lines``. Returns ``output_dir``.
     """
     import sentencepiece
 
@@ -226,22 +250,34 @@ def train_sentencepiece(
     seen = [0]
     with tqdm(total=size, unit="B", unit_scale=True, unit_divisor=1024, desc="reading text",
               disable=not show_progress) as bar:
-        lines = _preprocessed_lines(paths, bar.update, seen, do_lower_case, keep_accents)
+        lines = _preprocessed_lines(paths, bar.update, seen, do_lower_case, keep_accents, skip_bad_lines)
+        failed: list[ValueError] = []
+
+        def guarded() -> Iterator[str]:  # SentencePiece's C++ would bury a bad line's message in its own
+            try:
+                yield from lines
+            except ValueError as exc:
+                failed.append(exc)
+
         try:
-            sentencepiece.SentencePieceTrainer.Train(sentence_iterator=lines, **options)
+            sentencepiece.SentencePieceTrainer.Train(sentence_iterator=guarded(), **options)
         except RuntimeError as exc:
+            if failed:
+                raise failed[0] from None
             if seen[0] == 0:
                 raise ValueError(f"no text found in {', '.join(str(p) for p in paths)} "
                                  "(all files are empty or blank)") from None
             raise ValueError(f"SentencePiece training failed: {exc}") from None
+    if failed:
+        raise failed[0]
     (out / "spiece.vocab").unlink(missing_ok=True)  # a human-readable copy of the pieces; not needed
     AlbertTokenizer(out / MODEL_FILE, do_lower_case=do_lower_case, keep_accents=keep_accents).save_pretrained(out)
     return out
 
 
 def _preprocessed_lines(paths: list[Path], progress, seen: list[int], do_lower_case: bool,
-                        keep_accents: bool) -> Iterator[str]:
-    for line in iter_lines(paths, progress=progress):
-        if line.strip():
-            seen[0] += 1
-            yield preprocess(line, do_lower_case, keep_accents)
+                        keep_accents: bool, skip_bad_lines: bool = False) -> Iterator[str]:
+    from .train import text_lines
+    for line in text_lines(paths, progress, skip_bad_lines):
+        seen[0] += 1
+        yield preprocess(line, do_lower_case, keep_accents)

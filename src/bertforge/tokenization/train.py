@@ -13,7 +13,9 @@ With the default ``num_unused=99`` that is [UNK]=100, [CLS]=101, [SEP]=102,
 
 from __future__ import annotations
 
+import logging
 import os
+import re
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
@@ -31,6 +33,9 @@ PAD, UNK, CLS, SEP, MASK = "[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"
 SPECIAL_TOKENS = (PAD, UNK, CLS, SEP, MASK)
 # Lines handed to Rust per Python call: large enough that the generator overhead vanishes.
 _BATCH_LINES = 2000
+# bytes that are not UTF-8 arrive as lone surrogates (errors="surrogateescape"), so a bad line is found exactly
+_UNDECODABLE = re.compile("[\udc80-\udcff]")
+_log = logging.getLogger(__name__)
 
 
 def train_wordpiece(
@@ -42,6 +47,7 @@ def train_wordpiece(
     limit_alphabet: int = 1000,
     num_unused: int = 99,
     show_progress: bool = True,
+    skip_bad_lines: bool = False,
 ) -> Path:
     """Learn a vocabulary from text files and write ``vocab.txt`` + ``tokenizer_config.json``.
 
@@ -52,7 +58,9 @@ def train_wordpiece(
     vocabulary (lowercased, accents stripped) and is stored as ``do_lower_case``.
     Pieces seen fewer than ``min_frequency`` times are not merged, and at most
     ``limit_alphabet`` distinct characters are kept. Returns ``output_dir``,
-    loadable by :meth:`BertTokenizer.from_pretrained` and by the original tokenizer.
+    loadable by :meth:`BertTokenizer.from_pretrained` and by the original tokenizer. A line that is not
+    UTF-8 raises ValueError naming its file and line, unless ``skip_bad_lines`` (then it is left out and counted
+    in a warning).
     """
     paths = [Path(files)] if isinstance(files, (str, os.PathLike)) else [Path(f) for f in files]
     if not paths:
@@ -87,7 +95,7 @@ def train_wordpiece(
     with tqdm(
         total=size, unit="B", unit_scale=True, unit_divisor=1024, desc="reading text", disable=not show_progress
     ) as bar:
-        tokenizer.train_from_iterator(_batches(paths, bar.update, seen), trainer=trainer)
+        tokenizer.train_from_iterator(_batches(paths, bar.update, seen, skip_bad_lines), trainer=trainer)
         bar.set_description("vocabulary learned")
     if seen[0] == 0:
         raise ValueError(f"no text found in {', '.join(str(p) for p in paths)} (all files are empty or blank)")
@@ -102,10 +110,31 @@ def train_wordpiece(
     return out
 
 
-def _batches(paths: list[Path], progress, seen: list[int]) -> Iterator[list[str]]:
+def text_lines(paths: list[Path], progress=None, skip_bad_lines: bool = False) -> Iterator[str]:
+    """The non-blank lines of the files. An undecodable line raises ValueError with its file and line number,
+    or with ``skip_bad_lines`` is dropped; the number dropped is logged at the end."""
+    skipped = 0
+    for path in paths:
+        for number, line in enumerate(iter_lines(path, errors="surrogateescape", progress=progress), 1):
+            if not line.strip():
+                continue
+            bad = _UNDECODABLE.search(line)
+            if bad is not None:
+                if skip_bad_lines:
+                    skipped += 1
+                    continue
+                byte = ord(bad.group()) - 0xDC00
+                raise ValueError(f"{path}, line {number}: not valid UTF-8 (byte 0x{byte:02x}); fix or re-encode the "
+                                 "file, or pass --skip-bad-lines to leave such lines out")
+            yield line
+    if skipped:
+        _log.warning("skipped %d line%s that are not valid UTF-8", skipped, "" if skipped == 1 else "s")
+
+
+def _batches(paths: list[Path], progress, seen: list[int], skip_bad_lines: bool = False) -> Iterator[list[str]]:
     """Non-blank lines in lists of ``_BATCH_LINES``; counts them in ``seen[0]``."""
     batch: list[str] = []
-    for line in iter_lines(paths, progress=progress):
+    for line in text_lines(paths, progress, skip_bad_lines):
         if line.strip():
             batch.append(line)
             if len(batch) == _BATCH_LINES:

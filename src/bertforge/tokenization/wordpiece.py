@@ -40,6 +40,7 @@ from .vocab import read_vocab_lines, save_vocab
 __all__ = ["BertTokenizer"]
 
 VOCAB_FILE = "vocab.txt"
+TOKENIZER_JSON = "tokenizer.json"
 
 _SPECIAL_NAMES = ("unk_token", "sep_token", "pad_token", "cls_token", "mask_token")
 _INIT_OPTIONS = ("do_lower_case", "tokenize_chinese_chars", "strip_accents", "model_max_length", *_SPECIAL_NAMES)
@@ -124,7 +125,10 @@ class BertTokenizer(TokenizerBase):
             if not isinstance(token, str) or not token:
                 raise TypeError(f"{name} must be a non-empty str, got {token!r}")
 
-        self._vocab_lines = read_vocab_lines(vocab_file)
+        # a list is a vocabulary already read (from a tokenizer.json), one token per id
+        self._vocab_lines = list(vocab_file) if isinstance(vocab_file, list) else read_vocab_lines(vocab_file)
+        if isinstance(vocab_file, list):
+            vocab_file = "tokenizer.json"
         self._vocab = {token: i for i, token in enumerate(self._vocab_lines)}
         missing = [f"{name}={token!r}" for name, token in specials.items() if token not in self._vocab]
         if missing:
@@ -185,6 +189,8 @@ class BertTokenizer(TokenizerBase):
             raise TypeError(f"from_pretrained() got unexpected argument(s) {unknown}; allowed: {list(_INIT_OPTIONS)}")
         p = Path(path)
         options: dict[str, Any] = {}
+        if p.is_dir() and not (p / VOCAB_FILE).is_file() and (p / TOKENIZER_JSON).is_file():
+            return cls._from_tokenizer_json(p, do_lower_case, overrides)
         if p.is_dir():
             vocab_file = p / VOCAB_FILE
             if not vocab_file.is_file():
@@ -206,11 +212,28 @@ class BertTokenizer(TokenizerBase):
             options["do_lower_case"] = do_lower_case
         return cls(vocab_file, **options)
 
-    def save_pretrained(self, save_directory: str | os.PathLike[str]) -> tuple[Path, Path, Path]:
-        """Write ``vocab.txt``, ``tokenizer_config.json`` and ``special_tokens_map.json``.
+    @classmethod
+    def _from_tokenizer_json(cls, folder: Path, do_lower_case: bool | None, overrides: dict[str, Any]) -> BertTokenizer:
+        """A folder saved by transformers 5: the vocabulary and casing come from tokenizer.json (what
+        transformers runs), the special tokens and length from tokenizer_config.json."""
+        from .hf_json import model_type, read_tokenizer_json, wordpiece_options, wordpiece_vocab
+        data = read_tokenizer_json(folder)
+        kind = model_type(data, folder / TOKENIZER_JSON)
+        if kind != "WordPiece":
+            raise ValueError(f"{folder / TOKENIZER_JSON} holds a {kind} tokenizer, not BERT's WordPiece")
+        options = _options_from_config(folder / CONFIG_FILE) if (folder / CONFIG_FILE).is_file() else {}
+        options.update(wordpiece_options(data))
+        options.update(overrides)
+        if do_lower_case is not None:
+            options["do_lower_case"] = do_lower_case
+        return cls(wordpiece_vocab(data, folder / TOKENIZER_JSON), **options)
 
-        The files follow the Hugging Face layout, so ``transformers.AutoTokenizer``
-        loads the folder as well as :meth:`from_pretrained` does.
+    def save_pretrained(self, save_directory: str | os.PathLike[str]) -> tuple[Path, ...]:
+        """Write ``vocab.txt``, ``tokenizer.json``, ``tokenizer_config.json`` and ``special_tokens_map.json``.
+
+        The files follow the Hugging Face layout, so ``transformers.AutoTokenizer`` (which reads
+        ``tokenizer.json``) and older tools (which read ``vocab.txt``) load the folder as well as
+        :meth:`from_pretrained` does.
         """
         out = Path(save_directory)
         if out.exists() and not out.is_dir():
@@ -233,7 +256,9 @@ class BertTokenizer(TokenizerBase):
         config_path.write_text(json.dumps(config, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
         map_path = out / SPECIAL_TOKENS_MAP_FILE
         map_path.write_text(json.dumps(specials, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-        return vocab_path, config_path, map_path
+        json_path = out / TOKENIZER_JSON
+        self._plain_fast.save(str(json_path))
+        return vocab_path, json_path, config_path, map_path
 
     def __reduce__(self):
         state = {name: getattr(self, name) for name in _SPECIAL_NAMES}
