@@ -14,6 +14,7 @@ from bertforge.checkpoint import internal_to_hf_state_dict
 from bertforge.config import BertConfig
 from bertforge.data import PretrainingDataset
 from bertforge.model import BertForPreTraining
+from bertforge.training.checkpointing import load_training_state
 from bertforge.training.optim import build_optimizer
 
 SEED, BATCH, LR = 5, 4, 1e-3
@@ -69,5 +70,5 @@ def test_two_ranks_average_gradients_like_one_process_on_the_union(train_data, v
     key = "bert.encoder.layer.0.attention.self.query.weight"
     assert (got[key] - initial[key]).abs().max() > LR / 2, "the step moved the weights"
 
-    state = torch.load(out / "checkpoints" / "step-1" / "training_state.pt", weights_only=False)
+    state = load_training_state(out / "checkpoints" / "step-1")
     assert state["world_size"] == 2 and len(state["rng"]) == 2 and state["dataset"]["index"] == BATCH

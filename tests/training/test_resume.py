@@ -13,7 +13,7 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from bertforge.training.checkpointing import SAVE_SLEEP_ENV, list_checkpoints
+from bertforge.training.checkpointing import SAVE_SLEEP_ENV, list_checkpoints, load_training_state
 
 STEPS = 8
 
@@ -93,8 +93,8 @@ def test_sigkill_anywhere_then_resume_is_bitwise_identical(train_data, vocab_dir
     assert a == b
     assert not any(p.name.startswith(".") for p in (out / "checkpoints").iterdir()), "partial saves are swept"
     # the optimizer state at the end matches too
-    sa = torch.load(reference / "checkpoints" / f"step-{STEPS}" / "training_state.pt", weights_only=False)
-    sb = torch.load(out / "checkpoints" / f"step-{STEPS}" / "training_state.pt", weights_only=False)
+    sa = load_training_state(reference / "checkpoints" / f"step-{STEPS}")
+    sb = load_training_state(out / "checkpoints" / f"step-{STEPS}")
     for (ka, va), (kb, vb) in zip(sa["optimizer"]["state"].items(), sb["optimizer"]["state"].items()):
         assert torch.equal(va["exp_avg"], vb["exp_avg"]) and torch.equal(va["exp_avg_sq"], vb["exp_avg_sq"])
     assert sa["dataset"] == sb["dataset"]
