@@ -27,6 +27,8 @@ from bertforge.tasks import (
 )
 from bertforge.tasks.readers import SquadAnswer, SquadExample
 
+from needs import require_module
+
 # --------------------------------------------------------------------------- GLUE metrics
 
 
@@ -50,7 +52,7 @@ def test_hand_checked_binary_metrics() -> None:
 @settings(max_examples=60, deadline=None)
 @given(st.lists(st.tuples(st.integers(0, 2), st.integers(0, 2)), min_size=1, max_size=40))
 def test_classification_metrics_equal_sklearn(pairs: list[tuple[int, int]]) -> None:
-    sk = pytest.importorskip("sklearn.metrics")
+    sk = require_module("sklearn.metrics")
     preds, labels = [p for p, _ in pairs], [y for _, y in pairs]
     assert accuracy(preds, labels) == pytest.approx(sk.accuracy_score(labels, preds))
     assert matthews_corrcoef(preds, labels) == pytest.approx(sk.matthews_corrcoef(labels, preds), abs=1e-12)
@@ -61,7 +63,7 @@ def test_classification_metrics_equal_sklearn(pairs: list[tuple[int, int]]) -> N
 @settings(max_examples=60, deadline=None)
 @given(st.lists(st.tuples(st.integers(0, 5), st.floats(0, 5, allow_nan=False)), min_size=3, max_size=40))
 def test_correlations_equal_scipy(pairs: list[tuple[int, float]]) -> None:
-    stats = pytest.importorskip("scipy.stats")
+    stats = require_module("scipy.stats")
     x = np.array([a for a, _ in pairs], dtype=float)  # few distinct values: many ties
     y = np.array([b for _, b in pairs])
     if np.ptp(x) == 0 or np.ptp(y) == 0:
@@ -258,7 +260,7 @@ def test_ner_hand_checked() -> None:
 
 
 def test_ner_equals_seqeval_and_conlleval_starts() -> None:
-    seqeval = pytest.importorskip("seqeval.metrics")
+    seqeval = require_module("seqeval.metrics")
     gold = [["O", "I-PER", "I-PER", "O"], ["B-LOC", "I-ORG"]]  # I- after O / another type starts an entity
     pred = [["O", "B-PER", "I-PER", "O"], ["B-LOC", "B-ORG"]]
     out = ner_metrics(pred, gold)
