@@ -1,7 +1,9 @@
-"""Metrics: hand-checked cases (arithmetic in the comments) and equality with sklearn / scipy / seqeval."""
+"""Metrics: hand-checked cases (arithmetic in the comments) and independent references on real data."""
 from __future__ import annotations
 
 import math
+from collections import Counter
+from fractions import Fraction
 
 import numpy as np
 import pytest
@@ -48,29 +50,113 @@ def test_hand_checked_binary_metrics() -> None:
         accuracy([], [])
 
 
-@pytest.mark.filterwarnings("ignore:A single label was found")
-@settings(max_examples=60, deadline=None)
+# Independent references, written here from the textbook definitions in exact arithmetic (Fractions), so
+# they share no code with the library implementations (sklearn / scipy) they check.
+def ref_accuracy(preds, labels) -> Fraction:
+    return Fraction(sum(p == y for p, y in zip(preds, labels)), len(labels))
+
+
+def ref_f1(preds, labels, positive=1) -> Fraction:
+    tp = sum(p == positive and y == positive for p, y in zip(preds, labels))
+    fp = sum(p == positive and y != positive for p, y in zip(preds, labels))
+    fn = sum(p != positive and y == positive for p, y in zip(preds, labels))
+    return Fraction(2 * tp, 2 * tp + fp + fn) if tp else Fraction(0)
+
+
+def ref_mcc(preds, labels) -> float:
+    """Gorodkin's K-class MCC from the confusion matrix: cov(y, p) / sqrt(cov(p, p) cov(y, y))."""
+    classes = sorted(set(preds) | set(labels))
+    n = len(labels)
+    correct = sum(p == y for p, y in zip(preds, labels))
+    t = {k: sum(y == k for y in labels) for k in classes}
+    q = {k: sum(p == k for p in preds) for k in classes}
+    cov_yp = correct * n - sum(t[k] * q[k] for k in classes)
+    cov_pp = n * n - sum(q[k] ** 2 for k in classes)
+    cov_yy = n * n - sum(t[k] ** 2 for k in classes)
+    if cov_pp == 0 or cov_yy == 0:
+        return 0.0
+    return cov_yp / math.sqrt(cov_pp * cov_yy)
+
+
+def ref_pearson(x, y) -> float:
+    x, y = [Fraction(v) for v in x], [Fraction(v) for v in y]
+    mx, my = sum(x) / len(x), sum(y) / len(y)
+    sxy = sum((a - mx) * (b - my) for a, b in zip(x, y))
+    sxx, syy = sum((a - mx) ** 2 for a in x), sum((b - my) ** 2 for b in y)
+    if sxx == 0 or syy == 0:
+        return math.nan
+    return float(sxy / math.sqrt(sxx * syy)) if sxy else 0.0
+
+
+def ref_ranks(values) -> list[Fraction]:
+    """Rank of v = (#smaller) + (#equal + 1) / 2: the mean of the 1-based positions its ties occupy."""
+    counts, smaller, seen = Counter(values), {}, 0
+    for v in sorted(counts):
+        smaller[v], seen = seen, seen + counts[v]
+    return [smaller[v] + Fraction(counts[v] + 1, 2) for v in values]
+
+
+def ref_spearman(x, y) -> float:
+    return ref_pearson(ref_ranks(x), ref_ranks(y))
+
+
+@settings(max_examples=40, deadline=None)
 @given(st.lists(st.tuples(st.integers(0, 2), st.integers(0, 2)), min_size=1, max_size=40))
-def test_classification_metrics_equal_sklearn(pairs: list[tuple[int, int]]) -> None:
-    sk = require_module("sklearn.metrics")
+def test_classification_metrics_equal_the_definitions(pairs: list[tuple[int, int]]) -> None:
     preds, labels = [p for p, _ in pairs], [y for _, y in pairs]
-    assert accuracy(preds, labels) == pytest.approx(sk.accuracy_score(labels, preds))
-    assert matthews_corrcoef(preds, labels) == pytest.approx(sk.matthews_corrcoef(labels, preds), abs=1e-12)
+    assert accuracy(preds, labels) == pytest.approx(float(ref_accuracy(preds, labels)), abs=1e-15)
+    assert matthews_corrcoef(preds, labels) == pytest.approx(ref_mcc(preds, labels), abs=1e-12)
+    assert f1_binary(preds, labels, positive=2) == pytest.approx(float(ref_f1(preds, labels, 2)), abs=1e-15)
     bp, by = [min(p, 1) for p in preds], [min(y, 1) for y in labels]
-    assert f1_binary(bp, by) == pytest.approx(sk.f1_score(by, bp, zero_division=0))
+    assert f1_binary(bp, by) == pytest.approx(float(ref_f1(bp, by)), abs=1e-15)
 
 
 @settings(max_examples=60, deadline=None)
-@given(st.lists(st.tuples(st.integers(0, 5), st.floats(0, 5, allow_nan=False)), min_size=3, max_size=40))
-def test_correlations_equal_scipy(pairs: list[tuple[int, float]]) -> None:
-    stats = require_module("scipy.stats")
-    x = np.array([a for a, _ in pairs], dtype=float)  # few distinct values: many ties
-    y = np.array([b for _, b in pairs])
-    if np.ptp(x) == 0 or np.ptp(y) == 0:
-        assert math.isnan(pearson(x, y))
+@given(st.lists(st.tuples(st.integers(0, 5), st.floats(0, 5, allow_nan=False)), min_size=1, max_size=40))
+def test_correlations_equal_the_definitions(pairs: list[tuple[int, float]]) -> None:
+    x = [float(a) for a, _ in pairs]  # few distinct values: many ties
+    y = [b for _, b in pairs]
+    r, rho = ref_pearson(x, y), ref_spearman(x, y)
+    if math.isnan(r):  # a constant side (or a single pair): undefined, NaN, never a small number
+        assert math.isnan(pearson(x, y)) and math.isnan(spearman(x, y))
         return
-    assert pearson(x, y) == pytest.approx(stats.pearsonr(x, y)[0], abs=1e-9)
-    assert spearman(x, y) == pytest.approx(stats.spearmanr(x, y)[0], abs=1e-9)
+    assert pearson(x, y) == pytest.approx(r, abs=1e-9)
+    assert spearman(x, y) == pytest.approx(rho, abs=1e-9)
+
+
+def test_constant_side_gives_nan_not_a_rounding_residue() -> None:
+    # 0.1 * 3 has a mean that is not exactly 0.1, so a naive formula gives a tiny non-zero variance
+    for constant in ([0.1, 0.1, 0.1], [1e300] * 4, [7] * 2, [0.5]):
+        other = list(range(len(constant)))
+        assert math.isnan(pearson(constant, other)) and math.isnan(spearman(other, constant))
+    assert glue_metrics("stsb", [3.0, 3.0, 3.0], [1.0, 2.0, 5.0])["corr"] != pytest.approx(0.0)
+    with pytest.raises(ValueError, match="finite"):
+        pearson([1.0, float("nan")], [1.0, 2.0])
+
+
+def _tsv(path, column: int) -> list[str]:
+    lines = path.read_text(encoding="utf-8").splitlines()
+    return [line.split("\t")[column] for line in lines if line]
+
+
+def test_glue_metrics_on_real_dev_labels_with_random_predictions(shared_data) -> None:
+    rng = np.random.default_rng(0)
+    # CoLA (MCC) and MRPC (F1, accuracy): the real dev labels, predictions right ~70% of the time
+    cola = [int(v) for v in _tsv(shared_data / "glue" / "CoLA" / "dev.tsv", 1)]
+    mrpc = [int(v) for v in _tsv(shared_data / "glue" / "MRPC" / "dev.tsv", 0)[1:]]
+    assert (len(cola), len(mrpc)) == (1043, 408)
+    for labels in (cola, mrpc):
+        preds = [y if rng.random() < 0.7 else 1 - y for y in labels]
+        assert matthews_corrcoef(preds, labels) == pytest.approx(ref_mcc(preds, labels), abs=1e-12)
+        assert f1_binary(preds, labels) == pytest.approx(float(ref_f1(preds, labels)), abs=1e-15)
+        assert accuracy(preds, labels) == pytest.approx(float(ref_accuracy(preds, labels)), abs=1e-15)
+    # STS-B: the real gold similarity scores (many ties), noisy predictions rounded to create ties too
+    gold = [float(v) for v in _tsv(shared_data / "glue" / "STS-B" / "dev.tsv", 9)[1:]]
+    assert len(gold) == 1500
+    preds = [round(g + rng.normal(0, 1.2), 1) for g in gold]
+    out = glue_metrics("stsb", preds, gold)
+    assert out["pearson"] == pytest.approx(ref_pearson(preds, gold), abs=1e-12)
+    assert out["spearman"] == pytest.approx(ref_spearman(preds, gold), abs=1e-12)
 
 
 def test_hand_checked_correlations() -> None:
