@@ -2,10 +2,10 @@
 
 Layout: ``OUTPUT/checkpoints/step-N/`` holds the model in the HF layout (`config.json`, `model.safetensors`),
 the tokenizer files and the training state (optimizer, scheduler, RNG states of every rank, dataset
-position, step and counters) as `training_state.json` + `training_state.safetensors` — never a pickle,
-so a checkpoint folder from someone else cannot run code when resumed (see `statefile`). Each folder is built under a hidden temporary name and renamed into place, so
-a folder named ``step-N`` is always complete; leftovers of a killed save start with a dot and are swept
-away on the next start. Resuming loads everything a step depends on, which is what makes a killed and
+position, step and counters) as `training_state.json` + `training_state.safetensors`: never a pickle, so
+a checkpoint folder from someone else cannot run code when resumed (see `statefile`). Each folder is built
+under a hidden temporary name and renamed into place, so a folder named ``step-N`` is always complete;
+leftovers of a killed save start with a dot and are swept away on the next start. Resuming loads everything a step depends on, which is what makes a killed and
 resumed run end bitwise identical to one that was never interrupted.
 """
 from __future__ import annotations
@@ -35,6 +35,9 @@ _LEGACY_FILES = ("config.json", "model.safetensors", LEGACY_TRAINING_STATE)
 # what load_training_state checks before a training loop indexes into the state
 _REQUIRED_KEYS = {"step": int, "optimizer": dict, "scheduler": dict, "dataset": dict, "rng": (dict, list),
                   "run": dict}
+# counters some loops save: checked when present, so arithmetic on them cannot fail later
+_OPTIONAL_KEYS = {"elapsed": (int, float), "skipped": int, "bad_in_row": int, "tokens_seen": int,
+                  "warmup_ended_at": (int, float, type(None)), "world_size": int, "config": dict}
 _STEP_DIR = re.compile(r"step-(\d+)")
 # Test hook: seconds to sleep inside a checkpoint save, after the files are written and before the rename,
 # so a test can SIGKILL the process exactly there.
@@ -131,12 +134,15 @@ def load_training_state(folder: str | Path) -> dict[str, Any]:
     state = load_state(json_path, tensors_path)
     if not isinstance(state, dict):
         raise CheckpointError(f"{json_path}: the training state must be an object, got {type(state).__name__}")
-    for key, kind in _REQUIRED_KEYS.items():
+    for key, kind in (*_REQUIRED_KEYS.items(), *_OPTIONAL_KEYS.items()):
         if key not in state:
-            raise CheckpointError(f"{json_path}: field {key!r} is missing")
+            if key in _REQUIRED_KEYS:
+                raise CheckpointError(f"{json_path}: field {key!r} is missing")
+            continue
         if not isinstance(state[key], kind) or isinstance(state[key], bool):
+            kinds = (kind,) if isinstance(kind, type) else kind
             raise CheckpointError(f"{json_path}: field {key!r} has type {type(state[key]).__name__}, expected "
-                                  f"{kind.__name__ if isinstance(kind, type) else ' or '.join(k.__name__ for k in kind)}")
+                                  f"{' or '.join(k.__name__ for k in kinds)}")
     for i, rng in enumerate(state["rng"] if isinstance(state["rng"], list) else [state["rng"]]):
         why = _rng_problem(rng)
         if why:
