@@ -1,6 +1,7 @@
 """The pre-training loop end to end on a tiny model: outputs, objectives, budgets, non-finite losses."""
 from __future__ import annotations
 
+import importlib.util
 import json
 import math
 
@@ -47,7 +48,12 @@ def test_run_writes_a_loadable_model_logs_and_resumes(train_data, vocab_dir, tmp
                       keep_checkpoints=1, eval_every=4, eval_batches=1, grad_accum=2, **FAST)
     assert result.step == 4 and result.stopped_by == "max-steps" and result.skipped_steps == 0
     printed = capsys.readouterr().out
-    assert f"final model and tokenizer: {out}" in printed and "TensorBoard" in printed
+    assert f"final model and tokenizer: {out}" in printed
+    # TensorBoard events when the package is installed, otherwise a note saying why there are none
+    if importlib.util.find_spec("tensorboard") is not None:
+        assert any((out / "tensorboard").iterdir()) and "TensorBoard" not in printed
+    else:
+        assert "TensorBoard events skipped" in printed
     # final model + tokenizer in OUTPUT, loadable by bertforge and by transformers
     from bertforge import BertForPreTraining
     from bertforge.tokenization import BertTokenizer
