@@ -72,8 +72,9 @@ def test_statefile_refuses_what_it_cannot_store():
 
 # ---- bitwise resume of a real model, AdamW, scheduler and every RNG -------------------------------------------
 def _model() -> BertForPreTraining:
-    config = BertConfig.preset("tiny", vocab_size=VOCAB, hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.1,
-                               max_position_embeddings=32)
+    config = BertConfig(vocab_size=VOCAB, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                        intermediate_size=64, hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.1,
+                        max_position_embeddings=32)
     return BertForPreTraining(config)
 
 
