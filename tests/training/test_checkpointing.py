@@ -224,6 +224,8 @@ TAMPERED = {
                           "refers to tensor 'gone'"),
     "numpy state not a tuple": (lambda s: s["rng"].update(numpy=[1, 2]), "field rng: numpy"),
     "python state garbage": (lambda s: s["rng"].update(python={"__tuple__": [3, "x", None]}), "field rng: python"),
+    "python state out of range": (lambda s: s["rng"]["python"]["__tuple__"][1]["__tuple__"].__setitem__(0, 2 ** 40),
+                                  "field rng: python"),
     "bad tuple": (lambda s: s["run"].update(x={"__tuple__": 5}), "__tuple__ must hold a list"),
     "bad dict pairs": (lambda s: s["run"].update(x={"__dict__": [[1]]}), "__dict__ must hold"),
     "unknown mark": (lambda s: s["run"].update(x={"__import__": "os"}), "unknown or misplaced mark"),

@@ -157,7 +157,8 @@ def _rng_problem(rng: Any) -> str | None:
         return "expected an object with python, numpy and torch generator states"
     py = rng["python"]
     if not (isinstance(py, tuple) and len(py) == 3 and type(py[0]) is int and isinstance(py[1], tuple)
-            and len(py[1]) == len(random.getstate()[1]) and all(type(v) is int for v in py[1])):
+            and len(py[1]) == len(random.getstate()[1])
+            and all(type(v) is int and 0 <= v < 2 ** 32 for v in py[1])):
         return "python: expected random.getstate()'s (version, tuple of ints, gauss) tuple"
     npy = rng["numpy"]
     if not (isinstance(npy, tuple) and len(npy) == 5 and npy[0] == "MT19937" and isinstance(npy[1], np.ndarray)
