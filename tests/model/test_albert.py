@@ -17,7 +17,9 @@ from bertforge.model.albert import (AlbertConfig, AlbertForMaskedLM, AlbertForMu
 from bertforge.model.auto import AutoConfig, AutoModelForPreTraining, preset_config
 from bertforge.model.outputs import BertForPreTrainingOutput
 
-transformers = pytest.importorskip("transformers")
+from needs import require_module
+
+transformers = require_module("transformers")
 TOL = 1e-5
 MODES = ("all", "attention", "ffn", "none")
 

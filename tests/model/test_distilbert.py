@@ -12,7 +12,9 @@ from bertforge.model.distilbert import (DistilBertConfig, DistilBertForMaskedLM,
                                         DistilBertForQuestionAnswering, DistilBertForSequenceClassification,
                                         DistilBertForTokenClassification, DistilBertModel, sinusoidal_positions)
 
-transformers = pytest.importorskip("transformers")
+from needs import require_module
+
+transformers = require_module("transformers")
 TOL = 1e-5
 
 

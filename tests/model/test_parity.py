@@ -6,7 +6,9 @@ import torch
 
 from bertforge import BertConfig, BertForMaskedLM, BertForPreTraining, BertModel
 
-transformers = pytest.importorskip("transformers")
+from needs import require_module
+
+transformers = require_module("transformers")
 
 
 def hf_config(config: BertConfig) -> "transformers.BertConfig":
@@ -74,7 +76,7 @@ def test_hidden_states_and_masked_lm_match(tmp_path):
 
 
 def test_real_minilm_weights_match_transformers(minilm_dir):
-    pytest.importorskip("bertforge.tokenization")
+    require_module("bertforge.tokenization")
     from bertforge.tokenization import BertTokenizer
     sentences = ["The quick brown fox jumps over the lazy dog.",
                  "BERT is pre-trained with masked language modelling and next sentence prediction.",

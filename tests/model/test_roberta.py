@@ -11,7 +11,9 @@ from bertforge.model.roberta import (RobertaConfig, RobertaForMaskedLM, RobertaF
                                      RobertaForQuestionAnswering, RobertaForSequenceClassification,
                                      RobertaForTokenClassification, RobertaModel)
 
-transformers = pytest.importorskip("transformers")
+from needs import require_module
+
+transformers = require_module("transformers")
 TOL = 1e-5
 
 

@@ -6,10 +6,12 @@ from bertforge import BertConfig, BertForPreTraining, BertModel
 from bertforge.config import ConfigError
 from bertforge.model import count_flops
 
+from needs import require_module
+
 
 @pytest.mark.parametrize("name", ["tiny", "mini", "base"])
 def test_parameter_counts_equal_transformers(name):
-    transformers = pytest.importorskip("transformers")
+    transformers = require_module("transformers")
     config = BertConfig.preset(name)
     hf = transformers.BertConfig(**{k: v for k, v in config.to_dict().items() if k != "model_type"})
     assert BertModel(config).num_parameters() == transformers.BertModel(hf).num_parameters()

@@ -9,7 +9,9 @@ import torch
 from bertforge import (BertConfig, BertForMultipleChoice, BertForQuestionAnswering, BertForSequenceClassification,
                        BertForTokenClassification)
 
-transformers = pytest.importorskip("transformers")
+from needs import require_module
+
+transformers = require_module("transformers")
 
 TOL = 1e-5
 

@@ -18,13 +18,15 @@ import pytest
 
 from bertforge.tokenization import BertTokenizer, train_wordpiece
 
+from needs import require_module
+
 MINILM_VOCAB_SIZE = 30522
 CASED_VOCAB_SIZE = 8000
 WIKI = "corpus/wikipedia-en-2018/wiki_en.txt.xz"
 
 
 def make_reference(vocab_dir: Path, do_lower_case: bool, expected_size: int):
-    legacy = pytest.importorskip("transformers").BertTokenizerLegacy
+    legacy = require_module("transformers").BertTokenizerLegacy
     ref = legacy(str(vocab_dir / "vocab.txt"), do_lower_case=do_lower_case)  # positional on purpose
     assert ref.vocab_size == expected_size, "the reference did not load the real vocabulary"
     return ref

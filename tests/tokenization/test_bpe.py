@@ -12,7 +12,9 @@ import torch
 from bertforge.tokenization import load_tokenizer
 from bertforge.tokenization.bpe import RobertaTokenizer, train_bpe
 
-transformers = pytest.importorskip("transformers")
+from needs import require_module
+
+transformers = require_module("transformers")
 VOCAB_SIZE = 3000
 
 

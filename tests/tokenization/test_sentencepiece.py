@@ -11,8 +11,10 @@ import torch
 from bertforge.tokenization import load_tokenizer
 from bertforge.tokenization.sentencepiece import AlbertTokenizer, preprocess, train_sentencepiece
 
-transformers = pytest.importorskip("transformers")
-sentencepiece = pytest.importorskip("sentencepiece")
+from needs import require_module
+
+transformers = require_module("transformers")
+sentencepiece = require_module("sentencepiece")
 VOCAB_SIZE = 3000
 
 

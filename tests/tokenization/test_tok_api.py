@@ -13,12 +13,14 @@ import torch
 
 from bertforge.tokenization import BatchEncoding, BertTokenizer
 
+from needs import require_module
+
 ZWSP = "\u200b"
 
 
 @pytest.fixture(scope="module")
 def hf_fast(minilm_dir):
-    transformers = pytest.importorskip("transformers")
+    transformers = require_module("transformers")
     return transformers.BertTokenizerFast(str(minilm_dir / "vocab.txt"), do_lower_case=True)
 
 
@@ -266,7 +268,7 @@ def test_save_and_reload_round_trip(uncased, tmp_path, real_texts):
 
 @pytest.mark.parametrize("casing", ["uncased", "cased"])
 def test_transformers_autotokenizer_loads_saved_folder(casing, request, tmp_path, real_texts):
-    transformers = pytest.importorskip("transformers")
+    transformers = require_module("transformers")
     tok = request.getfixturevalue(casing)
     tok.save_pretrained(tmp_path)
     auto = transformers.AutoTokenizer.from_pretrained(str(tmp_path))

@@ -16,6 +16,8 @@ from bertforge.model.task_heads import BertForSequenceClassification
 from bertforge.training.distill import (INIT_RECORD, REPORT_FILE, distill, distillation_loss, init_student,
                                         task_distillation_loss)
 
+from needs import require_module
+
 WORDS = ("the a film movie is was good bad great awful fun dull plot actors story loved hated boring brilliant "
          "not very really quite and but it this that of to in with best worst").split()
 
@@ -69,7 +71,7 @@ def test_init_student_copies_every_other_layer_and_loads_in_transformers(tmp_pat
     assert "folded" in record["token_type_embeddings"]
     assert (out / "vocab.txt").read_text() == (tmp_path / "teacher" / "vocab.txt").read_text()
 
-    transformers = pytest.importorskip("transformers")
+    transformers = require_module("transformers")
     theirs, info = transformers.DistilBertForMaskedLM.from_pretrained(out, output_loading_info=True)
     assert not info["missing_keys"] and not info["unexpected_keys"] and not info["mismatched_keys"]
     ids = torch.tensor([[101, 104, 105, 106, 102, 0], [101, 107, 108, 102, 0, 0]])

@@ -10,6 +10,8 @@ import torch
 from bertforge.tasks.finetune import FinetuneSettings, finetune
 from bertforge.training.pretrain import pretrain
 
+from needs import require_module
+
 FAMILIES = [("albert-tiny", "mlm+sop", "AlbertForSequenceClassification"),
             ("roberta-tiny", "mlm", "RobertaForSequenceClassification"),
             ("distilbert-tiny", "mlm", "DistilBertForSequenceClassification")]
@@ -18,7 +20,7 @@ FAMILIES = [("albert-tiny", "mlm+sop", "AlbertForSequenceClassification"),
 @pytest.mark.parametrize("model, objective, head", FAMILIES)
 def test_pretrain_then_finetune_then_load_in_transformers(train_data, vocab_dir, shared_data, tmp_path,
                                                           model, objective, head):
-    transformers = pytest.importorskip("transformers")
+    transformers = require_module("transformers")
     pretrained = tmp_path / "pretrained"
     result = pretrain(train_data, pretrained, vocab=str(vocab_dir), model=model, objective=objective, max_steps=2,
                       batch_size=4, lr=1e-3, seq_len_schedule="64:1", eval_batches=1, progress=False)

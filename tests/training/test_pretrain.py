@@ -12,6 +12,8 @@ from bertforge.training import checkpointing as ckpt
 from bertforge.training.engine import FaultHooks
 from bertforge.training.pretrain import NonFiniteLossError, parse_duration, parse_schedule, pretrain, seq_len_at
 
+from needs import require_module
+
 FAST = dict(model="tiny", batch_size=4, lr=1e-3, seq_len_schedule="64:1", progress=False, log_every=1)
 
 
@@ -50,7 +52,7 @@ def test_run_writes_a_loadable_model_logs_and_resumes(train_data, vocab_dir, tmp
     from bertforge.tokenization import BertTokenizer
     ours = BertForPreTraining.from_pretrained(out).eval()
     assert BertTokenizer.from_pretrained(out).mask_token_id == 103
-    transformers = pytest.importorskip("transformers")
+    transformers = require_module("transformers")
     theirs = transformers.BertForPreTraining.from_pretrained(out).eval()
     ids = torch.tensor([[101, 1996, 103, 2001, 2307, 1012, 102]])
     with torch.no_grad():

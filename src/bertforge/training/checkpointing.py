@@ -1,10 +1,11 @@
 """Training checkpoints that survive SIGKILL at any moment.
 
 Layout: ``OUTPUT/checkpoints/step-N/`` holds the model in the HF layout (`config.json`, `model.safetensors`),
-the tokenizer files and `training_state.pt` (optimizer, scheduler, RNG states of every rank, dataset
-position, step and counters). Each folder is built under a hidden temporary name and renamed into place, so
-a folder named ``step-N`` is always complete; leftovers of a killed save start with a dot and are swept
-away on the next start. Resuming loads everything a step depends on, which is what makes a killed and
+the tokenizer files and the training state (optimizer, scheduler, RNG states of every rank, dataset
+position, step and counters) as `training_state.json` + `training_state.safetensors`: never a pickle, so
+a checkpoint folder from someone else cannot run code when resumed (see `statefile`). Each folder is built
+under a hidden temporary name and renamed into place, so a folder named ``step-N`` is always complete;
+leftovers of a killed save start with a dot and are swept away on the next start. Resuming loads everything a step depends on, which is what makes a killed and
 resumed run end bitwise identical to one that was never interrupted.
 """
 from __future__ import annotations
@@ -19,10 +20,22 @@ import numpy as np
 import torch
 
 from bertforge.atomic import atomic_directory
+from bertforge.checkpoint import CheckpointError
+from bertforge.training.statefile import load_state, save_state
 
 CHECKPOINTS = "checkpoints"
-TRAINING_STATE = "training_state.pt"
-REQUIRED_FILES = ("config.json", "model.safetensors", TRAINING_STATE)
+TRAINING_STATE = "training_state.json"
+TRAINING_TENSORS = "training_state.safetensors"
+LEGACY_TRAINING_STATE = "training_state.pt"  # pickled by bertforge before the JSON format: refused, never read
+REQUIRED_FILES = ("config.json", "model.safetensors", TRAINING_STATE, TRAINING_TENSORS)
+_LEGACY_FILES = ("config.json", "model.safetensors", LEGACY_TRAINING_STATE)
+# what load_training_state checks before a training loop indexes into the state
+_REQUIRED_KEYS = {"step": int, "optimizer": dict, "scheduler": dict, "stage": dict, "rng": (dict, list),
+                  "run": dict, "world_size": int}
+# counters some loops save: checked when present, so arithmetic on them cannot fail later
+_OPTIONAL_KEYS = {"elapsed": (int, float), "skipped": int, "bad_in_row": int, "tokens_seen": int,
+                  "warmup_ended_at": (int, float, type(None)), "config": dict, "scaler": (dict, type(None)),
+                  "best": (dict, type(None)), "evals_since_best": int, "stopped_by": (str, type(None))}
 _STEP_DIR = re.compile(r"step-(\d+)")
 
 
@@ -47,14 +60,18 @@ def checkpoint_dir(output: str | Path, step: int) -> Path:
 
 
 def list_checkpoints(output: str | Path) -> list[tuple[int, Path]]:
-    """Complete checkpoints (step, folder), oldest first. A folder missing a file is not a checkpoint."""
+    """Complete checkpoints (step, folder), oldest first. A folder missing a file is not a checkpoint.
+
+    A folder of an older bertforge (its state in `training_state.pt`) is listed too, so that resuming
+    refuses it with a message (`load_training_state`) instead of sweeping it away and starting over."""
     root = Path(output) / CHECKPOINTS
     if not root.is_dir():
         return []
     found = []
     for path in root.iterdir():
         m = _STEP_DIR.fullmatch(path.name)
-        if m and path.is_dir() and all((path / f).is_file() for f in REQUIRED_FILES):
+        if m and path.is_dir() and any(all((path / f).is_file() for f in files)
+                                       for files in (REQUIRED_FILES, _LEGACY_FILES)):
             found.append((int(m.group(1)), path))
     return sorted(found)
 
@@ -89,7 +106,7 @@ def save_checkpoint(output: str | Path, step: int, model: torch.nn.Module, token
         model.save_pretrained(tmp)
         if tokenizer is not None:
             tokenizer.save_pretrained(tmp)
-        torch.save(state, tmp / TRAINING_STATE)
+        save_state(state, tmp / TRAINING_STATE, tmp / TRAINING_TENSORS)
         if before_commit is not None:
             before_commit(tmp)
     if keep > 0:
@@ -99,5 +116,53 @@ def save_checkpoint(output: str | Path, step: int, model: torch.nn.Module, token
 
 
 def load_training_state(folder: str | Path) -> dict[str, Any]:
-    # Our own file, but it holds RNG states and numpy objects that the weights-only unpickler refuses.
-    return torch.load(Path(folder) / TRAINING_STATE, map_location="cpu", weights_only=False)
+    """The training state saved with a checkpoint, checked enough that a resume cannot index into garbage.
+
+    Raises `CheckpointError` (one line naming the file and field) for a missing, tampered or old-format state.
+    """
+    folder = Path(folder)
+    json_path, tensors_path = folder / TRAINING_STATE, folder / TRAINING_TENSORS
+    if not json_path.is_file() and (folder / LEGACY_TRAINING_STATE).is_file():
+        raise CheckpointError(f"{folder / LEGACY_TRAINING_STATE}: a training state pickled by an older bertforge; "
+                              "pickles are never loaded (they can run code), so this run cannot be resumed: "
+                              "start it again in another --output (its model.safetensors can be --init-from)")
+    state = load_state(json_path, tensors_path)
+    if not isinstance(state, dict):
+        raise CheckpointError(f"{json_path}: the training state must be an object, got {type(state).__name__}")
+    for key, kind in (*_REQUIRED_KEYS.items(), *_OPTIONAL_KEYS.items()):
+        if key not in state:
+            if key in _REQUIRED_KEYS:
+                raise CheckpointError(f"{json_path}: field {key!r} is missing")
+            continue
+        if not isinstance(state[key], kind) or isinstance(state[key], bool):
+            kinds = (kind,) if isinstance(kind, type) else kind
+            raise CheckpointError(f"{json_path}: field {key!r} has type {type(state[key]).__name__}, expected "
+                                  f"{' or '.join(k.__name__ for k in kinds)}")
+    for i, rng in enumerate(state["rng"] if isinstance(state["rng"], list) else [state["rng"]]):
+        why = _rng_problem(rng)
+        if why:
+            where = f"rng/{i}" if isinstance(state["rng"], list) else "rng"
+            raise CheckpointError(f"{json_path}: field {where}: {why}")
+    return state
+
+
+def _rng_problem(rng: Any) -> str | None:
+    """Why `rng` is not what `capture_rng` returns (so `restore_rng` cannot fail on it), or None."""
+    if not isinstance(rng, dict) or not {"python", "numpy", "torch"} <= set(rng):
+        return "expected an object with python, numpy and torch generator states"
+    py = rng["python"]
+    if not (isinstance(py, tuple) and len(py) == 3 and type(py[0]) is int and isinstance(py[1], tuple)
+            and len(py[1]) == len(random.getstate()[1])
+            and all(type(v) is int and 0 <= v < 2 ** 32 for v in py[1])):
+        return "python: expected random.getstate()'s (version, tuple of ints, gauss) tuple"
+    npy = rng["numpy"]
+    if not (isinstance(npy, tuple) and len(npy) == 5 and npy[0] == "MT19937" and isinstance(npy[1], np.ndarray)
+            and npy[1].shape == (624,) and npy[1].dtype == np.uint32):
+        return "numpy: expected numpy.random.get_state()'s ('MT19937', uint32[624], pos, has_gauss, gauss) tuple"
+    cpu = rng["torch"]
+    if not (isinstance(cpu, torch.Tensor) and cpu.dtype == torch.uint8 and cpu.shape == torch.get_rng_state().shape):
+        return "torch: expected torch.get_rng_state()'s uint8 tensor"
+    cuda = rng.get("cuda", [])
+    if not (isinstance(cuda, list) and all(isinstance(t, torch.Tensor) and t.dtype == torch.uint8 for t in cuda)):
+        return "cuda: expected a list of uint8 generator-state tensors"
+    return None

@@ -1,13 +1,18 @@
 """GLUE / SWAG metrics: accuracy, binary F1, Matthews correlation, Pearson and Spearman.
 
-Written on numpy alone (no sklearn/scipy at run time); the tests check each one equals
-sklearn's / scipy's result. Values are fractions in [0, 1] (or [-1, 1]), as GLUE reports them.
+Computed by scikit-learn and scipy, the implementations everyone's published numbers come from; this
+module only checks the inputs, fixes the conventions GLUE uses (F1 of one positive class, 0.0 where a
+score is undefined, NaN for a correlation with a constant side) and returns plain floats. Values are
+fractions in [0, 1] (or [-1, 1]), as GLUE reports them.
 """
 from __future__ import annotations
 
+import warnings
 from typing import Sequence
 
 import numpy as np
+from scipy import stats
+from sklearn import metrics
 
 
 def _pair(predictions: Sequence | np.ndarray, labels: Sequence | np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -18,72 +23,58 @@ def _pair(predictions: Sequence | np.ndarray, labels: Sequence | np.ndarray) -> 
         raise ValueError(f"{len(p)} predictions for {len(y)} labels")
     if len(p) == 0:
         raise ValueError("no predictions to score")
+    if p.dtype.kind in "USO" or y.dtype.kind in "USO":  # label names (or a mix): compare as text
+        p, y = p.astype(str), y.astype(str)
     return p, y
 
 
 def accuracy(predictions: Sequence | np.ndarray, labels: Sequence | np.ndarray) -> float:
     """Fraction of predictions equal to the label (ids or names, as long as both use the same)."""
     p, y = _pair(predictions, labels)
-    return float(np.mean(p == y))
+    return float(metrics.accuracy_score(y, p))
 
 
 def f1_binary(predictions: Sequence | np.ndarray, labels: Sequence | np.ndarray, positive: int | str = 1) -> float:
-    """F1 of the positive class (MRPC/QQP: 1 = paraphrase/duplicate); 0.0 when undefined, like sklearn."""
+    """F1 of the positive class (MRPC/QQP: 1 = paraphrase/duplicate); 0.0 when undefined, like sklearn.
+
+    Every other value counts as negative, so a multi-class prediction can still be scored for one class."""
     p, y = _pair(predictions, labels)
-    if p.dtype.kind in "USO" or y.dtype.kind in "USO":
-        p, y, positive = p.astype(str), y.astype(str), str(positive)
-    tp = int(np.sum((p == positive) & (y == positive)))
-    fp = int(np.sum((p == positive) & (y != positive)))
-    fn = int(np.sum((p != positive) & (y == positive)))
-    return 0.0 if tp == 0 else 2 * tp / (2 * tp + fp + fn)
+    if p.dtype.kind == "U":
+        positive = str(positive)
+    return float(metrics.f1_score(y == positive, p == positive, pos_label=True, average="binary",
+                                  zero_division=0))
 
 
 def matthews_corrcoef(predictions: Sequence | np.ndarray, labels: Sequence | np.ndarray) -> float:
-    """Matthews correlation (CoLA), multi-class form from the confusion matrix; 0.0 when undefined.
-
-    With C the confusion matrix, t/p its row/column sums, c its trace and s its total:
-    MCC = (c*s - t.p) / sqrt((s^2 - p.p) * (s^2 - t.t)). Exact integer arithmetic until the end.
-    """
+    """Matthews correlation (CoLA), the multi-class form; 0.0 when undefined (a constant side), like sklearn."""
     p, y = _pair(predictions, labels)
-    classes = {v: i for i, v in enumerate(sorted(set(p.tolist()) | set(y.tolist()), key=str))}
-    k = len(classes)
-    conf = np.zeros((k, k), dtype=np.int64)
-    np.add.at(conf, (np.array([classes[v] for v in y.tolist()]), np.array([classes[v] for v in p.tolist()])), 1)
-    t = [int(v) for v in conf.sum(axis=1)]
-    q = [int(v) for v in conf.sum(axis=0)]
-    c, s = int(np.trace(conf)), int(conf.sum())
-    cov_yp = c * s - sum(a * b for a, b in zip(t, q))
-    cov_pp = s * s - sum(b * b for b in q)
-    cov_yy = s * s - sum(a * a for a in t)
-    if cov_pp == 0 or cov_yy == 0:
-        return 0.0
-    return float(cov_yp / np.sqrt(float(cov_pp) * float(cov_yy)))
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", "A single label was found", UserWarning)  # -> 0.0, documented
+        return float(metrics.matthews_corrcoef(y, p))
+
+
+def _correlation(test, p: np.ndarray, y: np.ndarray) -> float:
+    p, y = p.astype(np.float64), y.astype(np.float64)
+    if not (np.isfinite(p).all() and np.isfinite(y).all()):
+        raise ValueError("predictions and labels must be finite numbers to correlate")
+    if len(p) < 2 or np.all(p == p[0]) or np.all(y == y[0]):
+        return float("nan")  # undefined: a constant side has no variance (never a tiny rounding residue)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", stats.ConstantInputWarning)
+        return float(test(p, y).statistic)
 
 
 def pearson(predictions: Sequence | np.ndarray, labels: Sequence | np.ndarray) -> float:
-    """Pearson's r (STS-B); NaN when either side is constant, as scipy gives."""
-    p, y = _pair(predictions, labels)
-    p, y = p.astype(np.float64), y.astype(np.float64)
-    dp, dy = p - p.mean(), y - y.mean()
-    norm = np.sqrt(np.dot(dp, dp)) * np.sqrt(np.dot(dy, dy))
-    if norm == 0:
-        return float("nan")
-    return float(np.clip(np.dot(dp, dy) / norm, -1.0, 1.0))
+    """Pearson's r (STS-B); NaN when either side is constant."""
+    return _correlation(stats.pearsonr, *_pair(predictions, labels))
 
 
 def rank_average(values: np.ndarray) -> np.ndarray:
     """1-based ranks, ties sharing the mean of the ranks they span (what Spearman needs)."""
-    order = np.argsort(values, kind="mergesort")
-    sorted_vals = values[order]
-    ranks = np.empty(len(values), dtype=np.float64)
-    starts = np.flatnonzero(np.r_[True, sorted_vals[1:] != sorted_vals[:-1]])
-    ends = np.r_[starts[1:], len(values)]
-    for a, b in zip(starts, ends):
-        ranks[order[a:b]] = (a + 1 + b) / 2.0  # mean of ranks a+1 .. b
-    return ranks
+    return stats.rankdata(np.asarray(values), method="average").astype(np.float64)
 
 
 def spearman(predictions: Sequence | np.ndarray, labels: Sequence | np.ndarray) -> float:
-    """Spearman's rho = Pearson's r of the tie-averaged ranks (STS-B's headline number in BERT)."""
-    p, y = _pair(predictions, labels)
-    return pearson(rank_average(p.astype(np.float64)), rank_average(y.astype(np.float64)))
+    """Spearman's rho, Pearson's r of the tie-averaged ranks (STS-B's headline number in BERT); NaN when
+    either side is constant."""
+    return _correlation(stats.spearmanr, *_pair(predictions, labels))

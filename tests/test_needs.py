@@ -1,0 +1,82 @@
+"""Missing packages or data skip a test on a laptop and fail it under CI=true."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+TESTS = Path(__file__).resolve().parent
+PROBE = '''
+import sys
+
+import pytest
+sys.path.insert(0, {tests!r})
+from pathlib import Path
+from needs import require_module, require_path
+
+@pytest.mark.slow
+def test_module():
+    require_module("bertforge_no_such_module")
+
+@pytest.mark.slow
+def test_data(tmp_path):
+    require_path(tmp_path / "absent.txt.xz", "the absent corpus")
+
+@pytest.mark.slow
+def test_present(tmp_path):
+    assert require_module("json").dumps(1) == "1"
+    assert require_path(tmp_path, "tmp") == tmp_path
+'''
+MODULE_LEVEL = '''
+import sys
+
+import pytest
+sys.path.insert(0, {tests!r})
+from needs import require_module
+mod = require_module("bertforge_no_such_module")
+
+@pytest.mark.slow
+def test_never_runs():
+    pass
+'''
+
+
+def _run(tmp_path: Path, source: str, ci: str | None) -> subprocess.CompletedProcess:
+    (tmp_path / "test_probe.py").write_text(source.format(tests=str(TESTS)))
+    env = {k: v for k, v in os.environ.items() if k != "CI"}
+    env["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"  # a bare pytest starts in a fraction of the time
+    if ci is not None:
+        env["CI"] = ci
+    return subprocess.run([sys.executable, "-m", "pytest", "-q", "-rA", "-p", "no:cacheprovider", "--rootdir",
+                           str(tmp_path), str(tmp_path / "test_probe.py")],
+                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60)
+
+
+@pytest.mark.slow
+def test_outside_ci_missing_things_skip(tmp_path):
+    done = _run(tmp_path, PROBE, "false")
+    assert done.returncode == 0, done.stdout[-2000:]
+    assert "1 passed, 2 skipped" in done.stdout
+    assert "'bertforge_no_such_module' cannot be imported" in done.stdout
+    assert "the absent corpus is not present" in done.stdout
+
+
+@pytest.mark.slow
+def test_in_ci_missing_things_fail_saying_what(tmp_path):
+    done = _run(tmp_path, PROBE, "true")
+    assert done.returncode == 1, done.stdout[-2000:]
+    assert "2 failed, 1 passed" in done.stdout
+    assert "CI=true and the Python module 'bertforge_no_such_module' cannot be imported" in done.stdout
+    assert "CI=true and the absent corpus is not present" in done.stdout
+
+
+@pytest.mark.slow
+def test_module_level_requirement_skips_the_module_or_fails_collection_in_ci(tmp_path):
+    done = _run(tmp_path, MODULE_LEVEL, None)
+    assert done.returncode in (0, 5) and "1 skipped" in done.stdout, done.stdout[-2000:]  # 5: nothing ran
+    done = _run(tmp_path, MODULE_LEVEL, "1")
+    assert done.returncode == 2 and "CI=true and the Python module 'bertforge_no_such_module'" in done.stdout, \
+        done.stdout[-2000:]  # 2: a collection error
