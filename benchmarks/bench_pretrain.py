@@ -14,6 +14,7 @@ this machine's GEMM can do right now, so utilisation is the *useful* FLOPs (real
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
 import tempfile
 import time
@@ -68,6 +69,8 @@ class Timers:
 class Contender:
     """`steps` training steps per call; counts real tokens and useful FLOPs of what it trained on."""
 
+    precision = "fp32"  # or "bf16": the forward pass under CPU bf16 autocast (what `--precision bf16` runs)
+
     def __init__(self, steps: int, config) -> None:
         self.steps, self.config = steps, config
         self.timers = Timers()
@@ -84,7 +87,8 @@ class Contender:
     def train_on(self, batch: dict) -> None:
         """The timed step both loops share: forward, backward, clip, optimizer, token accounting."""
         t = self.timers
-        loss = self.model(**batch).loss
+        with (torch.autocast("cpu", dtype=torch.bfloat16) if self.precision == "bf16" else contextlib.nullcontext()):
+            loss = self.model(**batch).loss
         t.lap("forward")
         loss.backward()
         t.lap("backward")
@@ -175,29 +179,37 @@ def run_config(label: str, args, data_dir: Path, tokenizer) -> tuple[list, list]
     repeats = args.repeats or repeats
     config = BertConfig.preset(preset, vocab_size=len(tokenizer.vocab), **dropout_overrides(args.dropout))
     init = save_initial_weights(config, args.workdir / f"init-{label}")
-    ours = Bertforge(steps, config, data_dir, tokenizer, batch_size, args.seq_len, init)
-    theirs = Transformers(steps, config, data_dir, tokenizer, batch_size, args.seq_len, args.vocab, init)
-    diffs = assert_same_start(ours.model, theirs.model, theirs.check_inputs(), label)
-    print(f"{label}: same start, max |diff| " + ", ".join(f"{k} {v:.1e}" for k, v in diffs.items()), file=sys.stderr)
+    candidates: dict = {}
+    for precision in args.precisions:
+        ours = Bertforge(steps, config, data_dir, tokenizer, batch_size, args.seq_len, init)
+        theirs = Transformers(steps, config, data_dir, tokenizer, batch_size, args.seq_len, args.vocab, init)
+        ours.precision = theirs.precision = precision
+        diffs = assert_same_start(ours.model, theirs.model, theirs.check_inputs(), label)
+        print(f"{label}: same start, max |diff| " + ", ".join(f"{k} {v:.1e}" for k, v in diffs.items()),
+              file=sys.stderr)
+        candidates[("bertforge", precision)] = ours
+        candidates[("transformers", precision)] = theirs
     gemm = peak_gemm()
     print(f"{label}: batch {batch_size}, seq {args.seq_len}, {steps} steps x {repeats} repeats", file=sys.stderr)
-    times = interleave({"bertforge": ours, "transformers": theirs, "gemm": gemm}, repeats, warmup=1,
-                       log=lambda m: print(m, file=sys.stderr))
+    named = {f"{who} {precision}": c for (who, precision), c in candidates.items()}
+    times = interleave({**named, "gemm": gemm}, repeats, warmup=1, log=lambda m: print(m, file=sys.stderr))
     peak = peak_flops(median(times["gemm"]))
     rows, profile = [], []
-    results = {}
-    for name, who in (("bertforge", ours), ("transformers", theirs)):
+    rates = {}
+    for (name, precision), who in candidates.items():
         # skip the warm-up call's counts (index 0)
-        tok_s = median([n / s for n, s in zip(who.tokens[1:], times[name])])
-        flop_s = median([f / s for f, s in zip(who.flops[1:], times[name])])
-        results[name] = tok_s
-        rows.append([label, name, f"{tok_s:,.0f}", f"{flop_s / 1e9:.1f}", f"{100 * flop_s / peak:.1f}%"])
+        key = f"{name} {precision}"
+        tok_s = median([n / s for n, s in zip(who.tokens[1:], times[key])])
+        flop_s = median([f / s for f, s in zip(who.flops[1:], times[key])])
+        rates[(name, precision)] = tok_s
+        rows.append([label, name, precision, f"{tok_s:,.0f}", f"{flop_s / 1e9:.1f}", f"{100 * flop_s / peak:.1f}%"])
         total = sum(who.timers.total.values())
-        profile.append([label, name] + [f"{100 * v / total:.0f}%" for v in who.timers.total.values()])
-    ratio = results["bertforge"] / results["transformers"]
-    rows[0].append(f"**{ratio:.2f}x**")
-    rows[1].append("1.00x")
+        profile.append([label, name, precision] + [f"{100 * v / total:.0f}%" for v in who.timers.total.values()])
     for row in rows:
+        name, precision = row[1], row[2]
+        row.append(f"**{rates[(name, precision)] / rates[('transformers', precision)]:.2f}x**")
+        base = rates.get((name, "fp32"))
+        row.append(f"{rates[(name, precision)] / base:.2f}x" if base else "—")
         row.append(f"{peak / 1e9:.0f}")
     return rows, profile
 
@@ -364,6 +376,7 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=None, help="steps per repeat")
     parser.add_argument("--repeats", type=int, default=None)
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--precision", default="fp32", help="comma-separated: fp32, bf16 (CPU autocast), both sides")
     parser.add_argument("--dropout", type=float, default=None, metavar="P",
                         help="throughput configs: hidden and attention dropout on both sides (default: BERT's 0.1)")
     parser.add_argument("--ttq", type=float, default=0, metavar="SECONDS",
@@ -374,6 +387,7 @@ def main() -> None:
                         help="comma-separated loops, e.g. 'transformers,bertforge,bertforge:mask=0.3:dropout=0' "
                              "(overrides: lr, mask, dropout; default %(default)s)")
     args = parser.parse_args()
+    args.precisions = [p.strip() for p in args.precision.split(",") if p.strip()]
     start_process(args.threads)
     from bertforge.tokenization import BertTokenizer
     tokenizer = BertTokenizer.from_pretrained(args.vocab)
@@ -386,11 +400,12 @@ def main() -> None:
             rows += r
             profile += p
         ttq = time_to_quality(args, data_dir, tokenizer) if args.ttq else ""
-    print(markdown_table(["config", "loop", "tokens/s", "useful GFLOP/s", "of GEMM peak", "vs transformers",
-                          "GEMM peak GFLOP/s"], rows))
+    print(markdown_table(["config", "loop", "precision", "tokens/s", "useful GFLOP/s", "of GEMM peak",
+                          "vs transformers (same precision)", "vs its own fp32", "GEMM peak GFLOP/s (fp32)"], rows))
     print()
     print("Where a step's time goes:")
-    print(markdown_table(["config", "loop", "data (build + mask)", "forward", "backward", "clip + optimizer"], profile))
+    print(markdown_table(["config", "loop", "precision", "data (build + mask)", "forward", "backward",
+                          "clip + optimizer"], profile))
     print()
     if ttq:
         print(f"Time to quality ({args.ttq:.0f} s of training each, warmup 5% then linear decay over the budget, "

@@ -87,6 +87,8 @@ def register(sub) -> None:
     task.add_argument("--no-progress", action="store_true")
     task.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
     task.add_argument("--precision", default="auto", choices=["auto", "fp32", "bf16", "fp16"])
+    task.add_argument("--save-every", type=non_negative_int, default=0,
+                      help="checkpoint every N steps, so a killed run resumes (0: none)")
     task.add_argument("--overwrite", action="store_true",
                       help="start again in an OUTPUT that holds another run (its contents are deleted)")
     add_common(task)
@@ -122,5 +124,5 @@ def run_task(args: argparse.Namespace) -> int:
         batch_size=args.batch_size, lr=args.lr, max_unlabeled=args.max_unlabeled,
         max_train_samples=args.max_train_samples, max_eval_samples=args.max_eval_samples, seed=args.seed,
         timing_rounds=args.timing_rounds, progress=not args.no_progress, device=args.device,
-        precision=args.precision, overwrite=args.overwrite))
+        precision=args.precision, save_every=args.save_every, overwrite=args.overwrite))
     return 0

