@@ -75,7 +75,8 @@ def run_bertforge(spec, data: ft.TaskData, args, seed: int, tmp: Path) -> dict:
 
     settings = ft.FinetuneSettings(task=spec.name, model=str(args.model), output=str(tmp), epochs=args.epochs,
                                    batch_size=args.batch_size, learning_rates=(args.lr,),
-                                   max_seq_length=args.max_seq_length, seed=seed, progress=False)
+                                   max_seq_length=args.max_seq_length, seed=seed, progress=False, keep="last",
+                                   device="cpu")
     wall0 = time.perf_counter()
     tokenizer = load_tokenizer(settings.model)
     t0 = time.perf_counter()
@@ -84,12 +85,14 @@ def run_bertforge(spec, data: ft.TaskData, args, seed: int, tmp: Path) -> dict:
     timer = _EvalTimer()
     ft.evaluate_examples = timer
     c0 = time.process_time()
+    from bertforge.training.engine import Session
     try:
-        result, model = ft.train_run(spec, tokenizer, data, features, settings, args.lr, seed, tmp / f"bf_{seed}")
+        with Session("cpu") as session:
+            result = ft.train_run(spec, tokenizer, data, features, settings, args.lr, seed, tmp / f"bf_{seed}",
+                                  session)
     finally:
         ft.evaluate_examples = timer._inner
     cpu = time.process_time() - c0
-    del model
     train_seconds = result.seconds - timer.seconds
     return {"metrics": _clean(result.metrics), "train_seconds": train_seconds, "eval_seconds": timer.seconds,
             "train_cpu_seconds": cpu - timer.cpu_seconds,
@@ -173,7 +176,6 @@ def run_hf(spec, data: ft.TaskData, args, seed: int) -> dict:
         t0 = time.perf_counter()
         metrics = evaluate()
         eval_seconds += time.perf_counter() - t0
-    del model
     return {"metrics": _clean(metrics), "train_seconds": train_seconds, "eval_seconds": eval_seconds,
             "train_cpu_seconds": train_cpu, "encode_seconds": encode_seconds, "steps": step,
             "wall_seconds": time.perf_counter() - wall0}

@@ -36,7 +36,8 @@ from common import (default_shared_data, interleave, machine_info, markdown_tabl
 
 from bertforge.config import BertConfig  # noqa: E402
 from bertforge.model import BertForPreTraining, attention, packing, tiled_linear  # noqa: E402
-from bertforge.model.dropout import Dropout, dropout  # noqa: E402
+from bertforge.model.dropout import dropout  # noqa: E402
+from bertforge.model.kernels import Kernels  # noqa: E402
 from bertforge.tokenization import BertTokenizer  # noqa: E402
 from bertforge.training.optim import build_optimizer  # noqa: E402
 
@@ -83,23 +84,19 @@ def op_rows(repeats: int) -> list[list[str]]:
     return rows
 
 
-# variant -> (cheaper dropout and explicit attention, attention groups, tiled decoder)
-VARIANTS = {"before": (False, False, False), "+ dropout": (True, False, False), "+ groups": (True, True, False),
-            "+ tiles": (True, True, True)}
-TILES = (tiled_linear.TILE_ROWS, tiled_linear.TILE_COLUMNS)
+# variant -> the model's kernels (`bertforge.model.kernels`), each adding one piece of the speed machinery
+VARIANTS = {
+    "before": Kernels(cheap_dropout=False, explicit_attention_dropout=False, attention_groups=1, tiled_decoder=False),
+    "+ dropout": Kernels(attention_groups=1, tiled_decoder=False),
+    "+ groups": Kernels(tiled_decoder=False),
+    "+ tiles": Kernels(),
+}
 
 
-def set_switches(cheap: bool, groups: bool, tiles: bool) -> None:
-    attention.EXPLICIT_DROPOUT_ON_CPU = cheap
-    packing.MAX_GROUPS = 4 if groups else 1
-    tiled_linear.TILE_ROWS, tiled_linear.TILE_COLUMNS = TILES if tiles else (1 << 30, 1 << 30)  # one tile
-
-
-def step_candidate(model: nn.Module, switches: tuple[bool, bool, bool], batches: list[dict]):
+def step_candidate(model: nn.Module, batches: list[dict]):
     optimizer = build_optimizer(model, 1e-4)
 
     def run() -> None:
-        set_switches(*switches)
         for b in batches:
             model(**b).loss.backward()
             optimizer.step()
@@ -111,22 +108,14 @@ def step_rows(name: str, batches: list[dict], repeats: int, vocab_size: int) -> 
     torch.manual_seed(0)
     base = BertForPreTraining(BertConfig.preset("mini", vocab_size=vocab_size)).train()
     candidates = {}
-    for label, switches in VARIANTS.items():
-        model = copy.deepcopy(base)
-        if not switches[0]:
-            for m in model.modules():
-                if isinstance(m, Dropout):
-                    m.__class__ = nn.Dropout
-        candidates[label] = step_candidate(model, switches, batches)
+    for label, kernels in VARIANTS.items():
+        candidates[label] = step_candidate(copy.deepcopy(base).set_kernels(kernels), batches)
     times = interleave(candidates, repeats, warmup=1, log=log)
-    set_switches(True, True, True)
     fill = sum(int(b["attention_mask"].sum()) for b in batches) / sum(b["attention_mask"].numel() for b in batches)
     grid = {}
     for groups in (1, 4):
-        packing.MAX_GROUPS = groups
         grid[groups] = sum(g.count * g.length ** 2 for b in batches for g in packing.PackedBatch.from_mask(
-            b["attention_mask"], *b["attention_mask"].shape, torch.device("cpu")).groups)
-    packing.MAX_GROUPS = 4
+            b["attention_mask"], *b["attention_mask"].shape, torch.device("cpu"), max_groups=groups).groups)
     before = times["before"]
     rows = []
     for label in VARIANTS:

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from bertforge import BertConfig, BertForPreTraining
-from bertforge.model import packing
+from bertforge.model.kernels import Kernels
 from bertforge.model.packing import PackedBatch, plan_groups
 
 
@@ -80,12 +80,12 @@ def test_groups_change_no_number(monkeypatch, causal, dropout):
     nsp = torch.randint(0, 2, (8,))
     results = []
     for max_groups in (4, 1):
-        monkeypatch.setattr(packing, "MAX_GROUPS", max_groups)
+        model.set_kernels(Kernels(attention_groups=max_groups))
         model.zero_grad()
         torch.manual_seed(1)
         out = model(ids, attention_mask=mask, labels=labels, next_sentence_label=nsp, causal=causal)
         out.loss.backward()
-        n = len(PackedBatch.from_mask(mask, 8, L, torch.device("cpu")).groups)
+        n = len(PackedBatch.from_mask(mask, 8, L, torch.device("cpu"), max_groups=max_groups).groups)
         results.append((n, out, {k: p.grad.clone() for k, p in model.named_parameters() if p.grad is not None}))
     (n_grouped, a, grads_a), (n_single, b, grads_b) = results
     assert n_grouped > 1 and n_single == 1

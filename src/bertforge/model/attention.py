@@ -29,15 +29,12 @@ from torch import nn
 
 from bertforge.config import BertConfig
 from bertforge.model.dropout import dropout
+from bertforge.model.kernels import FAST, Kernels
 from bertforge.model.packing import AttentionGroup, PackedBatch
 from bertforge.model.rotary import apply_rotary
 
-# Train with attention dropout on CPU through `attention_with_dropout` (False: SDPA's math path, for comparison)
-EXPLICIT_DROPOUT_ON_CPU = True
-
-
 def attention_with_dropout(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None,
-                           p: float) -> torch.Tensor:
+                           p: float, cheap_dropout: bool = True) -> torch.Tensor:
     """softmax(q k^T / sqrt(d) + mask) with dropout p, times v: what SDPA computes, for `[..., seq, d]` inputs
     and a boolean "may attend" mask broadcastable to `[..., seq, seq]`."""
     *lead, L, d = q.shape
@@ -50,7 +47,7 @@ def attention_with_dropout(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, ma
         bias = torch.zeros(mask.shape, dtype=q.dtype, device=q.device).masked_fill_(~mask, float("-inf"))
         bias = bias.expand(*lead, mask.shape[-2], L).reshape(n, mask.shape[-2], L)
         scores = torch.baddbmm(bias, q, kt)
-    probs = dropout(torch.softmax(scores, dim=-1), p)
+    probs = dropout(torch.softmax(scores, dim=-1), p, cheap=cheap_dropout)
     return torch.bmm(probs, v.reshape(n, L, d)).view(*lead, L, d)
 
 
@@ -162,6 +159,10 @@ def local_attention_batch(batch: PackedBatch, window: int) -> PackedBatch:
 
 
 class SelfAttention(nn.Module):
+    """Fused-QKV multi-head attention over packed tokens, group by group (see the module docstring)."""
+
+    kernels: Kernels = FAST  # set for the whole model by `set_kernels`
+
     def __init__(self, config: BertConfig) -> None:
         super().__init__()
         self.num_heads = config.num_attention_heads
@@ -182,12 +183,14 @@ class SelfAttention(nn.Module):
             token_major = apply_rotary(token_major, *rope)
         heads_major = token_major.permute(1, 2, 0, 3)
         qkv = _ScatterToGroups.apply(heads_major, batch.groups)
-        explicit = EXPLICIT_DROPOUT_ON_CPU and self.training and self.dropout_p > 0 and x.device.type == "cpu"
+        kernels = self.kernels
+        explicit = (kernels.explicit_attention_dropout and self.training and self.dropout_p > 0
+                    and x.device.type == "cpu")
         ys = []
         for i, g in enumerate(batch.groups):
             q, k, v = qkv[3 * i:3 * i + 3]                                     # each [heads, count, length, d]
             if explicit:
-                ys.append(attention_with_dropout(q, k, v, g.mask, self.dropout_p))
+                ys.append(attention_with_dropout(q, k, v, g.mask, self.dropout_p, kernels.cheap_dropout))
             else:
                 ys.append(F.scaled_dot_product_attention(q, k, v, attn_mask=g.mask,
                                                          dropout_p=self.dropout_p if self.training else 0.0))

@@ -18,6 +18,7 @@ from bertforge.model.embeddings import Embeddings
 from bertforge.model.encoder import Encoder
 from bertforge.model.flops import count_flops
 from bertforge.model.heads import MaskedLMHead, NextSentenceHead, Pooler
+from bertforge.model.kernels import FAST, Kernels
 from bertforge.model.outputs import BertForPreTrainingOutput, BertModelOutput, MaskedLMOutput
 from bertforge.model.packing import PackedBatch
 
@@ -32,6 +33,7 @@ class BertPreTrainedModel(nn.Module):
     head_names: ClassVar[dict[str, str]] = {}
     # the encoder class head classes build (a family sets its own, e.g. RoBERTa's position numbering)
     base_model_class: ClassVar[Optional[type]] = None
+    _kernels: Kernels = FAST  # the implementations of the speed-sensitive parts (`model/kernels.py`)
 
     def __init__(self, config: BertConfig) -> None:
         super().__init__()
@@ -98,6 +100,19 @@ class BertPreTrainedModel(nn.Module):
     def _flop_heads(self) -> set[str]:
         return set()
 
+    @property
+    def kernels(self) -> Kernels:
+        return self._kernels
+
+    def set_kernels(self, kernels: Kernels) -> "BertPreTrainedModel":
+        """Use `kernels` in every part of this model (e.g. `Kernels.reference()`: the plain padded path)."""
+        for module in self.modules():
+            if isinstance(module, BertPreTrainedModel):
+                module._kernels = kernels
+            elif hasattr(type(module), "kernels"):  # the parts with a choice: attention, dropout, MLM decoder
+                module.kernels = kernels
+        return self
+
     def build_encoder(self, add_pooling_layer: bool) -> "BertModel":
         return (self.base_model_class or BertModel)(self.config, add_pooling_layer=add_pooling_layer)
 
@@ -144,7 +159,9 @@ class BertModel(BertPreTrainedModel):
         if L > self.config.max_position_embeddings:
             raise ValueError(f"sequence length {L} exceeds max_position_embeddings "
                              f"({self.config.max_position_embeddings}); truncate the input")
-        batch = PackedBatch.from_mask(attention_mask, B, L, input_ids.device, causal=causal, unpad=unpad)
+        kernels = self.kernels
+        batch = PackedBatch.from_mask(attention_mask, B, L, input_ids.device, causal=causal,
+                                      unpad=unpad and kernels.unpad, max_groups=kernels.attention_groups)
         if position_ids is None:
             position_ids = self.default_position_ids(input_ids, attention_mask)
         positions = batch.pack(position_ids)

@@ -16,6 +16,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from bertforge.model.kernels import FAST, Kernels
+
 _LANES = 65536  # values of one 16-bit lane
 
 
@@ -42,17 +44,19 @@ class _MaskedScale(torch.autograd.Function):
         return grad.mul(keep).mul_(ctx.scale), None, None
 
 
-def dropout(x: torch.Tensor, p: float, training: bool = True) -> torch.Tensor:
-    """`F.dropout` with a cheaper mask on CPU (see the module docstring)."""
+def dropout(x: torch.Tensor, p: float, training: bool = True, cheap: bool = True) -> torch.Tensor:
+    """`F.dropout` with a cheaper mask on CPU (see the module docstring); `cheap=False` is `F.dropout`."""
     if not training or p == 0.0:
         return x
-    if x.device.type != "cpu" or p >= 1.0:
+    if not cheap or x.device.type != "cpu" or p >= 1.0:
         return F.dropout(x, p, training=True)
     return _MaskedScale.apply(x, keep_mask(x.shape, p), 1.0 / (1.0 - p))
 
 
 class Dropout(nn.Dropout):
-    """Drop-in `nn.Dropout` (same `p`, same repr) that uses `dropout` above."""
+    """Drop-in `nn.Dropout` (same `p`, same repr) that uses `dropout` above when the model's kernels say so."""
+
+    kernels: Kernels = FAST
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return dropout(x, self.p, self.training)
+        return dropout(x, self.p, self.training, cheap=self.kernels.cheap_dropout)

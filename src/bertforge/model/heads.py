@@ -2,10 +2,12 @@
 from __future__ import annotations
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from bertforge.config import BertConfig
 from bertforge.model.feed_forward import activation
+from bertforge.model.kernels import FAST, Kernels
 from bertforge.model.tiled_linear import tiled_linear
 
 
@@ -28,6 +30,8 @@ class MaskedLMHead(nn.Module):
     (`head_act`), a bias-free norm (`norm_bias`); `decoder_bias=False` drops the decoder's bias.
     """
 
+    kernels: Kernels = FAST  # set for the whole model by `set_kernels`
+
     def __init__(self, config: BertConfig, word_embeddings: nn.Embedding) -> None:
         super().__init__()
         self.transform = nn.Linear(config.hidden_size, config.embedding_dim, bias=config.head_bias)
@@ -43,7 +47,9 @@ class MaskedLMHead(nn.Module):
     def forward(self, hidden: torch.Tensor) -> torch.Tensor:
         """`hidden` holds only the rows to predict: the 30k-wide matmul never sees unmasked tokens."""
         h = self.norm(self.act(self.transform(hidden)))
-        return tiled_linear(h, self.decoder_weight, self.bias)
+        if self.kernels.tiled_decoder:
+            return tiled_linear(h, self.decoder_weight, self.bias)
+        return F.linear(h, self.decoder_weight, self.bias)
 
 
 class NextSentenceHead(nn.Module):

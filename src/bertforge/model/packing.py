@@ -84,7 +84,8 @@ class PackedBatch:
 
     @classmethod
     def from_mask(cls, attention_mask: Optional[torch.Tensor], batch_size: int, seq_len: int,
-                  device: torch.device, causal: bool = False, unpad: bool = True) -> "PackedBatch":
+                  device: torch.device, causal: bool = False, unpad: bool = True,
+                  max_groups: int = MAX_GROUPS) -> "PackedBatch":
         B, L = batch_size, seq_len
         tril = torch.ones(L, L, dtype=torch.bool, device=device).tril() if causal else None
         if attention_mask is None or bool(attention_mask.all()):
@@ -106,7 +107,7 @@ class PackedBatch:
         spans = (L - keys.flip(1).int().argmax(dim=1)).tolist()
         real = attention_mask.bool()
         groups, indices, start = [], [], 0
-        for members in plan_groups(spans, MAX_GROUPS):
+        for members in plan_groups(spans, max_groups):
             length = max(spans[i] for i in members)
             rows = torch.tensor(members, device=device)
             sub = real[rows, :length]                                    # [count, length]

@@ -1,0 +1,34 @@
+"""Which implementation each speed-sensitive part of the model uses: one options object for the whole model.
+
+The reference path is plain PyTorch: padded batches, one attention grid, `F.dropout`, `F.linear`. The fast path
+(the default) adds, each behind one switch here: unpadding and attention groups (`packing.py`, with the
+hand-written scatter/gather backward in `attention.py`), cheaper CPU dropout masks (`dropout.py`), explicit
+attention when training with attention dropout on CPU (`attention.py`) and the tiled vocabulary decoder
+(`tiled_linear.py`). Both paths compute the same function (tests hold them equal to 1e-5); a model switches
+with `model.set_kernels(Kernels.reference())`, never by rewriting module globals.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Kernels:
+    unpad: bool = True                       # layers see real tokens only; attention in groups of similar length
+    attention_groups: int = 4                # at most this many attention grids per batch (1: one padded grid)
+    cheap_dropout: bool = True               # CPU dropout masks from 16-bit lanes of one 64-bit draw
+    explicit_attention_dropout: bool = True  # CPU training with attention dropout: baddbmm + softmax + bmm
+    tiled_decoder: bool = True               # CPU fp32 vocabulary decoder in cache-sized output tiles
+
+    @classmethod
+    def fast(cls) -> "Kernels":
+        return cls()
+
+    @classmethod
+    def reference(cls) -> "Kernels":
+        """Plain PyTorch everywhere: what the fast path is checked against."""
+        return cls(unpad=False, attention_groups=1, cheap_dropout=False, explicit_attention_dropout=False,
+                   tiled_decoder=False)
+
+
+FAST = Kernels.fast()
