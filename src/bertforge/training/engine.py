@@ -433,13 +433,20 @@ class _Run:
             self.evaluate()
         final_eval, best = self.last_eval, state["best"]
         if self.main:
+            save_final = True
             if opts.keep == "best" and best is not None and best["step"] != state["step"]:
-                self.stage.load_weights(self.out / BEST_DIR)
                 final_eval = best["metrics"]
                 self.notes.append(f"kept the best evaluation's weights (step {best['step']}, score "
                                   f"{best['score']:.4f}) rather than the last step's")
-            self._save_final()
-            shutil.rmtree(self.out / BEST_DIR, ignore_errors=True)
+                if (self.out / BEST_DIR).is_dir():
+                    self.stage.load_weights(self.out / BEST_DIR)
+                elif self._finished_before(best):
+                    save_final = False  # a finished run, started again: OUTPUT already holds the best weights
+                else:
+                    raise RuntimeError(f"{self.out / BEST_DIR} is missing: the best evaluation's weights are lost; "
+                                       "rerun with --overwrite, or with --keep last")
+            if save_final:
+                self._save_final()
             if self.log_file.records:
                 self.log_file.plot(title=f"{self.out.name}: {self.stage.name}")
             summary = {"step": state["step"], "stopped_by": state["stopped_by"], "skipped_steps": state["skipped"],
@@ -447,6 +454,7 @@ class _Run:
                        "precision": self.precision.name, "world_size": self.info.world_size,
                        "final_eval": final_eval, "best": best}
             atomic_write_text(self.out / "training_summary.json", json.dumps(summary, indent=2, default=str) + "\n")
+            shutil.rmtree(self.out / BEST_DIR, ignore_errors=True)  # after the summary that says it is folded in
             if self.writer is not None:
                 self.writer.close()
             if state["skipped"]:
@@ -456,6 +464,14 @@ class _Run:
                          skipped_steps=state["skipped"], final_eval=final_eval, best=best,
                          elapsed=state["elapsed"], tokens_seen=state["tokens_seen"], resumed_from=self.resumed_from,
                          notes=self.notes)
+
+    def _finished_before(self, best: dict[str, Any]) -> bool:
+        """Whether OUTPUT's training_summary.json says this very run already ended with these best weights."""
+        try:
+            summary = json.loads((self.out / "training_summary.json").read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return False
+        return summary.get("step") == self.state["step"] and (summary.get("best") or {}).get("step") == best["step"]
 
     def _save_final(self) -> None:
         """The finished model in OUTPUT itself, each file replaced atomically (a kill leaves old or new)."""
