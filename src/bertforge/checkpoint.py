@@ -12,15 +12,12 @@ import logging
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Optional
+from typing import Any, Optional
 
 import torch
 
 from bertforge.atomic import atomic_write_text, atomic_save_safetensors
 from bertforge.config import CONFIG_NAME, BertConfig, ConfigError
-
-if TYPE_CHECKING:
-    from bertforge.model.bert import BertPreTrainedModel
 
 logger = logging.getLogger("bertforge.checkpoint")
 
@@ -101,11 +98,11 @@ def _legacy_rename(key: str) -> str:
     return key
 
 
-def _name_map(model: "BertPreTrainedModel") -> NameMap:
+def _name_map(model: torch.nn.Module) -> NameMap:
     return getattr(type(model), "name_map", BERT_NAMES)
 
 
-def _base_prefix(model: "BertPreTrainedModel") -> tuple[str, str]:
+def _base_prefix(model: torch.nn.Module) -> tuple[str, str]:
     """(internal prefix of the encoder module, HF prefix of the base model) for this class."""
     if type(model).base_model_prefix == "":
         return "", ""
@@ -113,7 +110,7 @@ def _base_prefix(model: "BertPreTrainedModel") -> tuple[str, str]:
     return type(model).base_model_prefix + ".", family_prefix + "."
 
 
-def internal_to_hf_state_dict(model: "BertPreTrainedModel") -> dict[str, torch.Tensor]:
+def internal_to_hf_state_dict(model: torch.nn.Module) -> dict[str, torch.Tensor]:
     state = model.state_dict()
     out: dict[str, torch.Tensor] = {}
     for hf_name, (name, index, n_chunks) in _expected_hf_names(model).items():
@@ -134,7 +131,7 @@ def _rename_head(name: str, head_names: dict[str, str]) -> str:
     return name
 
 
-def _expected_hf_names(model: "BertPreTrainedModel") -> dict[str, tuple[str, int, int]]:
+def _expected_hf_names(model: torch.nn.Module) -> dict[str, tuple[str, int, int]]:
     """HF name -> (internal name, chunk index, number of chunks) for every tensor the model holds."""
     names = _name_map(model)
     inner_prefix, hf_prefix = _base_prefix(model)
@@ -153,7 +150,7 @@ def _expected_hf_names(model: "BertPreTrainedModel") -> dict[str, tuple[str, int
 
 
 # ---- saving --------------------------------------------------------------------------------------------------
-def save_pretrained(model: "BertPreTrainedModel", directory: str | Path) -> Path:
+def save_pretrained(model: torch.nn.Module, directory: str | Path) -> Path:
     """Write config.json and model.safetensors atomically (a crash never leaves a half-written file)."""
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
@@ -252,7 +249,7 @@ def load_pretrained(cls, path: str | Path, config: Optional[BertConfig] = None, 
     return model
 
 
-def load_hf_state_dict(model: "BertPreTrainedModel", hf_state: dict[str, torch.Tensor], source: Path | str = "<state dict>",
+def load_hf_state_dict(model: torch.nn.Module, hf_state: dict[str, torch.Tensor], source: Path | str = "<state dict>",
                        strict: bool = False) -> dict[str, list[str]]:
     """Copy HF-named tensors into `model`; returns (and stores in `model.loading_info`) what was missing/unused."""
     names = _name_map(model)

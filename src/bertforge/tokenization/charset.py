@@ -2,7 +2,7 @@
 
 A text goes to the exact Python pre-tokenizer (:mod:`.pretokenize`) when it
 contains a character of the *suspect* set; everything else stays in Rust. The
-set was measured, not guessed: ``gen_tables`` pushes every code point through
+set was measured, not guessed: ``tools/gen_unicode_tables.py`` pushes every code point through
 the Rust normaliser + pre-tokeniser and through the original rules, in several
 contexts and for every casing option, and ``tests/tokenization/
 test_tok_unicode_sweep.py`` re-checks all 1,114,112 code points against the
