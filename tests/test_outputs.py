@@ -132,3 +132,20 @@ def test_fresh_output_removes_what_a_failed_verb_wrote(tmp_path):
     with fresh_output(out, verb="vocab", overwrite=False) as folder:
         (folder / "vocab.txt").write_text("ok")
     assert (out / "vocab.txt").read_text() == "ok"
+
+
+def test_an_output_file_is_never_replaced_silently(tmp_path):
+    from bertforge.outputs import OutputError, claim_output_file
+    target = tmp_path / "predictions.jsonl"
+    assert claim_output_file(target, overwrite=False) == target
+    target.write_text("finished work\n")
+    with pytest.raises(OutputError, match="exists; use --overwrite"):
+        claim_output_file(target, overwrite=False)
+    assert claim_output_file(target, overwrite=True) == target
+    with pytest.raises(OutputError, match="is also the input"):
+        claim_output_file(target, overwrite=True, inputs=(target,))
+    with pytest.raises(OutputError, match="is a folder"):
+        claim_output_file(tmp_path, overwrite=True)
+    with pytest.raises(OutputError, match="does not exist"):
+        claim_output_file(tmp_path / "nowhere" / "x.jsonl", overwrite=False)
+    assert target.read_text() == "finished work\n"

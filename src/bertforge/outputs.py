@@ -154,3 +154,21 @@ def write_run_config(path: str | Path, verb: str, settings: dict[str, Any]) -> P
     data = {"verb": verb, **{k: v for k, v in settings.items() if k != "verb"}}
     atomic_write_text(target, json.dumps(data, indent=2, default=str) + "\n")
     return target
+
+
+def claim_output_file(path: str | Path, *, overwrite: bool, inputs: tuple[str | Path | None, ...] = ()) -> Path:
+    """Check, before any work, that a verb may write the file `path`: not a folder, not one of its own
+    `inputs`, and not an existing file unless `overwrite` (so a finished result is never replaced silently)."""
+    path = Path(path)
+    if path.is_dir():
+        raise OutputError(f"output {path} is a folder; expected a file name")
+    for source in inputs:
+        if source is not None and Path(source).exists() and path.exists() and path.samefile(source):
+            raise OutputError(f"output {path} is also the input; choose another --output")
+    if path.exists() and not overwrite:
+        raise OutputError(f"output file {path} exists; use --overwrite to replace it, or choose another --output")
+    parent = path.parent if str(path.parent) else Path(".")
+    if not parent.is_dir():
+        raise OutputError(f"cannot write {path}: the folder {parent} does not exist")
+    _check_writable(parent)
+    return path

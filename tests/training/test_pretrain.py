@@ -197,3 +197,18 @@ def test_electra_pretrains_and_its_halves_load_in_transformers(train_data, vocab
     again = pretrain(train_data, out, vocab=str(vocab_dir), objective="electra", max_steps=3, save_every=2,
                      eval_batches=1, span_masking=True, **FAST)
     assert any("nothing to train" in n for n in again.notes)
+
+
+def test_init_from_a_model_with_another_vocabulary_is_refused(train_data, vocab_dir, tmp_path):
+    from bertforge import BertConfig, BertModel
+    from bertforge.tokenization import BertTokenizer
+    other = tmp_path / "other"
+    words = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + [f"w{i}" for i in range(40000)]
+    other.mkdir()
+    (other / "vocab.txt").write_text("\n".join(words) + "\n")
+    BertTokenizer.from_pretrained(other)  # a valid tokenizer folder
+    BertModel(BertConfig.preset("tiny", vocab_size=len(words))).save_pretrained(other)
+    with pytest.raises(ValueError, match="another vocabulary"):
+        pretrain(train_data, tmp_path / "run", vocab=str(vocab_dir), init_from=str(other), max_steps=1,
+                 eval_batches=0, **{**FAST, "model": str(other)})
+    assert not (tmp_path / "run").exists(), "a run refused before it started leaves nothing behind"

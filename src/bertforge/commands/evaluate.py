@@ -25,6 +25,7 @@ def register(sub) -> None:
     p.add_argument("--max-eval-samples", type=positive_int, default=None)
     p.add_argument("--skip-bad-rows", action="store_true")
     p.add_argument("--output", metavar="DIR", help="write metrics.json and per-example predictions here")
+    p.add_argument("--overwrite", action="store_true", help="empty --output first if it holds something else")
     add_inference_flags(p, 64)
     p.add_argument("--max-batch-tokens", type=positive_int, default=DEFAULT_MAX_BATCH_TOKENS,
                    help=f"most padded tokens per batch (default {DEFAULT_MAX_BATCH_TOKENS})")
@@ -39,6 +40,9 @@ def run(args: argparse.Namespace) -> int:
     if args.output and args.output.lower().endswith(".json"):
         raise ValueError(f"--output {args.output}: expected a folder (metrics.json and the per-example "
                          "predictions are written inside it)")
+    if args.output:
+        from bertforge.outputs import claim_output
+        claim_output(args.output, verb="evaluate", overwrite=args.overwrite)
     predictor = Predictor.load(args.model, args.device, args.precision, max_batch_tokens=args.max_batch_tokens)
     predictor.settings.eval_batch_size = args.batch_size
     kept: dict = {} if args.output else None

@@ -43,6 +43,7 @@ def register(sub) -> None:
     p.add_argument("--max-batch-tokens", type=positive_int, default=DEFAULT_MAX_BATCH_TOKENS,
                    help=f"most padded tokens per batch (default {DEFAULT_MAX_BATCH_TOKENS})")
     p.add_argument("--output", required=True, metavar="FILE.safetensors")
+    p.add_argument("--overwrite", action="store_true", help="replace --output if it exists")
     add_common(p)
     p.set_defaults(run=run)
 
@@ -56,7 +57,9 @@ def run(args: argparse.Namespace) -> int:
     from bertforge.tasks.feature_extraction import select_layers, word_features
     from bertforge.tasks.prediction_io import open_input
     from bertforge.tasks.predictor import split_words
+    from bertforge.outputs import claim_output_file
     from bertforge.tokenization import load_tokenizer
+    claim_output_file(args.output, overwrite=args.overwrite, inputs=(args.input,))
     texts, cut = [], 0
     with open_input(args.input) as handle:
         for line in handle:

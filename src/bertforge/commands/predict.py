@@ -38,6 +38,7 @@ def register(sub) -> None:
     p.add_argument("--text-column", metavar="C", help="column/key holding the text (default: text, sentence, ...)")
     p.add_argument("--text-pair-column", metavar="C2", help="column/key holding the second text of a pair")
     p.add_argument("--output", metavar="FILE", help="write records here (.csv for CSV, else JSON lines)")
+    p.add_argument("--overwrite", action="store_true", help="replace --output if it exists")
     add_inference_flags(p, 64)
     p.add_argument("--max-batch-tokens", type=positive_int, default=DEFAULT_MAX_BATCH_TOKENS,
                    help=f"most padded tokens per batch (rows x longest row; default {DEFAULT_MAX_BATCH_TOKENS})")
@@ -50,10 +51,13 @@ def register(sub) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from bertforge.atomic import atomic_path
+    from bertforge.outputs import claim_output_file
     from bertforge.tasks.prediction_io import output_format, parse_lines, read_inputs, write_records
     from bertforge.tasks.predictor import Predictor
     if not args.text and not args.input:
         raise ValueError("nothing to predict: give --input FILE or --text")
+    if args.output:
+        claim_output_file(args.output, overwrite=args.overwrite, inputs=(args.input,))
     predictor = Predictor.load(args.model, args.device, args.precision, max_chars=args.max_chars,
                                max_batch_tokens=args.max_batch_tokens)
     inputs = parse_lines(args.text or [], predictor.head, "--text")

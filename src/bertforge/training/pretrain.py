@@ -191,6 +191,20 @@ def _build_electra(cfg: PretrainConfig, tokenizer: Any, dropout: dict[str, float
     return build_electra_pretraining(config, generator_fraction=cfg.generator_fraction, disc_weight=cfg.disc_weight)
 
 
+def check_init_vocab(init_from: str, data: str, tokenizer: Any) -> None:
+    """Refuse --init-from weights trained with another vocabulary than the corpus's ids mean: every id would
+    silently look up some other token's embedding."""
+    from bertforge.data.shards import vocab_sha256
+    try:
+        theirs = load_tokenizer(init_from)
+    except (FileNotFoundError, ValueError):
+        return  # no tokenizer beside the weights: only the embedding count can be checked (build_model does)
+    if vocab_sha256(theirs) != vocab_sha256(tokenizer):
+        raise ValueError(f"--init-from {init_from} comes with another vocabulary ({len(theirs.vocab)} tokens) than "
+                         f"the one {data} was prepared with ({len(tokenizer.vocab)} tokens); prepare the corpus "
+                         f"again with --vocab {init_from}")
+
+
 def init_note(model: torch.nn.Module, cfg: PretrainConfig) -> str:
     """Where --init-from weights came from, and which heads start new: an encoder checkpoint (e.g. a sentence
     encoder) has no MLM head, and --objective mlm/ltr never trains the sentence-pair head."""
@@ -376,6 +390,8 @@ def run_pretraining(cfg: PretrainConfig, hooks: FaultHooks | None = None) -> Fit
     with Session(opts.device) as session, claim_run_output(cfg.output, "pretrain", cfg, session,
                                                              overwrite=cfg.overwrite) as out:
         tokenizer = load_tokenizer(resolve_vocab(cfg.data, cfg.vocab))
+        if cfg.init_from:
+            check_init_vocab(cfg.init_from, cfg.data, tokenizer)
         torch.manual_seed(opts.seed)
         model = build_model(cfg, tokenizer, max(n for n, _ in phases)).to(session.device)
         masking = MaskingConfig(rate=cfg.mask_rate, whole_word=cfg.whole_word, mode=cfg.masking,
