@@ -1,0 +1,34 @@
+"""Serving fixtures: predictor folders built from the real MiniLM weights (their heads freshly initialised)."""
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+TOKENIZER_FILES = ("vocab.txt", "tokenizer_config.json", "special_tokens_map.json")
+TASKS = {"sequence_classification": ("sst2", ["negative", "positive"], 128),
+         "question_answering": ("squad", None, 384),
+         "token_classification": ("conll2003", ["O", "B-PER", "I-PER", "B-LOC", "I-LOC"], 128)}
+
+
+def make_task_folder(minilm_dir: Path, target: Path, head: str) -> Path:
+    """A predictor folder: MiniLM's encoder with a seeded random `head` (parity tests need no training)."""
+    import torch
+    from bertforge.model.auto import model_class_for
+    task, labels, length = TASKS[head]
+    torch.manual_seed(0)
+    extra = {"id2label": dict(enumerate(labels))} if labels else {}
+    model = model_class_for(minilm_dir, head).from_pretrained(minilm_dir, **extra)
+    model.save_pretrained(target)
+    for name in TOKENIZER_FILES:
+        shutil.copy2(minilm_dir / name, target / name)
+    task_json = {"task": task, "head": head, "labels": labels, "max_seq_length": length}
+    (target / "task.json").write_text(json.dumps(task_json), encoding="utf-8")
+    return target
+
+
+@pytest.fixture(scope="session")
+def sst2_folder(minilm_dir, tmp_path_factory) -> Path:
+    return make_task_folder(minilm_dir, tmp_path_factory.mktemp("sst2-predictor"), "sequence_classification")
