@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import signal
 
 from bertforge.commands import add_common
 from bertforge.device import DEVICES, PRECISIONS
@@ -64,11 +65,22 @@ def run(args: argparse.Namespace) -> int:
                              max_client_batch_size=args.max_client_batch_size,
                              max_concurrent_requests=args.max_concurrent_requests, payload_limit=args.payload_limit,
                              auto_truncate=args.auto_truncate, api_key=args.api_key, model_name=args.model_name)
+    serving = {"on": False}
+
+    def stop(signum, frame) -> None:
+        if not serving["on"]:
+            raise SystemExit(128 + signum)
+
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, stop)
     model = ServedModel(args.model, device=args.device, precision=args.precision, backend=args.backend)
     app = create_app(model, settings)
     logging.getLogger("bertforge.serve").info("serving %s (%s, %s backend) on http://%s:%d", args.model,
                                               model.kind, args.backend, args.host, args.port)
-    # uvicorn stops accepting on SIGTERM/SIGINT and finishes in-flight requests before exiting
+    # uvicorn stops accepting on SIGTERM/SIGINT, finishes in-flight requests, then re-raises the signal to the
+    # handler that was there before: ours, which by then only has to let `serve` return 0
+    serving["on"] = True
     uvicorn.run(app, host=args.host, port=args.port, log_level="warning",
                 timeout_graceful_shutdown=args.graceful_timeout or None)
+    logging.getLogger("bertforge.serve").info("stopped after finishing in-flight requests")
     return 0
