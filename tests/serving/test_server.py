@@ -212,3 +212,12 @@ def test_fill_mask_matches_transformers(mlm_folder):
     ref = pipe(text)
     assert [t["token"] for t in mask["top"]] == [x["token_str"] for x in ref]
     np.testing.assert_allclose([t["score"] for t in mask["top"]], [x["score"] for x in ref], atol=1e-5)
+
+
+def test_auto_truncate_embeds_long_inputs_like_sentence_transformers(encoder_model, st_model):
+    long_text = "the quick brown fox jumps over the lazy dog " * 40  # ~360 tokens > 256
+    with running(create_app(encoder_model, ServeSettings(auto_truncate=True))) as url:
+        r = post(url, "/v1/embeddings", {"input": [long_text]}, headers={})
+    assert r.status_code == 200, r.text
+    np.testing.assert_allclose(r.json()["data"][0]["embedding"], st_model.encode([long_text])[0], atol=1e-5)
+    assert r.json()["usage"]["prompt_tokens"] == 256
