@@ -16,7 +16,6 @@ import asyncio
 import json
 import os
 import socket
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -115,7 +114,7 @@ def rss_mib(pid: int) -> float:
 # ---- load generation ----------------------------------------------------------------------------------------------
 def percentile(values: list[float], q: float) -> float:
     values = sorted(values)
-    return values[min(len(values) - 1, int(round(q / 100 * (len(values) - 1))))] if values else float("nan")
+    return values[min(len(values) - 1, round(q / 100 * (len(values) - 1)))] if values else float("nan")
 
 
 async def load(url: str, texts: list[str], concurrency: int, requests: int, time_limit: float) -> dict:

@@ -20,6 +20,7 @@ TASKS = {"sequence_classification": ("sst2", ["negative", "positive"], 128),
 def make_task_folder(minilm_dir: Path, target: Path, head: str) -> Path:
     """A predictor folder: MiniLM's encoder with a seeded random `head` (parity tests need no training)."""
     import torch
+
     from bertforge.model.auto import model_class_for
     task, labels, length = TASKS[head]
     torch.manual_seed(0)
@@ -42,6 +43,7 @@ def sst2_folder(minilm_dir, tmp_path_factory) -> Path:
 def mlm_folder(minilm_dir, tmp_path_factory) -> Path:
     """MiniLM's encoder with a seeded random MLM head, saved in the HF layout (transformers loads it too)."""
     import torch
+
     from bertforge.model.auto import AutoModelForMaskedLM
     target = tmp_path_factory.mktemp("mlm")
     torch.manual_seed(0)

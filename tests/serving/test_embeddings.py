@@ -58,5 +58,5 @@ def test_truncates_to_the_folder_length(encoder, reference):
 
 
 def test_rejects_a_bare_string(encoder):
-    with pytest.raises(ValueError, match="list of texts"):
+    with pytest.raises(TypeError, match="list of texts"):
         encoder.encode("one text")

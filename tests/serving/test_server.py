@@ -5,7 +5,6 @@ Traffic goes only to 127.0.0.1; every loop is bounded in count and time.
 from __future__ import annotations
 
 import asyncio
-import json
 import re
 
 import httpx

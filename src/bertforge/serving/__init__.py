@@ -17,7 +17,7 @@ _NAMES = {
     "create_app": "bertforge.serving.app",
 }
 
-__all__ = sorted(_NAMES)
+__all__ = ["OnnxModel", "Pooling", "SentenceEncoder", "ServeSettings", "ServedModel", "create_app", "export_onnx"]
 
 
 def __getattr__(name: str) -> Any:

@@ -6,7 +6,6 @@ with the request id instead).
 """
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import hmac
 import json
@@ -92,7 +91,7 @@ def create_app(model: ServedModel, settings: ServeSettings | None = None) -> Fas
                 response = await call_next(request)
         except RequestError as err:
             response = _error(err.status, err.message, err.kind, request_id)
-        except Exception:  # noqa: BLE001 - anything else is ours: log it, answer 500 without details
+        except Exception:
             log.exception("request %s to %s failed", request_id, path)
             response = _error(500, "internal error while running the model; see the server log for request "
                                    f"{request_id}", "internal", request_id)

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, Callable, Sequence
+from typing import Any
 
 from bertforge.serving.metrics import ServerMetrics
 
@@ -100,7 +101,7 @@ class Batcher:
                 results = await loop.run_in_executor(self.executor, self.run_batch, [i.payload for i in live])
                 if len(results) != len(live):
                     raise RuntimeError(f"the model returned {len(results)} results for {len(live)} inputs")
-            except Exception as err:  # the requests answer 500; the loop keeps serving
+            except Exception as err:  # noqa: BLE001 - the requests answer 500; the loop keeps serving
                 for item in live:
                     if not item.future.done():
                         item.future.set_exception(err)

@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import inspect
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 import torch
@@ -27,14 +28,14 @@ class Pooling:
     max_seq_length: int | None = None
 
     @classmethod
-    def from_folder(cls, directory: str | Path) -> "Pooling":
+    def from_folder(cls, directory: str | Path) -> Pooling:
         folder = Path(directory)
         modules_file = folder / "modules.json"
         if not modules_file.is_file():
             return cls()
         modules = _read_json(modules_file)
         if not isinstance(modules, list):
-            raise ValueError(f"{modules_file}: expected a JSON list of modules")
+            raise ValueError(f"{modules_file}: expected a JSON list of modules")  # noqa: TRY004 - bad file
         mode, normalize = "mean", False
         for module in modules:
             kind = str(module.get("type", "")).rsplit(".", 1)[-1] if isinstance(module, dict) else ""
@@ -98,7 +99,7 @@ class SentenceEncoder:
 
     @classmethod
     def load(cls, directory: str | Path, device: str = "cpu", precision: str = "fp32",
-             backend: str = "torch") -> "SentenceEncoder":
+             backend: str = "torch") -> SentenceEncoder:
         from bertforge.tokenization import load_tokenizer
         directory = Path(directory)
         if backend == "onnx":
@@ -127,7 +128,7 @@ class SentenceEncoder:
                normalize: bool | None = None) -> np.ndarray:
         """[len(texts), hidden] float32. Texts are length-sorted into batches so padding stays small."""
         if isinstance(texts, str):
-            raise ValueError("encode() takes a list of texts; wrap a single text in a list")
+            raise TypeError("encode() takes a list of texts; wrap a single text in a list")
         mode = pooling or self.pooling.mode
         if mode not in POOLING_MODES:
             raise ValueError(f"unknown pooling {mode!r}; choose one of {', '.join(POOLING_MODES)}")

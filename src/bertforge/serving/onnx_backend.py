@@ -13,9 +13,10 @@ import json
 import shutil
 import tempfile
 import warnings
+from collections.abc import Iterator
 from pathlib import Path
 from types import SimpleNamespace
-from typing import Any, Iterator
+from typing import Any
 
 import torch
 
@@ -118,7 +119,7 @@ def export_onnx(directory: str | Path, output: str | Path, quantize: str | None 
                 opset: int = 17) -> Path:
     """Write `output/model.onnx` (dynamic batch and sequence axes) plus the folder's config, tokenizer and
     task files, so the output serves with `--backend onnx`. `quantize="int8"` stores the dynamically
-    quantized model (int8 weights of the matrix products) instead of the fp32 one."""
+    quantized model (per-channel int8 weights of the matrix products) instead of the fp32 one."""
     from bertforge.tokenization import load_tokenizer
     directory, output = Path(directory), Path(output)
     if quantize not in (None, *QUANTIZE):
@@ -156,7 +157,8 @@ def export_onnx(directory: str | Path, output: str | Path, quantize: str | None 
                               dynamic_axes={**{n: axes for n in input_names}, **out_axes})
         if quantize == "int8":
             from onnxruntime.quantization import QuantType, quantize_dynamic
-            quantize_dynamic(str(fp32), str(output / ONNX_FILE), weight_type=QuantType.QInt8)
+            # per-channel scales: on SST-2 they kept accuracy that one scale per matrix lost
+            quantize_dynamic(str(fp32), str(output / ONNX_FILE), weight_type=QuantType.QInt8, per_channel=True)
         else:
             shutil.move(str(fp32), output / ONNX_FILE)
     _copy_folder_files(directory, output)
@@ -191,8 +193,9 @@ class OnnxModel:
         self.output_names = [o.name for o in session.get_outputs()]
 
     @classmethod
-    def from_pretrained(cls, directory: str | Path, device: str = "cpu", threads: int | None = None) -> "OnnxModel":
+    def from_pretrained(cls, directory: str | Path, device: str = "cpu", threads: int | None = None) -> OnnxModel:
         import onnxruntime as ort
+
         from bertforge.model.auto import AutoConfig
         directory = Path(directory)
         file = directory / ONNX_FILE
@@ -211,10 +214,10 @@ class OnnxModel:
         session = ort.InferenceSession(str(file), options, providers=providers)
         return cls(session, AutoConfig.from_pretrained(directory), directory)
 
-    def eval(self) -> "OnnxModel":
+    def eval(self) -> OnnxModel:
         return self
 
-    def to(self, *args: Any, **kwargs: Any) -> "OnnxModel":
+    def to(self, *args: Any, **kwargs: Any) -> OnnxModel:
         return self
 
     @property

@@ -3,8 +3,9 @@ an MLM (fill-mask, and embeddings from its encoder). Batch-level methods run in 
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -141,6 +142,7 @@ class ServedModel:
 
     def fill_mask_batch(self, items: list[tuple[str, int]]) -> list[list[dict[str, Any]]]:
         import torch
+
         from bertforge.commands.fill_mask import fill_mask
         top_k = max(k for _, k in items)
         with torch.no_grad(), self.precision.autocast():
