@@ -74,3 +74,10 @@ def running(app, timeout: float = 30.0):
         server.should_exit = True
         thread.join(timeout)
         sock.close()
+
+
+@pytest.fixture(scope="session")
+def st_model(minilm_dir):
+    """The reference: sentence-transformers' own pipeline on the same folder."""
+    st = pytest.importorskip("sentence_transformers")
+    return st.SentenceTransformer(str(minilm_dir), device="cpu")

@@ -21,13 +21,13 @@ TEXTS = ["A man is playing a guitar.", "The new movie is awesome!"]
 SRC = Path(__file__).resolve().parents[2] / "src"
 
 
-def test_embed_cli_matches_sentence_transformers(minilm_dir, tmp_path):
-    st = pytest.importorskip("sentence_transformers")
+@pytest.mark.slow
+def test_embed_cli_matches_sentence_transformers(minilm_dir, st_model, tmp_path):
     source = tmp_path / "texts.txt"
     source.write_text("\n".join(TEXTS) + "\n", encoding="utf-8")
     assert main(["embed", "--model", str(minilm_dir), "--input", str(source), "--output", str(tmp_path / "e.npy"),
                  "--device", "cpu"]) == 0
-    ref = st.SentenceTransformer(str(minilm_dir), device="cpu").encode(TEXTS)
+    ref = st_model.encode(TEXTS)
     np.testing.assert_allclose(np.load(tmp_path / "e.npy"), ref, atol=1e-5)
     assert main(["embed", "--model", str(minilm_dir), "--text", TEXTS[0], "--no-normalize", "--pooling", "cls",
                  "--output", str(tmp_path / "e.jsonl"), "--device", "cpu"]) == 0

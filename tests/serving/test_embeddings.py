@@ -6,6 +6,8 @@ import pytest
 
 from bertforge.serving.embeddings import Pooling, SentenceEncoder
 
+pytestmark = pytest.mark.slow  # real weights and sentence-transformers
+
 TEXTS = ["A man is playing a guitar.", "The new movie is awesome!",
          "Paris is the capital of France, and it has been for a very long time, said the guide.",
          "short", "Un texte en français avec des accents: été, où, ça."]
@@ -16,19 +18,13 @@ def encoder(minilm_dir):
     return SentenceEncoder.load(minilm_dir)
 
 
-@pytest.fixture(scope="module")
-def reference(minilm_dir):
-    st = pytest.importorskip("sentence_transformers")
-    return st.SentenceTransformer(str(minilm_dir), device="cpu")
-
-
 def test_folder_declares_mean_pooling_and_normalize(minilm_dir):
     assert Pooling.from_folder(minilm_dir) == Pooling("mean", True, 256)
 
 
-def test_matches_sentence_transformers(encoder, reference):
+def test_matches_sentence_transformers(encoder, st_model):
     ours = encoder.encode(TEXTS, batch_size=2)
-    ref = reference.encode(TEXTS, batch_size=2, convert_to_numpy=True)
+    ref = st_model.encode(TEXTS, batch_size=2, convert_to_numpy=True)
     assert ours.shape == ref.shape == (len(TEXTS), 384)
     np.testing.assert_allclose(ours, ref, atol=1e-5)
 
@@ -50,10 +46,10 @@ def test_other_poolings_match_transformers_hidden_states(encoder, minilm_dir, mo
     np.testing.assert_allclose(ours, ref.numpy(), atol=1e-5)
 
 
-def test_truncates_to_the_folder_length(encoder, reference):
+def test_truncates_to_the_folder_length(encoder, st_model):
     long_text = " ".join(["word"] * 400)
     ours = encoder.encode([long_text])
-    np.testing.assert_allclose(ours, reference.encode([long_text]), atol=1e-5)
+    np.testing.assert_allclose(ours, st_model.encode([long_text]), atol=1e-5)
     assert encoder.token_counts([long_text])[0] == 402
 
 

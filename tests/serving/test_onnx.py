@@ -46,18 +46,23 @@ def test_encoder_export_matches_transformers(encoder_onnx, minilm_dir):
         assert (encoder_onnx / name).is_file(), name
 
 
-def test_onnx_sentence_encoder_matches_sentence_transformers(encoder_onnx, minilm_dir):
-    st = pytest.importorskip("sentence_transformers")
-    ref = st.SentenceTransformer(str(minilm_dir), device="cpu").encode(TEXTS)
+def test_onnx_sentence_encoder_matches_sentence_transformers(encoder_onnx, st_model):
+    ref = st_model.encode(TEXTS)
     ours = SentenceEncoder.load(encoder_onnx, backend="onnx").encode(TEXTS, batch_size=3)
     np.testing.assert_allclose(ours, ref, atol=1e-4)
 
 
-def test_task_export_logits_and_predictor(sst2_folder, tmp_path):
+@pytest.fixture(scope="module")
+def sst2_onnx(sst2_folder, tmp_path_factory):
+    out = tmp_path_factory.mktemp("onnx-sst2")
+    export_onnx(sst2_folder, out)
+    return out
+
+
+def test_task_export_logits_and_predictor(sst2_folder, sst2_onnx):
     from bertforge.tasks.predictor import Predictor
     from bertforge.tokenization import load_tokenizer
-    out = tmp_path / "onnx"
-    export_onnx(sst2_folder, out)
+    out = sst2_onnx
     assert json.loads((out / "task.json").read_text()) == json.loads((sst2_folder / "task.json").read_text())
     torch_pred = Predictor.load(sst2_folder)
     onnx_pred = Predictor(OnnxModel.from_pretrained(out), load_tokenizer(out),
@@ -68,11 +73,10 @@ def test_task_export_logits_and_predictor(sst2_folder, tmp_path):
             assert abs(ours["scores"][name] - ref["scores"][name]) < 1e-4
 
 
-def test_int8_is_smaller_and_close(sst2_folder, tmp_path):
+def test_int8_is_smaller_and_close(sst2_folder, sst2_onnx, tmp_path):
     from bertforge.tasks.predictor import Predictor
     from bertforge.tokenization import load_tokenizer
-    fp32, int8 = tmp_path / "fp32", tmp_path / "int8"
-    export_onnx(sst2_folder, fp32)
+    fp32, int8 = sst2_onnx, tmp_path / "int8"
     export_onnx(sst2_folder, int8, quantize="int8")
     assert (int8 / "model.onnx").stat().st_size < 0.4 * (fp32 / "model.onnx").stat().st_size
     assert json.loads((int8 / "onnx.json").read_text())["quantize"] == "int8"

@@ -36,12 +36,6 @@ def encoder_url(encoder_model):
         yield url
 
 
-@pytest.fixture(scope="module")
-def st_model(minilm_dir):
-    st = pytest.importorskip("sentence_transformers")
-    return st.SentenceTransformer(str(minilm_dir), device="cpu")
-
-
 def post(url: str, path: str, payload, headers=AUTH, **kw) -> httpx.Response:
     return httpx.post(url + path, json=payload, headers=headers, timeout=60, **kw)
 
