@@ -101,6 +101,14 @@ def test_401_without_or_with_a_wrong_key(encoder_url):
 def test_413_payload_and_input_length(encoder_url):
     r = post(encoder_url, "/embed", {"inputs": ["word " * 5000]})
     assert r.status_code == 413 and "--payload-limit" in r.json()["error"]
+
+    def chunked():  # no Content-Length: the limit is enforced while the body streams in
+        yield b'{"inputs": ["'
+        yield b"word " * 5000
+        yield b'"]}'
+    r = httpx.post(encoder_url + "/embed", content=chunked(), headers={**AUTH, "content-type": "application/json"},
+                   timeout=30)
+    assert r.status_code == 413 and "--payload-limit" in r.json()["error"]
     r = post(encoder_url, "/embed", {"inputs": ["short", "word " * 300]})
     assert r.status_code == 413 and "inputs[1]" in r.json()["error"] and "256" in r.json()["error"]
 

@@ -105,10 +105,14 @@ def create_app(model: ServedModel, settings: ServeSettings | None = None) -> Fas
         return _error(err.status, err.message, err.kind, request.state.request_id)
 
     async def body(request: Request) -> dict[str, Any]:
-        raw = await request.body()
-        if len(raw) > settings.payload_limit:
-            raise RequestError(413, f"request body is {len(raw):,} bytes; --payload-limit is "
-                                    f"{settings.payload_limit:,}", "payload_too_large")
+        chunks, size = [], 0
+        async for chunk in request.stream():  # counted as it arrives: a chunked body has no Content-Length
+            size += len(chunk)
+            if size > settings.payload_limit:
+                raise RequestError(413, f"request body is over {settings.payload_limit:,} bytes "
+                                        "(--payload-limit)", "payload_too_large")
+            chunks.append(chunk)
+        raw = b"".join(chunks)
         try:
             data = json.loads(raw)
         except (json.JSONDecodeError, UnicodeDecodeError) as err:

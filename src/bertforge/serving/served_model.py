@@ -2,6 +2,7 @@
 an MLM (fill-mask, and embeddings from its encoder). Batch-level methods run in the server's worker thread."""
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Sequence
 from pathlib import Path
@@ -42,6 +43,8 @@ class ServedModel:
             raise ValueError(f"--backend {backend!r}: choose torch or onnx")
         self.backend, self.device_name = backend, device
         self.kind = folder_kind(self.path)
+        if self.kind == "mlm" and backend == "onnx":
+            self.kind = "encoder"  # an MLM folder exports its encoder (last_hidden_state): it serves embeddings
         self.tokenizer = load_tokenizer(self.path)
         self.encoder: SentenceEncoder | None = None
         self.predictor = None
@@ -58,8 +61,6 @@ class ServedModel:
             self.predictor = self._load_predictor()
             self.max_length = int(self.predictor.task.get("max_seq_length") or 512)
         elif self.kind == "mlm":
-            if backend == "onnx":
-                raise ValueError(f"--model {directory}: fill-mask runs on --backend torch only")
             from bertforge.model.auto import AutoModelForMaskedLM
             self.mlm = AutoModelForMaskedLM.from_pretrained(self.path).to(self.device).eval()
             self.encoder = SentenceEncoder(self._base_of(self.mlm), self.tokenizer, Pooling.from_folder(self.path),
@@ -88,10 +89,10 @@ class ServedModel:
         # Predictor.load gains device/precision arguments in a later version; pass them only when it takes them
         kwargs = {name: value for name, value in (("device", self.device), ("precision", self.precision.name))
                   if accepts(Predictor.load, name)}
-        predictor = Predictor.load(self.path, **kwargs)
-        if "device" not in kwargs:
-            predictor.model.to(self.device)
-        return predictor
+        if "device" not in kwargs and self.device.type != "cpu":
+            raise ValueError(f"--device {self.device}: this version of Predictor runs on the CPU only; "
+                             "use --device cpu")
+        return Predictor.load(self.path, **kwargs)
 
     # ---- what the endpoints ask ---------------------------------------------------------------------------------
     @property
@@ -110,7 +111,7 @@ class ServedModel:
                 for t, p in zip(texts, pairs)]
 
     def tokenize(self, texts: Sequence[str]) -> list[list[dict[str, Any]]]:
-        enc = self.tokenizer(list(texts), return_offsets_mapping=True) if self._has_offsets() else None
+        enc = self.tokenizer(list(texts), return_offsets_mapping=True) if self._offsets else None
         out = []
         for i, text in enumerate(texts):
             ids = enc["input_ids"][i] if enc else self.tokenizer(text)["input_ids"]
@@ -122,7 +123,8 @@ class ServedModel:
             out.append(row)
         return out
 
-    def _has_offsets(self) -> bool:
+    @functools.cached_property
+    def _offsets(self) -> bool:
         try:
             self.tokenizer(["a"], return_offsets_mapping=True)
             return True
