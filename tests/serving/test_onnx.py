@@ -94,3 +94,24 @@ def test_export_refuses_bad_arguments(minilm_dir, tmp_path):
         export_onnx(tmp_path, tmp_path / "y")
     with pytest.raises(ValueError, match="new folder"):
         export_onnx(minilm_dir, minilm_dir)
+
+
+@pytest.mark.parametrize("head", ["token_classification", "question_answering"])
+def test_token_level_heads_match_pytorch(minilm_dir, tmp_path, head):
+    import torch
+
+    from bertforge.model.auto import model_class_for
+    from bertforge.tokenization import load_tokenizer
+
+    from .conftest import make_task_folder
+    folder = make_task_folder(minilm_dir, tmp_path / "task", head)
+    export_onnx(folder, tmp_path / "onnx")
+    torch_model = model_class_for(folder, head).from_pretrained(folder).eval()
+    onnx_model = OnnxModel.from_pretrained(tmp_path / "onnx")
+    enc = load_tokenizer(folder)(TEXTS[::-1] + TEXTS[:1], padding=True, return_tensors="pt")
+    with torch.no_grad():
+        ref = torch_model(**enc)
+    ours = onnx_model(**enc)
+    mask = enc["attention_mask"].bool()
+    for name in ("logits",) if head == "token_classification" else ("start_logits", "end_logits"):
+        np.testing.assert_allclose(getattr(ours, name)[mask].numpy(), getattr(ref, name)[mask].numpy(), atol=1e-4)
