@@ -35,7 +35,6 @@ def create_app(model: ServedModel, settings: ServeSettings | None = None) -> Fas
     metrics = ServerMetrics()
     executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="bertforge-model")
     batchers: dict[str, Batcher] = {}
-    state = {"in_flight": 0}
     model_name = settings.model_name or model.path.name
 
     def batcher(kind: str, run) -> Batcher:
@@ -74,21 +73,7 @@ def create_app(model: ServedModel, settings: ServeSettings | None = None) -> Fas
             if length is not None and length.isdigit() and int(length) > settings.payload_limit:
                 raise RequestError(413, f"request body is {int(length):,} bytes; --payload-limit is "
                                         f"{settings.payload_limit:,}", "payload_too_large")
-            if path in MODEL_ENDPOINTS:
-                # refused before any work (no body read, no tokenizing): overload is answered in microseconds
-                if state["in_flight"] >= settings.max_concurrent_requests:
-                    raise RequestError(429, f"server busy: {state['in_flight']} requests in flight "
-                                            f"(--max-concurrent-requests {settings.max_concurrent_requests}); "
-                                            "retry later", "overloaded")
-                state["in_flight"] += 1
-                metrics.queue_depth.set(state["in_flight"])
-                try:
-                    response = await call_next(request)
-                finally:
-                    state["in_flight"] -= 1
-                    metrics.queue_depth.set(state["in_flight"])
-            else:
-                response = await call_next(request)
+            response = await call_next(request)
         except RequestError as err:
             response = _error(err.status, err.message, err.kind, request_id)
         except Exception:
@@ -246,7 +231,54 @@ def create_app(model: ServedModel, settings: ServeSettings | None = None) -> Fas
         return Response(generate_latest(metrics.registry), media_type=CONTENT_TYPE_LATEST)
 
     app_paths = {route.path for route in app.routes}
+    app.add_middleware(AdmissionLimit, settings=settings, metrics=metrics)  # outermost: sees requests first
     return app
+
+
+class AdmissionLimit:
+    """Counts the requests to model endpoints that are waiting or running, and answers 429 beyond
+    `--max-concurrent-requests` before anything else happens (no body read, no tokenizing, no per-request
+    task): under overload the refusals must stay fast while the model is busy.
+
+    A plain ASGI layer rather than an `@app.middleware`, which costs a task and a stream per request.
+    A request without a valid key is let through to be answered 401 instead."""
+
+    def __init__(self, app, settings: ServeSettings, metrics: ServerMetrics) -> None:
+        self.app, self.settings, self.metrics = app, settings, metrics
+        self.in_flight = 0
+
+    async def __call__(self, scope, receive, send) -> None:
+        if scope["type"] != "http" or scope["path"] not in MODEL_ENDPOINTS:
+            await self.app(scope, receive, send)
+            return
+        if self.in_flight >= self.settings.max_concurrent_requests and self._key_ok(scope):
+            await self._refuse(scope, send)
+            return
+        self.in_flight += 1
+        self.metrics.queue_depth.set(self.in_flight)
+        try:
+            await self.app(scope, receive, send)
+        finally:
+            self.in_flight -= 1
+            self.metrics.queue_depth.set(self.in_flight)
+
+    def _key_ok(self, scope) -> bool:
+        if self.settings.api_key is None:
+            return True
+        headers = dict(scope.get("headers") or [])
+        expected = f"Bearer {self.settings.api_key}".encode()
+        return hmac.compare_digest(headers.get(b"authorization", b"").strip(), expected)
+
+    async def _refuse(self, scope, send) -> None:
+        request_id = uuid.uuid4().hex[:16]
+        body = json.dumps({"error": f"server busy: {self.in_flight} requests in flight "
+                                    f"(--max-concurrent-requests {self.settings.max_concurrent_requests}); "
+                                    "retry later", "type": "overloaded", "request_id": request_id}).encode()
+        await send({"type": "http.response.start", "status": 429,
+                    "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
+                                (b"retry-after", b"1"), (b"x-request-id", request_id.encode())]})
+        await send({"type": "http.response.body", "body": body})
+        self.metrics.requests.labels(scope["path"], "429").inc()
 
 
 class _ModelError(Exception):
