@@ -13,6 +13,9 @@ import numpy as np
 from bertforge.serving.embeddings import Pooling, SentenceEncoder, accepts
 
 KINDS = ("encoder", "predictor", "mlm")
+# The exported graph computes every padded position (the PyTorch model skips them), so the onnx backend runs a
+# length-sorted batch in small slices of neighbours; on SST-2 sentences slices of 8 beat one call of 32.
+ONNX_SLICE = 8
 MLM_ARCHITECTURES = ("ForMaskedLM", "ForPreTraining")
 
 
@@ -133,14 +136,17 @@ class ServedModel:
 
     def embed_batch(self, texts: list[str]) -> list[np.ndarray]:
         """Pooled, not normalized: each request decides about unit length."""
-        vectors = self.encoder.encode(texts, batch_size=len(texts), normalize=False)
+        vectors = self.encoder.encode(texts, batch_size=self._slice(len(texts)), normalize=False)
         return list(vectors)
 
     def predict_batch(self, inputs: list[Any]) -> list[dict[str, Any]]:
         if self.precision is None:
-            return self.predictor.predict(inputs, batch_size=len(inputs))
+            return self.predictor.predict(inputs, batch_size=self._slice(len(inputs)))
         with self.precision.autocast():
             return self.predictor.predict(inputs, batch_size=len(inputs))
+
+    def _slice(self, n: int) -> int:
+        return min(n, ONNX_SLICE) if self.backend == "onnx" else n
 
     def fill_mask_batch(self, items: list[tuple[str, int]]) -> list[list[dict[str, Any]]]:
         import torch
