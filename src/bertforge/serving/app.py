@@ -10,6 +10,7 @@ import contextlib
 import hmac
 import json
 import logging
+import re
 import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
@@ -28,6 +29,7 @@ from bertforge.serving.served_model import ServedModel
 log = logging.getLogger("bertforge.serve")
 MODEL_ENDPOINTS = ("/v1/embeddings", "/embed", "/predict", "/fill-mask")
 OPEN_ENDPOINTS = ("/health",)
+_REQUEST_ID = re.compile(r"[A-Za-z0-9._-]{1,64}")
 
 
 def create_app(model: ServedModel, settings: ServeSettings | None = None) -> FastAPI:
@@ -62,7 +64,8 @@ def create_app(model: ServedModel, settings: ServeSettings | None = None) -> Fas
     # ---- one middleware: request id, key, body size, status + latency metrics, 500s without tracebacks ------
     @app.middleware("http")
     async def guard(request: Request, call_next):
-        request_id = request.headers.get("x-request-id") or uuid.uuid4().hex[:16]
+        given = request.headers.get("x-request-id", "")
+        request_id = given if _REQUEST_ID.fullmatch(given) else uuid.uuid4().hex[:16]  # a client's own id if sane
         request.state.request_id = request_id
         path = request.url.path
         endpoint = path if path in app_paths else "other"
