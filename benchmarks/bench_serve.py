@@ -1,0 +1,291 @@
+"""Load test of `bertforge serve` (torch and onnx backends) against a plain FastAPI + transformers pipeline
+server that handles one request at a time, on the same model and the same requests. Loopback only, bounded.
+
+    python benchmarks/bench_serve.py load --model MODEL_DIR [--concurrency 1,8,32,128] [--requests 400]
+    python benchmarks/bench_serve.py int8 --model FINETUNED_SST2_DIR   # accuracy + speed, fp32 vs int8 ONNX
+
+`load` reports requests/s and p50/p99 latency per server and concurrency, then the overload check: 10x the
+server's --max-concurrent-requests at once; the excess must be answered 429 within 100 ms, the server must
+still answer /health, and its memory must stay bounded. Requests are single SST-2 dev sentences
+(../shared/data/glue/SST-2/dev.tsv next to the checkout) sent to POST /embed.
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from contextlib import contextmanager
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+SST2_DEV = REPO.parent / "shared" / "data" / "glue" / "SST-2" / "dev.tsv"
+HOST = "127.0.0.1"  # never anything else
+
+
+# ---- the baseline: FastAPI + a transformers pipeline, one request at a time ---------------------------------------
+def baseline_app(model_dir: str):
+    """POST /embed {"inputs": [...]} -> mean-pooled unit vectors, computed under a lock (no batching)."""
+    import numpy as np
+    from fastapi import FastAPI
+    from transformers import pipeline
+    pipe = pipeline("feature-extraction", model=model_dir, device="cpu")
+    lock = threading.Lock()
+    app = FastAPI()
+
+    @app.post("/embed")
+    def embed(payload: dict):  # sync: FastAPI runs it in its thread pool; the lock serializes the model
+        with lock:
+            out = []
+            for text in payload["inputs"]:
+                hidden = np.asarray(pipe(text, truncation=True, max_length=256))[0]
+                vector = hidden.mean(0)
+                out.append((vector / np.linalg.norm(vector)).tolist())
+        return out
+
+    @app.get("/health")
+    def health():
+        return {"status": "ok"}
+
+    return app
+
+
+def run_baseline(model_dir: str, port: int) -> None:
+    import uvicorn
+    uvicorn.run(baseline_app(model_dir), host=HOST, port=port, log_level="warning")
+
+
+# ---- servers as subprocesses --------------------------------------------------------------------------------------
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind((HOST, 0))
+        return s.getsockname()[1]
+
+
+@contextmanager
+def server(kind: str, model_dir: str, extra: list[str] = (), threads: int = 1):
+    import httpx
+    port = free_port()
+    env = {**os.environ, "PYTHONPATH": str(REPO / "src"), "OMP_NUM_THREADS": str(threads)}
+    if kind == "baseline":
+        cmd = [sys.executable, __file__, "baseline-server", "--model", model_dir, "--port", str(port)]
+    else:
+        cmd = [sys.executable, "-m", "bertforge", "serve", "--model", model_dir, "--port", str(port),
+               "--host", HOST, "--device", "cpu", "--backend", kind, *extra]
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    url = f"http://{HOST}:{port}"
+    try:
+        deadline = time.monotonic() + 180
+        while True:
+            if proc.poll() is not None:
+                raise RuntimeError(f"{kind} server exited: {proc.stderr.read()[-2000:]}")
+            try:
+                if httpx.get(url + "/health", timeout=2).status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"{kind} server did not start within 180 s")
+            time.sleep(0.25)
+        yield url, proc
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(10)
+
+
+def rss_mib(pid: int) -> float:
+    with open(f"/proc/{pid}/status", encoding="ascii") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+# ---- load generation ----------------------------------------------------------------------------------------------
+def percentile(values: list[float], q: float) -> float:
+    values = sorted(values)
+    return values[min(len(values) - 1, round(q / 100 * (len(values) - 1)))] if values else float("nan")
+
+
+async def load(url: str, texts: list[str], concurrency: int, requests: int, time_limit: float) -> dict:
+    import httpx
+    latencies: list[float] = []
+    statuses: dict[int, int] = {}
+    counter = iter(range(requests))
+    stop_at = time.monotonic() + time_limit
+
+    async def worker(client):
+        for i in counter:
+            if time.monotonic() > stop_at:
+                return
+            start = time.perf_counter()
+            r = await client.post(url + "/embed", json={"inputs": [texts[i % len(texts)]]})
+            latencies.append(time.perf_counter() - start)
+            statuses[r.status_code] = statuses.get(r.status_code, 0) + 1
+
+    limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
+    async with httpx.AsyncClient(timeout=120, limits=limits) as client:
+        await client.post(url + "/embed", json={"inputs": [texts[0]]})  # warm-up
+        start = time.perf_counter()
+        await asyncio.gather(*(worker(client) for _ in range(concurrency)))
+        wall = time.perf_counter() - start
+    return {"concurrency": concurrency, "requests": len(latencies), "rps": round(len(latencies) / wall, 2),
+            "p50_ms": round(1000 * percentile(latencies, 50), 1), "p99_ms": round(1000 * percentile(latencies, 99), 1),
+            "statuses": statuses}
+
+
+async def _http_post(reader, writer, path: str, body: bytes) -> int:
+    """One HTTP/1.1 request on an open keep-alive connection; returns the status."""
+    writer.write(f"POST {path} HTTP/1.1\r\nHost: {HOST}\r\nContent-Type: application/json\r\n"
+                 f"Content-Length: {len(body)}\r\n\r\n".encode() + body)
+    await writer.drain()
+    head = await reader.readuntil(b"\r\n\r\n")
+    status = int(head.split(b" ", 2)[1])
+    length = next(int(line.split(b":")[1]) for line in head.split(b"\r\n") if line.lower().startswith(b"content-length"))
+    await reader.readexactly(length)
+    return status
+
+
+async def overload(url: str, texts: list[str], limit: int, factor: int = 10) -> dict:
+    """factor x limit requests at once on already-open connections (so connection setup is not timed): the
+    excess must come back 429 fast."""
+    port = int(url.rsplit(":", 1)[1])
+    n = factor * limit
+    connections = [await asyncio.open_connection(HOST, port) for _ in range(n)]
+    results: list[tuple[int, float]] = []
+
+    async def one(i, reader, writer):
+        body = json.dumps({"inputs": [texts[i % len(texts)]]}).encode()
+        start = time.perf_counter()
+        status = await _http_post(reader, writer, "/embed", body)
+        results.append((status, time.perf_counter() - start))
+
+    try:
+        await asyncio.wait_for(asyncio.gather(*(one(i, r, w) for i, (r, w) in enumerate(connections))), 300)
+    finally:
+        for _, writer in connections:
+            writer.close()
+    refused = [t for s, t in results if s == 429]
+    return {"sent": n, "ok": sum(s == 200 for s, _ in results), "refused_429": len(refused),
+            "other": sorted({s for s, _ in results} - {200, 429}),
+            "refused_p50_ms": round(1000 * percentile(refused, 50), 1) if refused else None,
+            "refused_p99_ms": round(1000 * percentile(refused, 99), 1) if refused else None,
+            "refused_max_ms": round(1000 * max(refused), 1) if refused else None}
+
+
+def read_texts(path: Path, limit: int = 872) -> list[str]:
+    if not path.is_file():
+        raise SystemExit(f"{path}: SST-2 dev not found (expected ../shared/data next to the checkout)")
+    rows = path.read_text(encoding="utf-8").splitlines()[1:]
+    return [row.split("\t")[0] for row in rows if row.strip()][:limit]
+
+
+def cmd_load(args) -> dict:
+    from bertforge.serving.onnx_backend import export_onnx
+    texts = read_texts(Path(args.data))
+    levels = [int(c) for c in args.concurrency.split(",")]
+    report: dict = {"model": Path(args.model).name, "requests_per_level": args.requests, "threads": args.threads,
+                    "results": {}}
+    with tempfile.TemporaryDirectory() as tmp:
+        onnx_dir = args.onnx or str(Path(tmp) / "onnx")
+        if not args.onnx and "onnx" in args.servers:
+            export_onnx(args.model, onnx_dir)
+        for kind in args.servers.split(","):
+            model_dir = onnx_dir if kind == "onnx" else args.model
+            with server(kind, model_dir, threads=args.threads) as (url, proc):
+                rows = []
+                for c in levels:
+                    row = asyncio.run(load(url, texts, c, args.requests, args.time_limit))
+                    rows.append(row)
+                    print(f"{kind:9s} c={c:<4d} {row['rps']:8.1f} req/s  p50 {row['p50_ms']:8.1f} ms  "
+                          f"p99 {row['p99_ms']:8.1f} ms  {row['statuses']}", flush=True)
+                report["results"][kind] = rows
+        limit = args.overload_limit
+        with server("torch", args.model, ["--max-concurrent-requests", str(limit)], threads=args.threads) as (url, proc):
+            before = rss_mib(proc.pid)
+            rounds = [asyncio.run(overload(url, texts, limit)) for _ in range(args.overload_rounds)]
+            after = rss_mib(proc.pid)
+            import httpx
+            alive = httpx.get(url + "/health", timeout=5).status_code == 200
+        check = {"max_concurrent_requests": limit, "rounds": rounds, "rss_mib_before": round(before, 1),
+                 "rss_mib_after": round(after, 1), "healthy_after": alive,
+                 "passed": alive and after - before < args.memory_growth_mib
+                 and all(r["refused_429"] > 0 and not r["other"] and r["refused_max_ms"] < 100 for r in rounds)}
+        report["overload"] = check
+        print(json.dumps(check, indent=1), flush=True)
+    return report
+
+
+def cmd_int8(args) -> dict:
+    """SST-2 dev accuracy and time of the torch predictor, ONNX fp32 and ONNX int8."""
+    from bertforge.serving.onnx_backend import OnnxModel, export_onnx
+    from bertforge.tasks.predictor import Predictor
+    from bertforge.tokenization import load_tokenizer
+    data = str(Path(args.data).parent)
+    task = json.loads((Path(args.model) / "task.json").read_text(encoding="utf-8"))
+    report = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for q in ("fp32", "int8"):
+            export_onnx(args.model, Path(tmp) / q, quantize=None if q == "fp32" else q)
+        makers = {"torch": lambda: Predictor.load(args.model)}
+        for q in ("fp32", "int8"):
+            folder = Path(tmp) / q
+            makers[f"onnx-{q}"] = lambda folder=folder: Predictor(OnnxModel.from_pretrained(folder),
+                                                                  load_tokenizer(folder), task, folder)
+        for name, make in makers.items():
+            predictor = make()
+            start = time.perf_counter()
+            metrics = predictor.evaluate(data=data)
+            seconds = time.perf_counter() - start
+            scores = next(v for k, v in metrics.items() if isinstance(v, dict) and "accuracy" in v)
+            report[name] = {"accuracy": round(scores["accuracy"], 4), "seconds": round(seconds, 2),
+                            "examples_per_second": round(scores["n_examples"] / seconds, 1)}
+            print(name, report[name], flush=True)
+    return report
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="command", required=True)
+    p = sub.add_parser("load")
+    p.add_argument("--model", required=True, help="encoder folder (e.g. all-MiniLM-L6-v2)")
+    p.add_argument("--onnx", default=None, help="its ONNX export (default: exported to a temporary folder)")
+    p.add_argument("--servers", default="torch,onnx,baseline")
+    p.add_argument("--concurrency", default="1,8,32,128")
+    p.add_argument("--requests", type=int, default=400, help="requests per concurrency level")
+    p.add_argument("--time-limit", type=float, default=120.0, help="seconds per level at most")
+    p.add_argument("--threads", type=int, default=1, help="OMP threads per server")
+    p.add_argument("--overload-limit", type=int, default=32, help="--max-concurrent-requests of the overload check")
+    p.add_argument("--overload-rounds", type=int, default=3)
+    p.add_argument("--memory-growth-mib", type=float, default=256.0,
+                   help="how much the server's RSS may grow over the overload rounds")
+    p.add_argument("--data", default=str(SST2_DEV))
+    p.add_argument("--json", default=None, help="also write the report here")
+    q = sub.add_parser("int8")
+    q.add_argument("--model", required=True, help="a predictor folder fine-tuned on SST-2")
+    q.add_argument("--data", default=str(SST2_DEV))
+    q.add_argument("--json", default=None)
+    b = sub.add_parser("baseline-server")
+    b.add_argument("--model", required=True)
+    b.add_argument("--port", type=int, required=True)
+    args = parser.parse_args()
+    if args.command == "baseline-server":
+        run_baseline(args.model, args.port)
+        return
+    report = cmd_load(args) if args.command == "load" else cmd_int8(args)
+    if args.json:
+        Path(args.json).write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+
+
+if __name__ == "__main__":
+    main()

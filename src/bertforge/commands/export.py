@@ -1,0 +1,30 @@
+"""`bertforge export`: a model folder as ONNX (optionally int8-quantized), ready for `serve --backend onnx`."""
+from __future__ import annotations
+
+import argparse
+import sys
+
+from bertforge.commands import add_common
+
+
+def register(sub) -> None:
+    p = sub.add_parser("export", help="export a model folder to ONNX",
+                       description="Write OUTPUT/model.onnx with dynamic batch and sequence axes, plus the "
+                                   "folder's config, tokenizer and task files. An encoder folder's first output "
+                                   "is last_hidden_state; a fine-tuned folder's are its task logits. "
+                                   "--quantize int8 stores onnxruntime's dynamic int8 quantization instead.")
+    p.add_argument("--model", required=True, metavar="DIR", help="model folder (encoder or fine-tuned)")
+    p.add_argument("--format", choices=("onnx",), default="onnx")
+    p.add_argument("--output", required=True, metavar="DIR", help="new folder for the exported model")
+    p.add_argument("--quantize", choices=("int8",), default=None)
+    p.add_argument("--opset", type=int, default=17)
+    add_common(p)
+    p.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from bertforge.serving.onnx_backend import export_onnx
+    path = export_onnx(args.model, args.output, quantize=args.quantize, opset=args.opset)
+    size = path.stat().st_size / 2**20
+    print(f"wrote {path} ({size:.1f} MiB{', int8' if args.quantize else ''})", file=sys.stderr)
+    return 0

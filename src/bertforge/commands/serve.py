@@ -1,0 +1,86 @@
+"""`bertforge serve`: an HTTP server (FastAPI + uvicorn) for an encoder, a fine-tuned predictor or an MLM."""
+from __future__ import annotations
+
+import argparse
+import logging
+import signal
+
+from bertforge.commands import add_common
+from bertforge.device import DEVICES, PRECISIONS
+
+
+def _positive(text: str) -> int:
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number of at least 1, got {text!r}")
+    return int(text)
+
+
+def _non_negative(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected a number of at least 0, got {text!r}")
+    return value
+
+
+def register(sub) -> None:
+    p = sub.add_parser("serve", help="serve a model folder over HTTP (embeddings, predictions, fill-mask)",
+                       description="Serve a folder over HTTP: an encoder answers /v1/embeddings (OpenAI) and "
+                                   "/embed (TEI), a fine-tuned folder answers /predict, an MLM /fill-mask; all "
+                                   "answer /tokenize, /health, /info and /metrics (Prometheus). Concurrent "
+                                   "requests are batched together under a token budget.")
+    p.add_argument("--model", required=True, metavar="DIR", help="model folder (HF layout; task.json for a "
+                   "predictor; model.onnx for --backend onnx)")
+    p.add_argument("--host", default="127.0.0.1", help="address to bind (default: loopback only)")
+    p.add_argument("--port", type=int, default=8080)
+    p.add_argument("--backend", choices=("torch", "onnx"), default="torch")
+    p.add_argument("--device", choices=DEVICES, default="auto")
+    p.add_argument("--precision", choices=PRECISIONS, default="auto")
+    p.add_argument("--max-batch-tokens", type=_positive, default=16384,
+                   help="padded tokens (longest input x inputs) per model call")
+    p.add_argument("--max-wait-ms", type=_non_negative, default=5.0,
+                   help="how long a batch waits for more requests once it has one")
+    p.add_argument("--max-client-batch-size", type=_positive, default=64, help="inputs per request")
+    p.add_argument("--max-concurrent-requests", type=_positive, default=512,
+                   help="requests waiting or running; more are answered 429")
+    p.add_argument("--payload-limit", type=_positive, default=2_000_000, help="request body bytes (413 above)")
+    p.add_argument("--auto-truncate", action="store_true", help="cut over-long inputs instead of answering 413")
+    p.add_argument("--api-key", default=None, help="require `Authorization: Bearer KEY` (not for /health)")
+    p.add_argument("--model-name", default=None, help="the `model` field in answers (default: folder name)")
+    p.add_argument("--graceful-timeout", type=_non_negative, default=30.0,
+                   help="seconds SIGTERM waits for in-flight requests")
+    add_common(p)
+    p.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    import uvicorn
+
+    from bertforge.serving.app import create_app
+    from bertforge.serving.limits import ServeSettings
+    from bertforge.serving.served_model import ServedModel
+    settings = ServeSettings(max_batch_tokens=args.max_batch_tokens, max_wait_ms=args.max_wait_ms,
+                             max_client_batch_size=args.max_client_batch_size,
+                             max_concurrent_requests=args.max_concurrent_requests, payload_limit=args.payload_limit,
+                             auto_truncate=args.auto_truncate, api_key=args.api_key, model_name=args.model_name)
+    serving = {"on": False}
+
+    def stop(signum, frame) -> None:
+        if not serving["on"]:
+            raise SystemExit(128 + signum)
+
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, stop)
+    model = ServedModel(args.model, device=args.device, precision=args.precision, backend=args.backend)
+    app = create_app(model, settings)
+    logging.getLogger("bertforge.serve").info("serving %s (%s, %s backend) on http://%s:%d", args.model,
+                                              model.kind, args.backend, args.host, args.port)
+    # uvicorn stops accepting on SIGTERM/SIGINT, finishes in-flight requests, then re-raises the signal to the
+    # handler that was there before: ours, which by then only has to let `serve` return 0
+    serving["on"] = True
+    uvicorn.run(app, host=args.host, port=args.port, log_level="warning",
+                timeout_graceful_shutdown=args.graceful_timeout or None)
+    logging.getLogger("bertforge.serve").info("stopped after finishing in-flight requests")
+    return 0

@@ -1,0 +1,234 @@
+"""ONNX export of a folder and an onnxruntime model that stands in for the PyTorch one.
+
+Export traces the plain padded path of the encoder: the packed (unpadded) fast path plans its layout from
+the actual padding of a batch in Python, which a trace would freeze to the example batch. `OnnxModel` is
+called like a bertforge model (`model(**inputs).logits` / `.last_hidden_state` / `.start_logits`), so the
+`Predictor` and `SentenceEncoder` run on it unchanged.
+"""
+from __future__ import annotations
+
+import contextlib
+import functools
+import json
+import shutil
+import tempfile
+import warnings
+from collections.abc import Iterator
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import torch
+
+ONNX_FILE = "model.onnx"
+ONNX_INFO = "onnx.json"
+# what a served/exported folder carries besides the weights
+FOLDER_FILES = ("config.json", "task.json", "vocab.txt", "tokenizer.json", "tokenizer_config.json",
+                "special_tokens_map.json", "vocab.json", "merges.txt", "spiece.model", "modules.json",
+                "sentence_bert_config.json", "config_sentence_transformers.json")
+FOLDER_DIRS = ("1_Pooling", "2_Normalize")
+QUANTIZE = ("int8",)
+
+# head -> output names, in the order the model returns them
+OUTPUTS = {"encoder": ("last_hidden_state",), "sequence_classification": ("logits",), "regression": ("logits",),
+           "token_classification": ("logits",), "multiple_choice": ("logits",),
+           "question_answering": ("start_logits", "end_logits")}
+
+
+class _ExportWrapper(torch.nn.Module):
+    """Positional tensors in, a tuple of the head's outputs out (what the tracer records)."""
+
+    def __init__(self, model: torch.nn.Module, input_names: list[str], output_names: tuple[str, ...]) -> None:
+        super().__init__()
+        from bertforge.serving.embeddings import accepts
+        self.model, self.input_names, self.output_names = model, input_names, output_names
+        self.extra = {"unpad": False} if accepts(model.forward, "unpad") else {}
+
+    def forward(self, *tensors: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        out = self.model(**dict(zip(self.input_names, tensors)), **self.extra)
+        return tuple(getattr(out, name) for name in self.output_names)
+
+
+@contextlib.contextmanager
+def padded_reference_path(model: torch.nn.Module) -> Iterator[None]:
+    """Make every encoder inside `model` take its padded path (`encode(..., unpad=False)`) for a while.
+
+    On that path attention has one padded grid. The attention's scatter/gather autograd Functions (there for
+    their hand-written backward) take Python objects, which a trace cannot record, and write into views of an
+    empty buffer, which ONNX drops; for the export they are swapped for the same reshapes written functionally.
+    This swaps module globals: export, not a process that trains at the same time.
+    """
+    from bertforge.model import attention
+    from bertforge.serving.embeddings import accepts
+    originals = {name: getattr(attention, name) for name in ("_ScatterToGroups", "_GatherFromGroups")}
+    attention._ScatterToGroups = SimpleNamespace(apply=_scatter_padded)
+    attention._GatherFromGroups = SimpleNamespace(apply=_gather_padded)
+    patched = []
+    for module in model.modules():
+        encode = getattr(type(module), "encode", None)
+        if encode is not None and accepts(encode, "unpad"):
+            module.encode = functools.partial(encode, module, unpad=False)
+            patched.append(module)
+    try:
+        if not patched:
+            raise ValueError(f"{type(model).__name__} has no encoder with a padded path to export")
+        yield
+    finally:
+        for module in patched:
+            del module.encode
+        for name, function in originals.items():
+            setattr(attention, name, function)
+
+
+def _scatter_padded(heads_major: torch.Tensor, groups: list) -> tuple[torch.Tensor, ...]:
+    """[3, heads, batch*seq, d] -> q, k, v as [heads, batch, seq, d]; sizes come from the traced mask."""
+    (group,) = groups
+    if group.slots is not None or group.mask is None:
+        raise ValueError("export traces the padded path with a padded example batch")
+    three, h, _, d = heads_major.shape
+    count, length = group.mask.shape[-3], group.mask.shape[-1]
+    return tuple(heads_major.reshape(three, h, count, length, d).unbind(0))
+
+
+def _gather_padded(groups: list, y: torch.Tensor) -> torch.Tensor:
+    """[heads, batch, seq, d] -> [batch*seq, heads*d]."""
+    h, _, _, d = y.shape
+    return y.permute(1, 2, 0, 3).reshape(-1, h * d)
+
+
+def folder_head(directory: Path) -> str:
+    """"encoder" for a plain/embedding/MLM folder, else the head named in task.json."""
+    task_file = directory / "task.json"
+    if not task_file.is_file():
+        return "encoder"
+    try:
+        head = json.loads(task_file.read_text(encoding="utf-8"))["head"]
+    except (json.JSONDecodeError, KeyError, TypeError):
+        raise ValueError(f"{task_file}: expected a JSON object with a \"head\" field") from None
+    if head not in OUTPUTS:
+        raise ValueError(f"{task_file}: head {head!r} cannot be exported; known heads: {', '.join(OUTPUTS)}")
+    return head
+
+
+def _load_torch_model(directory: Path, head: str) -> torch.nn.Module:
+    from bertforge.model.auto import model_class_for
+    return model_class_for(directory, "base" if head == "encoder" else head).from_pretrained(directory).eval()
+
+
+def export_onnx(directory: str | Path, output: str | Path, quantize: str | None = None,
+                opset: int = 17) -> Path:
+    """Write `output/model.onnx` (dynamic batch and sequence axes) plus the folder's config, tokenizer and
+    task files, so the output serves with `--backend onnx`. `quantize="int8"` stores the dynamically
+    quantized model (per-channel int8 weights of the matrix products) instead of the fp32 one."""
+    from bertforge.tokenization import load_tokenizer
+    directory, output = Path(directory), Path(output)
+    if quantize not in (None, *QUANTIZE):
+        raise ValueError(f"--quantize {quantize!r}: choose one of {', '.join(QUANTIZE)}")
+    if not (directory / "config.json").is_file():
+        raise FileNotFoundError(f"{directory}: no config.json; expected a model folder")
+    if output.resolve() == directory.resolve():
+        raise ValueError("--output must be a new folder, not the model folder itself")
+    head = folder_head(directory)
+    model = _load_torch_model(directory, head)
+    tokenizer = load_tokenizer(directory)
+    # two texts of different lengths: the example batch has padding, as served batches do
+    enc = tokenizer(["an example sentence to trace the export with", "short"], padding=True,
+                    return_tensors="pt")
+    input_names = [k for k in ("input_ids", "attention_mask", "token_type_ids")
+                   if k in enc and (k != "token_type_ids" or _uses_token_types(model))]
+    tensors = [enc[k] for k in input_names]
+    axes = {0: "batch", 1: "sequence"}
+    if head == "multiple_choice":
+        tensors = [t[:, None].expand(-1, 2, -1).contiguous() for t in tensors]
+        axes = {0: "batch", 1: "choices", 2: "sequence"}
+    output_names = OUTPUTS[head]
+    out_axes = {name: ({0: "batch", 1: "sequence"} if head in ("encoder", "token_classification",
+                                                                 "question_answering") else {0: "batch"})
+                for name in output_names}
+    output.mkdir(parents=True, exist_ok=True)
+    wrapper = _ExportWrapper(model, input_names, output_names)
+    with tempfile.TemporaryDirectory(dir=output) as tmp:
+        fp32 = Path(tmp) / ONNX_FILE
+        with padded_reference_path(model), torch.no_grad(), warnings.catch_warnings():
+            # the trace records the padded path for any batch; its Python shape checks are what it warns about
+            warnings.simplefilter("ignore", torch.jit.TracerWarning)
+            torch.onnx.export(wrapper, tuple(tensors), str(fp32), input_names=input_names,
+                              output_names=list(output_names), opset_version=opset, dynamo=False,
+                              dynamic_axes={**{n: axes for n in input_names}, **out_axes})
+        if quantize == "int8":
+            from onnxruntime.quantization import QuantType, quantize_dynamic
+            # per-channel scales: on SST-2 they kept accuracy that one scale per matrix lost
+            quantize_dynamic(str(fp32), str(output / ONNX_FILE), weight_type=QuantType.QInt8, per_channel=True)
+        else:
+            shutil.move(str(fp32), output / ONNX_FILE)
+    _copy_folder_files(directory, output)
+    info = {"head": head, "inputs": input_names, "outputs": list(output_names), "opset": opset,
+            "quantize": quantize, "exported_from": directory.name}
+    (output / ONNX_INFO).write_text(json.dumps(info, indent=2) + "\n", encoding="utf-8")
+    return output / ONNX_FILE
+
+
+def _uses_token_types(model: torch.nn.Module) -> bool:
+    from bertforge.serving.embeddings import accepts
+    return accepts(model.forward, "token_type_ids") and getattr(model.config, "type_vocab_size", 0) > 0
+
+
+def _copy_folder_files(source: Path, target: Path) -> None:
+    for name in FOLDER_FILES:
+        if (source / name).is_file():
+            shutil.copy2(source / name, target / name)
+    for name in FOLDER_DIRS:
+        if (source / name).is_dir():
+            shutil.copytree(source / name, target / name, dirs_exist_ok=True)
+
+
+class OnnxModel:
+    """An onnxruntime session that answers like a bertforge model: `model(**inputs).<output name>` tensors."""
+
+    def __init__(self, session, config, path: Path | None = None) -> None:
+        self.session = session
+        self.config = config
+        self.path = path
+        self.input_names = [i.name for i in session.get_inputs()]
+        self.output_names = [o.name for o in session.get_outputs()]
+
+    @classmethod
+    def from_pretrained(cls, directory: str | Path, device: str = "cpu", threads: int | None = None) -> OnnxModel:
+        import onnxruntime as ort
+
+        from bertforge.model.auto import AutoConfig
+        directory = Path(directory)
+        file = directory / ONNX_FILE
+        if not file.is_file():
+            raise FileNotFoundError(f"{directory}: no {ONNX_FILE}; make one with `bertforge export --format onnx`")
+        if device in ("auto", "cpu"):
+            providers = ["CPUExecutionProvider"]
+        elif device.startswith("cuda"):
+            if "CUDAExecutionProvider" not in ort.get_available_providers():
+                raise RuntimeError("--device cuda with --backend onnx needs onnxruntime-gpu")
+            providers = ["CUDAExecutionProvider", "CPUExecutionProvider"]
+        else:
+            raise ValueError(f"unknown device {device!r} for the onnx backend; choose cpu or cuda")
+        options = ort.SessionOptions()
+        options.intra_op_num_threads = threads or torch.get_num_threads()
+        session = ort.InferenceSession(str(file), options, providers=providers)
+        return cls(session, AutoConfig.from_pretrained(directory), directory)
+
+    def eval(self) -> OnnxModel:
+        return self
+
+    def to(self, *args: Any, **kwargs: Any) -> OnnxModel:
+        return self
+
+    @property
+    def device(self) -> torch.device:
+        return torch.device("cpu")
+
+    def __call__(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None,
+                 token_type_ids: torch.Tensor | None = None, **_: Any) -> SimpleNamespace:
+        given = {"input_ids": input_ids,
+                 "attention_mask": attention_mask if attention_mask is not None else torch.ones_like(input_ids),
+                 "token_type_ids": token_type_ids if token_type_ids is not None else torch.zeros_like(input_ids)}
+        feed = {name: given[name].detach().cpu().numpy().astype("int64") for name in self.input_names}
+        values = self.session.run(self.output_names, feed)
+        return SimpleNamespace(**{name: torch.from_numpy(v) for name, v in zip(self.output_names, values)})

@@ -1,0 +1,173 @@
+"""Whatever a folder holds, ready to serve: an encoder (embeddings), a fine-tuned predictor (`task.json`) or
+an MLM (fill-mask, and embeddings from its encoder). Batch-level methods run in the server's worker thread."""
+from __future__ import annotations
+
+import functools
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from bertforge.serving.embeddings import Pooling, SentenceEncoder, accepts
+
+KINDS = ("encoder", "predictor", "mlm")
+# The exported graph computes every padded position (the PyTorch model skips them), so the onnx backend runs a
+# length-sorted batch in small slices of neighbours; on SST-2 sentences slices of 8 beat one call of 32.
+ONNX_SLICE = 8
+MLM_ARCHITECTURES = ("ForMaskedLM", "ForPreTraining")
+
+
+def folder_kind(directory: Path) -> str:
+    if (directory / "task.json").is_file():
+        return "predictor"
+    if (directory / "modules.json").is_file():
+        return "encoder"
+    try:
+        architectures = json.loads((directory / "config.json").read_text(encoding="utf-8")).get("architectures")
+    except (OSError, json.JSONDecodeError, AttributeError):
+        architectures = None
+    if any(a.endswith(MLM_ARCHITECTURES) for a in architectures or []):
+        return "mlm"
+    return "encoder"
+
+
+class ServedModel:
+    """One folder on one backend/device/precision, with the batch functions the endpoints need."""
+
+    def __init__(self, directory: str | Path, device: str = "cpu", precision: str = "fp32",
+                 backend: str = "torch") -> None:
+        from bertforge.tokenization import load_tokenizer
+        self.path = Path(directory)
+        if not (self.path / "config.json").is_file():
+            raise FileNotFoundError(f"--model {directory}: no config.json; expected a model folder")
+        if backend not in ("torch", "onnx"):
+            raise ValueError(f"--backend {backend!r}: choose torch or onnx")
+        self.backend, self.device_name = backend, device
+        self.kind = folder_kind(self.path)
+        if self.kind == "mlm" and backend == "onnx":
+            self.kind = "encoder"  # an MLM folder exports its encoder (last_hidden_state): it serves embeddings
+        self.tokenizer = load_tokenizer(self.path)
+        self.encoder: SentenceEncoder | None = None
+        self.predictor = None
+        self.mlm = None
+        self.precision = None
+        if backend == "torch":
+            from bertforge.device import Precision, resolve_device
+            self.device = resolve_device(device)
+            self.precision = Precision.resolve(precision, self.device)
+        elif precision not in ("auto", "fp32"):
+            raise ValueError("--precision: the onnx backend runs the precision it was exported in; "
+                             "use --precision fp32 (or export with --quantize int8)")
+        if self.kind == "predictor":
+            self.predictor = self._load_predictor()
+            self.max_length = int(self.predictor.task.get("max_seq_length") or 512)
+        elif self.kind == "mlm":
+            from bertforge.model.auto import AutoModelForMaskedLM
+            self.mlm = AutoModelForMaskedLM.from_pretrained(self.path).to(self.device).eval()
+            self.encoder = SentenceEncoder(self._base_of(self.mlm), self.tokenizer, Pooling.from_folder(self.path),
+                                           self.precision, self.path)
+            self.max_length = self.encoder.max_length
+        else:
+            self.encoder = SentenceEncoder.load(self.path, device=device, precision=precision, backend=backend)
+            self.max_length = self.encoder.max_length
+
+    @staticmethod
+    def _base_of(model):
+        from bertforge.model.bert import BertModel
+        for module in model.modules():
+            if isinstance(module, BertModel):
+                return module
+        raise ValueError(f"{type(model).__name__} has no encoder to embed with")
+
+    def _load_predictor(self):
+        from bertforge.tasks.predictor import Predictor
+        from bertforge.tokenization import load_tokenizer
+        if self.backend == "onnx":
+            from bertforge.serving.onnx_backend import OnnxModel
+            task = json.loads((self.path / "task.json").read_text(encoding="utf-8"))
+            return Predictor(OnnxModel.from_pretrained(self.path, device=self.device_name), load_tokenizer(self.path),
+                             task, self.path)
+        # Predictor.load gains device/precision arguments in a later version; pass them only when it takes them
+        kwargs = {name: value for name, value in (("device", self.device), ("precision", self.precision.name))
+                  if accepts(Predictor.load, name)}
+        if "device" not in kwargs and self.device.type != "cpu":
+            raise ValueError(f"--device {self.device}: this version of Predictor runs on the CPU only; "
+                             "use --device cpu")
+        return Predictor.load(self.path, **kwargs)
+
+    # ---- what the endpoints ask ---------------------------------------------------------------------------------
+    @property
+    def endpoints(self) -> list[str]:
+        names = {"encoder": ["embed"], "predictor": ["predict"], "mlm": ["embed", "fill-mask"]}[self.kind]
+        return names + ["tokenize"]
+
+    @property
+    def embed_normalizes(self) -> bool:
+        return bool(self.encoder and self.encoder.pooling.normalize)
+
+    def token_counts(self, texts: Sequence[str], pairs: Sequence[str | None] | None = None) -> list[int]:
+        if pairs is None or all(p is None for p in pairs):
+            return [len(ids) for ids in self.tokenizer(list(texts))["input_ids"]]
+        return [len(self.tokenizer(t, p)["input_ids"]) if p is not None else len(self.tokenizer(t)["input_ids"])
+                for t, p in zip(texts, pairs)]
+
+    def tokenize(self, texts: Sequence[str]) -> list[list[dict[str, Any]]]:
+        enc = self.tokenizer(list(texts), return_offsets_mapping=True) if self._offsets else None
+        out = []
+        for i, text in enumerate(texts):
+            ids = enc["input_ids"][i] if enc else self.tokenizer(text)["input_ids"]
+            tokens = self.tokenizer.convert_ids_to_tokens(ids)
+            row = [{"id": int(t), "text": tok} for t, tok in zip(ids, tokens)]
+            if enc:
+                for entry, (start, stop) in zip(row, enc["offset_mapping"][i]):
+                    entry.update(start=int(start), stop=int(stop))
+            out.append(row)
+        return out
+
+    @functools.cached_property
+    def _offsets(self) -> bool:
+        try:
+            self.tokenizer(["a"], return_offsets_mapping=True)
+            return True
+        except (TypeError, ValueError, NotImplementedError):
+            return False
+
+    def embed_batch(self, texts: list[str]) -> list[np.ndarray]:
+        """Pooled, not normalized: each request decides about unit length."""
+        vectors = self.encoder.encode(texts, batch_size=self._slice(len(texts)), normalize=False)
+        return list(vectors)
+
+    def predict_batch(self, inputs: list[Any]) -> list[dict[str, Any]]:
+        if self.precision is None:
+            return self.predictor.predict(inputs, batch_size=self._slice(len(inputs)))
+        with self.precision.autocast():
+            return self.predictor.predict(inputs, batch_size=len(inputs))
+
+    def _slice(self, n: int) -> int:
+        return min(n, ONNX_SLICE) if self.backend == "onnx" else n
+
+    def fill_mask_batch(self, items: list[tuple[str, int]]) -> list[list[dict[str, Any]]]:
+        import torch
+
+        from bertforge.commands.fill_mask import fill_mask
+        top_k = max(k for _, k in items)
+        with torch.no_grad(), self.precision.autocast():
+            results = fill_mask(self.mlm, self.tokenizer, [t for t, _ in items], top_k=top_k)
+        return [[{"top": [{"token": tok, "score": float(p)} for tok, p in mask["top"][:k]]} for mask in masks]
+                for (_, k), masks in zip(items, results)]
+
+    def info(self) -> dict[str, Any]:
+        config = json.loads((self.path / "config.json").read_text(encoding="utf-8"))
+        info: dict[str, Any] = {"model": self.path.name, "kind": self.kind, "backend": self.backend,
+                                "model_type": config.get("model_type", "bert"), "max_input_length": self.max_length,
+                                "endpoints": self.endpoints,
+                                "device": str(getattr(self, "device", self.device_name)),
+                                "precision": self.precision.name if self.precision else "onnx"}
+        if self.encoder is not None:
+            info.update(embedding_dimension=self.encoder.dimension, pooling=self.encoder.pooling.mode,
+                        normalize=self.encoder.pooling.normalize)
+        if self.predictor is not None:
+            info.update(task=self.predictor.task["task"], head=self.predictor.head, labels=self.predictor.labels)
+        return info

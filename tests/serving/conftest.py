@@ -1,0 +1,83 @@
+"""Serving fixtures: predictor folders built from the real MiniLM weights (their heads freshly initialised)."""
+from __future__ import annotations
+
+import contextlib
+import json
+import shutil
+import socket
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+TOKENIZER_FILES = ("vocab.txt", "tokenizer_config.json", "special_tokens_map.json")
+TASKS = {"sequence_classification": ("sst2", ["negative", "positive"], 128),
+         "question_answering": ("squad", None, 384),
+         "token_classification": ("conll2003", ["O", "B-PER", "I-PER", "B-LOC", "I-LOC"], 128)}
+
+
+def make_task_folder(minilm_dir: Path, target: Path, head: str) -> Path:
+    """A predictor folder: MiniLM's encoder with a seeded random `head` (parity tests need no training)."""
+    import torch
+
+    from bertforge.model.auto import model_class_for
+    task, labels, length = TASKS[head]
+    torch.manual_seed(0)
+    extra = {"id2label": dict(enumerate(labels))} if labels else {}
+    model = model_class_for(minilm_dir, head).from_pretrained(minilm_dir, **extra)
+    model.save_pretrained(target)
+    for name in TOKENIZER_FILES:
+        shutil.copy2(minilm_dir / name, target / name)
+    task_json = {"task": task, "head": head, "labels": labels, "max_seq_length": length}
+    (target / "task.json").write_text(json.dumps(task_json), encoding="utf-8")
+    return target
+
+
+@pytest.fixture(scope="session")
+def sst2_folder(minilm_dir, tmp_path_factory) -> Path:
+    return make_task_folder(minilm_dir, tmp_path_factory.mktemp("sst2-predictor"), "sequence_classification")
+
+
+@pytest.fixture(scope="session")
+def mlm_folder(minilm_dir, tmp_path_factory) -> Path:
+    """MiniLM's encoder with a seeded random MLM head, saved in the HF layout (transformers loads it too)."""
+    import torch
+
+    from bertforge.model.auto import AutoModelForMaskedLM
+    target = tmp_path_factory.mktemp("mlm")
+    torch.manual_seed(0)
+    AutoModelForMaskedLM.from_pretrained(minilm_dir).save_pretrained(target)
+    for name in TOKENIZER_FILES:
+        shutil.copy2(minilm_dir / name, target / name)
+    return target
+
+
+@contextlib.contextmanager
+def running(app, timeout: float = 30.0):
+    """A real uvicorn server for `app` on a free loopback port, in a thread; yields its base URL."""
+    import uvicorn
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", timeout_graceful_shutdown=5))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + timeout
+    while not server.started:
+        if time.monotonic() > deadline or not thread.is_alive():
+            raise RuntimeError("the test server did not start")
+        time.sleep(0.02)
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(timeout)
+        sock.close()
+
+
+@pytest.fixture(scope="session")
+def st_model(minilm_dir):
+    """The reference: sentence-transformers' own pipeline on the same folder."""
+    st = pytest.importorskip("sentence_transformers")
+    return st.SentenceTransformer(str(minilm_dir), device="cpu")

@@ -1,0 +1,95 @@
+"""`bertforge embed`, `export` and `serve` as users run them; SIGTERM drains in-flight requests."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import httpx
+import numpy as np
+import pytest
+
+from bertforge.cli import main
+
+TEXTS = ["A man is playing a guitar.", "The new movie is awesome!"]
+SRC = Path(__file__).resolve().parents[2] / "src"
+
+
+@pytest.mark.slow
+def test_embed_cli_matches_sentence_transformers(minilm_dir, st_model, tmp_path):
+    source = tmp_path / "texts.txt"
+    source.write_text("\n".join(TEXTS) + "\n", encoding="utf-8")
+    assert main(["embed", "--model", str(minilm_dir), "--input", str(source), "--output", str(tmp_path / "e.npy"),
+                 "--device", "cpu"]) == 0
+    ref = st_model.encode(TEXTS)
+    np.testing.assert_allclose(np.load(tmp_path / "e.npy"), ref, atol=1e-5)
+    assert main(["embed", "--model", str(minilm_dir), "--text", TEXTS[0], "--no-normalize", "--pooling", "cls",
+                 "--output", str(tmp_path / "e.jsonl"), "--device", "cpu"]) == 0
+    row = json.loads((tmp_path / "e.jsonl").read_text().splitlines()[0])
+    assert row["index"] == 0 and row["text"] == TEXTS[0] and len(row["embedding"]) == 384
+
+
+def test_embed_cli_bad_input_is_one_line(minilm_dir, tmp_path, capsys):
+    source = tmp_path / "texts.txt"
+    source.write_text("fine\n\nthird\n", encoding="utf-8")
+    assert main(["embed", "--model", str(minilm_dir), "--input", str(source), "--output", str(tmp_path / "e.npy")]) == 1
+    assert f"{source}:2: empty line" in capsys.readouterr().err
+    assert main(["embed", "--model", str(minilm_dir), "--text", "x", "--output", str(tmp_path / "e.txt")]) == 1
+    err = capsys.readouterr().err
+    assert "--output" in err and ".npy" in err and "Traceback" not in err
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.mark.slow
+def test_export_then_serve_onnx_and_sigterm_drains(sst2_folder, tmp_path):
+    from bertforge.tasks.predictor import Predictor
+    onnx_dir = tmp_path / "onnx"
+    assert main(["export", "--model", str(sst2_folder), "--format", "onnx", "--output", str(onnx_dir)]) == 0
+    port = _free_port()
+    env = {**os.environ, "PYTHONPATH": str(SRC), "OMP_NUM_THREADS": "1"}
+    proc = subprocess.Popen([sys.executable, "-m", "bertforge", "serve", "--model", str(onnx_dir), "--backend",
+                             "onnx", "--port", str(port), "--max-wait-ms", "1500"], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 90
+        while True:
+            assert proc.poll() is None, proc.communicate()[1]
+            try:
+                if httpx.get(url + "/health", timeout=2).status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            assert time.monotonic() < deadline, "server did not come up"
+            time.sleep(0.2)
+        assert httpx.get(url + "/info", timeout=5).json()["backend"] == "onnx"
+        texts = ["a gorgeous, witty film", "flat and dull"]
+        answer = {}
+        thread = threading.Thread(target=lambda: answer.update(
+            r=httpx.post(url + "/predict", json={"inputs": texts}, timeout=60)))
+        thread.start()
+        time.sleep(0.5)  # the request now waits in the batcher (--max-wait-ms 1500)
+        proc.send_signal(signal.SIGTERM)
+        thread.join(60)
+        assert proc.wait(60) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(10)
+    r = answer["r"]
+    assert r.status_code == 200, r.text
+    expected = Predictor.load(sst2_folder).predict(texts)
+    assert [x["label"] for x in r.json()] == [x["label"] for x in expected]
+    np.testing.assert_allclose([x["score"] for x in r.json()], [x["score"] for x in expected], atol=1e-4)
+    assert "Traceback" not in proc.stderr.read()

@@ -1,0 +1,117 @@
+"""ONNX export: outputs within 1e-4 of PyTorch for any batch shape, and the exported folder serves as is."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from bertforge.serving.embeddings import SentenceEncoder
+from bertforge.serving.onnx_backend import OnnxModel, export_onnx
+
+pytest.importorskip("onnxruntime")
+pytestmark = pytest.mark.slow
+
+TEXTS = ["The movie was a delight from start to finish, funny and warm.", "dull", "It is not bad at all.",
+         "An overlong, tedious mess that never finds its rhythm or a reason to exist."]
+
+
+@pytest.fixture(scope="module")
+def encoder_onnx(minilm_dir, tmp_path_factory):
+    out = tmp_path_factory.mktemp("onnx-minilm")
+    export_onnx(minilm_dir, out)
+    return out
+
+
+def test_encoder_export_matches_transformers(encoder_onnx, minilm_dir):
+    """Against the transformers BERT (an independent implementation), on padded batches of other shapes
+    than the traced one."""
+    import onnx
+    import torch
+    transformers = pytest.importorskip("transformers")
+    graph = onnx.load(str(encoder_onnx / "model.onnx"), load_external_data=False).graph
+    assert [i.name for i in graph.input] == ["input_ids", "attention_mask", "token_type_ids"]
+    assert graph.output[0].name == "last_hidden_state"
+    tok = transformers.AutoTokenizer.from_pretrained(str(minilm_dir))
+    ref_model = transformers.AutoModel.from_pretrained(str(minilm_dir)).eval()
+    onnx_model = OnnxModel.from_pretrained(encoder_onnx)
+    for texts in (TEXTS, TEXTS[:1], TEXTS * 3):
+        enc = tok(texts, padding=True, return_tensors="pt")
+        with torch.no_grad():
+            ref = ref_model(**enc).last_hidden_state
+        ours = onnx_model(**enc).last_hidden_state
+        mask = enc["attention_mask"].bool()
+        np.testing.assert_allclose(ours[mask].numpy(), ref[mask].numpy(), atol=1e-4)
+    for name in ("config.json", "vocab.txt", "modules.json", "1_Pooling/config.json"):
+        assert (encoder_onnx / name).is_file(), name
+
+
+def test_onnx_sentence_encoder_matches_sentence_transformers(encoder_onnx, st_model):
+    ref = st_model.encode(TEXTS)
+    ours = SentenceEncoder.load(encoder_onnx, backend="onnx").encode(TEXTS, batch_size=3)
+    np.testing.assert_allclose(ours, ref, atol=1e-4)
+
+
+@pytest.fixture(scope="module")
+def sst2_onnx(sst2_folder, tmp_path_factory):
+    out = tmp_path_factory.mktemp("onnx-sst2")
+    export_onnx(sst2_folder, out)
+    return out
+
+
+def test_task_export_logits_and_predictor(sst2_folder, sst2_onnx):
+    from bertforge.tasks.predictor import Predictor
+    from bertforge.tokenization import load_tokenizer
+    out = sst2_onnx
+    assert json.loads((out / "task.json").read_text()) == json.loads((sst2_folder / "task.json").read_text())
+    torch_pred = Predictor.load(sst2_folder)
+    onnx_pred = Predictor(OnnxModel.from_pretrained(out), load_tokenizer(out),
+                          json.loads((out / "task.json").read_text()), out)
+    for ours, ref in zip(onnx_pred.predict(TEXTS, batch_size=3), torch_pred.predict(TEXTS, batch_size=3)):
+        assert ours["label"] == ref["label"]
+        for name in ref["scores"]:
+            assert abs(ours["scores"][name] - ref["scores"][name]) < 1e-4
+
+
+def test_int8_is_smaller_and_close(sst2_folder, sst2_onnx, tmp_path):
+    from bertforge.tasks.predictor import Predictor
+    from bertforge.tokenization import load_tokenizer
+    fp32, int8 = sst2_onnx, tmp_path / "int8"
+    export_onnx(sst2_folder, int8, quantize="int8")
+    assert (int8 / "model.onnx").stat().st_size < 0.4 * (fp32 / "model.onnx").stat().st_size
+    assert json.loads((int8 / "onnx.json").read_text())["quantize"] == "int8"
+    task = json.loads((sst2_folder / "task.json").read_text())
+    ref = Predictor.load(sst2_folder).predict(TEXTS)
+    ours = Predictor(OnnxModel.from_pretrained(int8), load_tokenizer(int8), task, int8).predict(TEXTS)
+    # dynamic int8 moves probabilities by a little, not by a lot
+    assert max(abs(a["score"] - b["score"]) for a, b in zip(ours, ref)) < 0.05
+
+
+def test_export_refuses_bad_arguments(minilm_dir, tmp_path):
+    with pytest.raises(ValueError, match="--quantize"):
+        export_onnx(minilm_dir, tmp_path / "x", quantize="int4")
+    with pytest.raises(FileNotFoundError, match="config.json"):
+        export_onnx(tmp_path, tmp_path / "y")
+    with pytest.raises(ValueError, match="new folder"):
+        export_onnx(minilm_dir, minilm_dir)
+
+
+@pytest.mark.parametrize("head", ["token_classification", "question_answering"])
+def test_token_level_heads_match_pytorch(minilm_dir, tmp_path, head):
+    import torch
+
+    from bertforge.model.auto import model_class_for
+    from bertforge.tokenization import load_tokenizer
+
+    from .conftest import make_task_folder
+    folder = make_task_folder(minilm_dir, tmp_path / "task", head)
+    export_onnx(folder, tmp_path / "onnx")
+    torch_model = model_class_for(folder, head).from_pretrained(folder).eval()
+    onnx_model = OnnxModel.from_pretrained(tmp_path / "onnx")
+    enc = load_tokenizer(folder)(TEXTS[::-1] + TEXTS[:1], padding=True, return_tensors="pt")
+    with torch.no_grad():
+        ref = torch_model(**enc)
+    ours = onnx_model(**enc)
+    mask = enc["attention_mask"].bool()
+    for name in ("logits",) if head == "token_classification" else ("start_logits", "end_logits"):
+        np.testing.assert_allclose(getattr(ours, name)[mask].numpy(), getattr(ref, name)[mask].numpy(), atol=1e-4)
