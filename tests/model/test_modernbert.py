@@ -309,13 +309,14 @@ def test_bert_config_json_is_unchanged_and_modern_options_are_marked():
 def test_transformers4_config_and_presets():
     old = {"model_type": "modernbert", "vocab_size": 100, "hidden_size": 32, "num_hidden_layers": 6,
            "num_attention_heads": 2, "intermediate_size": 48, "global_rope_theta": 160000.0,
-           "local_rope_theta": 10000.0, "global_attn_every_n_layers": 3, "local_attention": 128, "norm_eps": 1e-5}
+           "local_rope_theta": 10000.0, "global_attn_every_n_layers": 3, "local_attention": 128, "norm_eps": 1e-5,
+           "pad_token_id": 0}
     config = ModernBertConfig.from_dict(old)
     assert (config.rope_theta, config.local_rope_theta, config.global_attn_every_n_layers) == (160000.0, 10000.0, 3)
     assert [config.is_global_layer(i) for i in range(6)] == [True, False, False, True, False, False]
     hf = transformers.ModernBertConfig(**config.to_dict())
     assert hf.layer_types == ["full_attention", "sliding_attention", "sliding_attention"] * 2
-    mini = preset_config("modernbert-mini", vocab_size=8000)
+    mini = preset_config("modernbert-mini", vocab_size=8000, pad_token_id=0)
     assert isinstance(mini, ModernBertConfig) and (mini.num_hidden_layers, mini.hidden_size) == (4, 256)
 
 

@@ -182,8 +182,18 @@ class SelfAttention(nn.Module):
         if rope is not None:
             token_major = apply_rotary(token_major, *rope)
         heads_major = token_major.permute(1, 2, 0, 3)
-        qkv = _ScatterToGroups.apply(heads_major, batch.groups)
         kernels = self.kernels
+        if not batch.is_packed:  # the padded reference path: one [batch, seq] grid, plain reshapes (exportable)
+            B, L = batch.batch_size, batch.seq_len
+            q, k, v = heads_major.reshape(3, h, B, L, d).unbind(0)
+            mask = batch.groups[0].mask
+            if self.training and self.dropout_p > 0 and kernels.explicit_attention_dropout and x.device.type == "cpu":
+                y = attention_with_dropout(q, k, v, mask, self.dropout_p, kernels.cheap_dropout)
+            else:
+                y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask,
+                                                   dropout_p=self.dropout_p if self.training else 0.0)
+            return self.out(y.permute(1, 2, 0, 3).reshape(B * L, h * d))
+        qkv = _ScatterToGroups.apply(heads_major, batch.groups)
         explicit = (kernels.explicit_attention_dropout and self.training and self.dropout_p > 0
                     and x.device.type == "cpu")
         ys = []

@@ -8,7 +8,6 @@ called like a bertforge model (`model(**inputs).logits` / `.last_hidden_state` /
 from __future__ import annotations
 
 import contextlib
-import functools
 import json
 import shutil
 import tempfile
@@ -51,49 +50,17 @@ class _ExportWrapper(torch.nn.Module):
 
 @contextlib.contextmanager
 def padded_reference_path(model: torch.nn.Module) -> Iterator[None]:
-    """Make every encoder inside `model` take its padded path (`encode(..., unpad=False)`) for a while.
-
-    On that path attention has one padded grid. The attention's scatter/gather autograd Functions (there for
-    their hand-written backward) take Python objects, which a trace cannot record, and write into views of an
-    empty buffer, which ONNX drops; for the export they are swapped for the same reshapes written functionally.
-    This swaps module globals: export, not a process that trains at the same time.
-    """
-    from bertforge.model import attention
-    from bertforge.serving.embeddings import accepts
-    originals = {name: getattr(attention, name) for name in ("_ScatterToGroups", "_GatherFromGroups")}
-    attention._ScatterToGroups = SimpleNamespace(apply=_scatter_padded)
-    attention._GatherFromGroups = SimpleNamespace(apply=_gather_padded)
-    patched = []
-    for module in model.modules():
-        encode = getattr(type(module), "encode", None)
-        if encode is not None and accepts(encode, "unpad"):
-            module.encode = functools.partial(encode, module, unpad=False)
-            patched.append(module)
+    """Let `model` take its plain padded reference path (`Kernels.reference()`: one [batch, seq] attention grid,
+    plain reshapes, torch's dropout and decoder) for a while: what a trace can record for any batch shape."""
+    from bertforge.model.kernels import Kernels
+    if not hasattr(model, "set_kernels"):
+        raise ValueError(f"{type(model).__name__} has no reference path to export")
+    before = model.kernels
+    model.set_kernels(Kernels.reference())
     try:
-        if not patched:
-            raise ValueError(f"{type(model).__name__} has no encoder with a padded path to export")
         yield
     finally:
-        for module in patched:
-            del module.encode
-        for name, function in originals.items():
-            setattr(attention, name, function)
-
-
-def _scatter_padded(heads_major: torch.Tensor, groups: list) -> tuple[torch.Tensor, ...]:
-    """[3, heads, batch*seq, d] -> q, k, v as [heads, batch, seq, d]; sizes come from the traced mask."""
-    (group,) = groups
-    if group.slots is not None or group.mask is None:
-        raise ValueError("export traces the padded path with a padded example batch")
-    three, h, _, d = heads_major.shape
-    count, length = group.mask.shape[-3], group.mask.shape[-1]
-    return tuple(heads_major.reshape(three, h, count, length, d).unbind(0))
-
-
-def _gather_padded(groups: list, y: torch.Tensor) -> torch.Tensor:
-    """[heads, batch, seq, d] -> [batch*seq, heads*d]."""
-    h, _, _, d = y.shape
-    return y.permute(1, 2, 0, 3).reshape(-1, h * d)
+        model.set_kernels(before)
 
 
 def folder_head(directory: Path) -> str:
