@@ -5,7 +5,7 @@ VENV   ?= .venv
 PY      = $(VENV)/bin/python
 STAMP   = $(VENV)/.installed
 
-.PHONY: demo test test-fast setup clean bench
+.PHONY: demo test test-fast lint setup clean bench
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -21,9 +21,13 @@ setup: $(STAMP)
 demo: $(STAMP)
 	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" bash demo/run.sh
 
-## every test, slow end-to-end ones included (what CI runs)
+## lint, then every test, slow end-to-end ones included (what CI runs)
 test: $(STAMP)
+	$(PY) -m ruff check src tests benchmarks experiments demo tools
 	$(PY) -m pytest -q
+
+lint: $(STAMP)
+	$(PY) -m ruff check src tests benchmarks experiments demo tools
 
 ## the fast suite only
 test-fast: $(STAMP)

@@ -220,7 +220,10 @@ def main(argv: list[str] | None = None) -> int:
         for i, seed in enumerate(seeds):
             order = ["bertforge", "transformers"] if i % 2 == 0 else ["transformers", "bertforge"]
             for side in order:
-                r = run_bertforge(spec, data, args, seed, Path(tmp)) if side == "bertforge" else run_hf(spec, data, args, seed)
+                if side == "bertforge":
+                    r = run_bertforge(spec, data, args, seed, Path(tmp))
+                else:
+                    r = run_hf(spec, data, args, seed)
                 r.update(side=side, seed=seed, train_examples_per_second=n_train * args.epochs / r["train_seconds"],
                          train_examples_per_cpu_second=n_train * args.epochs / r["train_cpu_seconds"])
                 runs.append(r)

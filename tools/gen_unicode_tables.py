@@ -120,7 +120,8 @@ def main(argv: list[str] | None = None) -> int:
     import tokenizers
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--output", type=Path, default=Path(__file__).resolve().parents[1] / "src" / "bertforge" / "tokenization" / "_unicode_data.py")
+    target = Path(__file__).resolve().parents[1] / "src" / "bertforge" / "tokenization" / "_unicode_data.py"
+    parser.add_argument("--output", type=Path, default=target)
     args = parser.parse_args(argv)
 
     deleted = {cp for cp in range(0x110000) if deleted_by_bert(cp)}

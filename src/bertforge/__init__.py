@@ -26,6 +26,15 @@ _LAZY = {
     **{name: "bertforge.model.distilbert" for name in (
         "DistilBertConfig", "DistilBertModel", "DistilBertForMaskedLM", "DistilBertForSequenceClassification",
         "DistilBertForTokenClassification", "DistilBertForQuestionAnswering", "DistilBertForMultipleChoice")},
+    **{name: "bertforge.model.electra" for name in (
+        "ElectraConfig", "ElectraModel", "ElectraForPreTraining", "ElectraForMaskedLM",
+        "ElectraForSequenceClassification", "ElectraForTokenClassification", "ElectraForQuestionAnswering",
+        "ElectraForMultipleChoice")},
+    **{name: "bertforge.model.modernbert" for name in (
+        "ModernBertConfig", "ModernBertModel", "ModernBertForMaskedLM", "ModernBertForSequenceClassification",
+        "ModernBertForTokenClassification", "ModernBertForQuestionAnswering", "ModernBertForMultipleChoice")},
+    "Kernels": "bertforge.model.kernels",
+    "SentenceEncoder": "bertforge.serving.embeddings",
     "RobertaTokenizer": "bertforge.tokenization.bpe",
     "AlbertTokenizer": "bertforge.tokenization.sentencepiece",
 }

@@ -8,7 +8,8 @@ import torch
 from bertforge.data.masking import MaskingConfig, VocabTables, mask_tokens, select_spans
 
 # A toy vocab: 0-4 special, 5-59 word starts, 60-99 "##" pieces.
-TOKENS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + [f"w{i}" for i in range(5, 60)] + [f"##p{i}" for i in range(60, 100)]
+TOKENS = (["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + [f"w{i}" for i in range(5, 60)]
+          + [f"##p{i}" for i in range(60, 100)])
 TABLES = VocabTables.from_tokens(TOKENS, [0, 1, 2, 3, 4], mask_id=4)
 
 

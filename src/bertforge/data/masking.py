@@ -250,7 +250,8 @@ def mask_tokens(ids: np.ndarray, lengths: np.ndarray, keys: np.ndarray, config: 
         action = hash_uniform(keys[:, None], _ACTION + positions)
     to_mask = chosen & (action < config.mask_fraction)
     to_random = chosen & (action >= config.mask_fraction) & (action < config.mask_fraction + config.random_fraction)
-    replacement = tables.replacement_ids[hash_bits(keys[:, None], _REPLACE + positions) % np.uint64(len(tables.replacement_ids))]
+    choice = hash_bits(keys[:, None], _REPLACE + positions) % np.uint64(len(tables.replacement_ids))
+    replacement = tables.replacement_ids[choice]
     inputs = np.where(to_mask, tables.mask_id, np.where(to_random, replacement, ids))
     labels = np.where(chosen, ids, -100)
     return inputs, labels

@@ -183,7 +183,8 @@ def finetune_row(row_dir: Path, task: str, settings: AblationSettings) -> dict[s
 
 # ---- reporting ---------------------------------------------------------------------------------------------------
 COLUMNS = (("parameters", "params", "{:,}"), ("perplexity", "held-out MLM ppl", "{:.1f}"),
-           ("mlm_acc", "MLM acc", "{:.3f}"), ("ltr_perplexity", "held-out LTR ppl", "{:.1f}"), ("nsp_acc", "NSP acc", "{:.3f}"), ("sop_acc", "SOP acc", "{:.3f}"),
+           ("mlm_acc", "MLM acc", "{:.3f}"), ("ltr_perplexity", "held-out LTR ppl", "{:.1f}"),
+           ("nsp_acc", "NSP acc", "{:.3f}"), ("sop_acc", "SOP acc", "{:.3f}"),
            ("sst2_accuracy", "SST-2 dev acc", "{:.3f}"), ("mrpc_accuracy", "MRPC dev acc", "{:.3f}"),
            ("mrpc_f1", "MRPC dev F1", "{:.3f}"))
 

@@ -5,8 +5,8 @@ the tokenizer files and the training state (optimizer, scheduler, RNG states of 
 position, step and counters) as `training_state.json` + `training_state.safetensors`: never a pickle, so
 a checkpoint folder from someone else cannot run code when resumed (see `statefile`). Each folder is built
 under a hidden temporary name and renamed into place, so a folder named ``step-N`` is always complete;
-leftovers of a killed save start with a dot and are swept away on the next start. Resuming loads everything a step depends on, which is what makes a killed and
-resumed run end bitwise identical to one that was never interrupted.
+leftovers of a killed save start with a dot and are swept away on the next start. Resuming loads everything
+a step depends on, which is what makes a killed and resumed run end bitwise identical to an uninterrupted one.
 """
 from __future__ import annotations
 
