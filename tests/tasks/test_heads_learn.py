@@ -89,7 +89,8 @@ def _conll(shared_data: Path, path: Path) -> Path:
 
 def _squad(shared_data: Path, path: Path) -> Path:
     """The first question of each of the first 32 paragraphs of SQuAD v1.1 dev (real text and answers)."""
-    data = json.load(gzip.open(shared_data / "squad" / "dev-v1.1.json.gz", "rt", encoding="utf-8"))
+    with gzip.open(shared_data / "squad" / "dev-v1.1.json.gz", "rt", encoding="utf-8") as handle:
+        data = json.load(handle)
     articles, n = [], 0
     for article in data["data"]:
         kept = [{**par, "qas": par["qas"][:1]} for par in article["paragraphs"][:N - n]]
