@@ -24,6 +24,7 @@ from bertforge.tasks.evaluation import evaluate_examples
 from bertforge.tasks.finetune import FinetuneSettings, build_model, finetune
 from bertforge.tasks.registry import get_task
 from bertforge.tasks.task_data import DataOptions, load_task_data
+from bertforge.tokenization import BertTokenizer, load_tokenizer
 
 N = 32
 SEED = 42  # FinetuneSettings' default: the seed its one run starts from
@@ -33,7 +34,6 @@ SEED = 42  # FinetuneSettings' default: the seed its one run starts from
 def tiny_model(tmp_path_factory, minilm_dir) -> Path:
     """A 2-layer, 64-wide random BERT with MiniLM's real vocabulary. No dropout: the test asks whether the
     head can fit, and dropout only slows that down."""
-    from bertforge.tokenization import BertTokenizer
     out = tmp_path_factory.mktemp("tiny-learn")
     tok = BertTokenizer.from_pretrained(minilm_dir)
     config = BertConfig(vocab_size=tok.vocab_size, hidden_size=64, num_hidden_layers=2, num_attention_heads=2,
@@ -47,14 +47,14 @@ def tiny_model(tmp_path_factory, minilm_dir) -> Path:
 
 def fit_and_score(task: str, model: Path, path: Path, out: Path, **kw) -> tuple[dict, dict]:
     """(metrics of the untrained head, metrics after fine-tuning), both on the 32 training examples."""
+    # keep="last" and one evaluation at the end: the score is the final weights', not the best epoch's
     settings = FinetuneSettings(task=task, model=str(model), output=str(out), train_file=str(path),
-                                eval_file=str(path), keep="last", eval_every=10 ** 6, progress=False, log_every=10 ** 6, seed=SEED,
-                                **kw)
+                                eval_file=str(path), keep="last", eval_every=10 ** 6, log_every=10 ** 6,
+                                progress=False, seed=SEED, **kw)
     spec = get_task(task)
     data = load_task_data(None, DataOptions(task=task, train_file=str(path), eval_file=str(path)))
     examples = next(iter(data.evals.values()))
     assert len(data.train) == len(examples) == N
-    from bertforge.tokenization import load_tokenizer
     torch.manual_seed(SEED)
     untrained = build_model(spec, model, data.labels)
     before, _ = evaluate_examples(untrained, load_tokenizer(str(model)), spec, examples, settings, data.labels)
