@@ -29,6 +29,11 @@ def quiet(**kw) -> FinetuneSettings:
     return FinetuneSettings(progress=False, **kw)
 
 
+def glue_rows(path: Path, n: int) -> list[list[str]]:
+    """The first n data rows of a GLUE TSV, split on tabs (no quoting), independently of our reader."""
+    return [line.split("\t") for line in path.read_text(encoding="utf-8").splitlines()[1:n + 1]]
+
+
 def test_lr_grid_and_lists():
     assert parse_lrs("grid") == list(LR_GRID) == [5e-5, 4e-5, 3e-5, 2e-5]
     assert parse_lrs("3e-5,2e-5") == [3e-5, 2e-5]
@@ -44,8 +49,15 @@ def test_glue_runs_restarts_and_writes_a_predictor(tiny_model, shared_data, tmp_
     assert report["best_run"]["value"] == max(r["value"] for r in report["runs"])
     s = report["summary"]
     assert s["min"] <= s["median"] <= s["max"] and s["n_runs"] == 4
-    for key in ("accuracy", "f1", "acc_and_f1"):
-        assert 0.0 <= report["eval"][key] <= 1.0
+    # the reported numbers are sklearn's on the saved predictor's answers to the first 24 dev pairs
+    sk = pytest.importorskip("sklearn.metrics")
+    from bertforge.tasks.predictor import Predictor
+    rows = glue_rows(shared_data / "glue" / "MRPC" / "dev.tsv", 24)
+    gold = [int(r[0]) for r in rows]
+    predicted = [int(r["label"]) for r in Predictor.load(out).predict([(r[3], r[4]) for r in rows])]
+    accuracy, f1 = sk.accuracy_score(gold, predicted), sk.f1_score(gold, predicted, zero_division=0)
+    assert report["eval"]["accuracy"] == pytest.approx(accuracy) and report["eval"]["f1"] == pytest.approx(f1)
+    assert report["eval"]["acc_and_f1"] == pytest.approx((accuracy + f1) / 2)
     for name in ("config.json", "model.safetensors", "vocab.txt", "task.json", "metrics.json", "curves.png"):
         assert (out / name).is_file(), name
     saved = json.loads((out / "metrics.json").read_text())
@@ -58,7 +70,14 @@ def test_stsb_regression(tiny_model, shared_data, tmp_path):
     report = finetune(quiet(task="stsb", model=str(tiny_model), output=str(tmp_path / "o"),
                             data=str(shared_data / "glue" / "STS-B"), epochs=1, batch_size=16, learning_rates=[1e-4],
                             max_train_samples=64, max_eval_samples=40), say=lambda *_: None)
-    assert -1.0 <= report["eval"]["spearman"] <= 1.0 and "pearson" in report["eval"]
+    # the reported correlations are scipy's on the saved predictor's scores for the first 40 dev pairs
+    stats = pytest.importorskip("scipy.stats")
+    from bertforge.tasks.predictor import Predictor
+    rows = glue_rows(shared_data / "glue" / "STS-B" / "dev.tsv", 40)
+    gold = [float(r[9]) for r in rows]
+    scores = [r["score"] for r in Predictor.load(tmp_path / "o").predict([(r[7], r[8]) for r in rows])]
+    assert report["eval"]["spearman"] == pytest.approx(stats.spearmanr(scores, gold)[0], abs=1e-6)
+    assert report["eval"]["pearson"] == pytest.approx(stats.pearsonr(scores, gold)[0], abs=1e-6)
 
 
 def test_squad_article_split_end_to_end(tiny_model, shared_data, tmp_path):
@@ -103,7 +122,13 @@ def test_conll_end_to_end(tiny_model, shared_data, tmp_path):
                             data=str(shared_data / "conll2003"), epochs=1, batch_size=16, learning_rates=[1e-4],
                             max_train_samples=64, max_eval_samples=40), say=lambda *_: None)
     m = report["eval"]
-    assert 0.0 <= m["f1"] <= 1.0 and m["n_gold"] > 0 and 0.0 <= m["accuracy"] <= 1.0
+    assert 0.0 <= m["f1"] <= 1.0 and 0.0 <= m["accuracy"] <= 1.0
+    # every gold entity of the first 40 validation sentences is counted, as seqeval finds them
+    seqeval = pytest.importorskip("seqeval.metrics.sequence_labeling")
+    blocks = (shared_data / "conll2003" / "valid.txt").read_text(encoding="utf-8").split("\n\n")
+    sentences = [[line.split()[-1] for line in b.strip().splitlines()] for b in blocks
+                 if b.strip() and "-DOCSTART-" not in b][:40]
+    assert m["n_gold"] == sum(len(seqeval.get_entities(tags)) for tags in sentences) > 0
 
 
 @pytest.mark.slow

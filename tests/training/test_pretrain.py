@@ -68,7 +68,20 @@ def test_run_writes_a_loadable_model_logs_and_resumes(train_data, vocab_dir, tmp
     assert [r["step"] for r in records if r["split"] == "train"] == [1, 2, 3, 4]
     evals = [r for r in records if r["split"] == "eval"]
     assert len(evals) == 1 and math.isclose(evals[0]["perplexity"], math.exp(evals[0]["mlm_loss"]), rel_tol=1e-9)
-    assert 0 <= evals[0]["mlm_acc"] <= 1 and 0 <= evals[0]["nsp_acc"] <= 1
+    # ...whose numbers are those of the saved model on the first held-out batch, as transformers computes them
+    from bertforge.data import MaskingConfig, PretrainingDataset
+    heldout = PretrainingDataset(train_data, str(vocab_dir), objective="mlm+nsp", max_seq_length=64, batch_size=4,
+                                 masking=MaskingConfig(), seed=0, split="heldout")
+    batch = next(iter(heldout))
+    with torch.no_grad():
+        out_t = theirs(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"],
+                       token_type_ids=batch["token_type_ids"])
+    masked = batch["labels"] != -100
+    mlm_loss = torch.nn.functional.cross_entropy(out_t.prediction_logits[masked], batch["labels"][masked])
+    mlm_acc = (out_t.prediction_logits[masked].argmax(-1) == batch["labels"][masked]).float().mean()
+    nsp_acc = (out_t.seq_relationship_logits.argmax(-1) == batch["next_sentence_label"]).float().mean()
+    assert evals[0]["mlm_loss"] == pytest.approx(float(mlm_loss), abs=1e-4)
+    assert evals[0]["mlm_acc"] == pytest.approx(float(mlm_acc)) and evals[0]["nsp_acc"] == pytest.approx(float(nsp_acc))
     assert (out / "curves.png").stat().st_size > 0
     # running the same thing again finds it finished and changes nothing
     before = (out / "model.safetensors").read_bytes()
