@@ -116,16 +116,24 @@ def main() -> None:
         start = time.perf_counter()
         right = spans_right = total = 0
         filled, acceptance = [], []
+        by_length: dict[int, list[int]] = {}   # span length -> [pieces right, pieces, spans right, spans]
         for i, (text, truth, _) in enumerate(cases):
             out = generate(model, tokenizer, text=text, seed=args.seed + i, **options)[0]
             right += sum(a == b for a, b in zip(out["tokens"], truth))
             spans_right += out["tokens"] == truth
             total += len(truth)
+            tally = by_length.setdefault(len(truth), [0, 0, 0, 0])
+            tally[0] += sum(a == b for a, b in zip(out["tokens"], truth))
+            tally[1] += len(truth)
+            tally[2] += out["tokens"] == truth
+            tally[3] += 1
             filled.append(out["text"])
             if "acceptance_rate" in out:
                 acceptance.append(out["acceptance_rate"])
         seconds = time.perf_counter() - start
-        row = {"token_accuracy": right / total, "exact_span_match": spans_right / len(cases), "seconds": seconds}
+        row = {"token_accuracy": right / total, "exact_span_match": spans_right / len(cases), "seconds": seconds,
+               "by_span_length": {n: {"spans": t[3], "token_accuracy": t[0] / t[1], "exact_span_match": t[2] / t[3]}
+                                  for n, t in sorted(by_length.items())}}
         if acceptance:
             row["acceptance_rate"] = sum(acceptance) / len(acceptance)
         if args.pll:
@@ -134,6 +142,9 @@ def main() -> None:
         print(f"{name:34s} token acc {row['token_accuracy']:.3f}  span match {row['exact_span_match']:.3f}  "
               f"{seconds:.0f} s" + (f"  acceptance {row['acceptance_rate']:.2f}" if acceptance else "")
               + (f"  PLL/token {row['pll_per_token']:.3f}" if args.pll else ""), flush=True)
+        print(" " * 34 + "  by span length: " + "  ".join(
+            f"{n}: {v['token_accuracy']:.3f}/{v['exact_span_match']:.3f}" for n, v in row["by_span_length"].items()),
+            flush=True)
         if args.out:
             args.out.write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
 
