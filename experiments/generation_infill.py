@@ -27,14 +27,14 @@ from bertforge.generation import generate, load_mlm, pseudo_log_likelihood
 
 METHODS = {
     # name: generate() options
-    "mask-predict T=1": dict(sampler="mask-predict", iterations=1),
-    "mask-predict T=2": dict(sampler="mask-predict", iterations=2),
-    "mask-predict T=4": dict(sampler="mask-predict", iterations=4),
-    "mask-predict T=10": dict(sampler="mask-predict", iterations=10),
-    "left-to-right (greedy)": dict(sampler="left-to-right"),
-    "gibbs 10 sweeps temperature 1": dict(sampler="gibbs", iterations=10),
-    "gibbs 10 sweeps temperature 0.1": dict(sampler="gibbs", iterations=10, temperature=0.1),
-    "mh 3 sweeps temperature 1": dict(sampler="mh", iterations=3),
+    "mask-predict T=1": {"sampler": "mask-predict", "iterations": 1},
+    "mask-predict T=2": {"sampler": "mask-predict", "iterations": 2},
+    "mask-predict T=4": {"sampler": "mask-predict", "iterations": 4},
+    "mask-predict T=10": {"sampler": "mask-predict", "iterations": 10},
+    "left-to-right (greedy)": {"sampler": "left-to-right"},
+    "gibbs 10 sweeps temperature 1": {"sampler": "gibbs", "iterations": 10},
+    "gibbs 10 sweeps temperature 0.1": {"sampler": "gibbs", "iterations": 10, "temperature": 0.1},
+    "mh 3 sweeps temperature 1": {"sampler": "mh", "iterations": 3},
 }
 
 

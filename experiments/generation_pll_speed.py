@@ -19,10 +19,9 @@ import time
 from pathlib import Path
 
 import torch
+from generation_infill import last_articles, pick_sentences
 
 from bertforge.generation import load_mlm, pseudo_log_likelihood
-
-from generation_infill import last_articles, pick_sentences  # noqa: E402  (same folder)
 
 
 def loop_pll(model, tokenizer, text: str) -> float:
@@ -75,7 +74,7 @@ def main() -> None:
         loops["plain loop, transformers BertForMaskedLM"] = transformers.AutoModelForMaskedLM.from_pretrained(
             args.model).eval()
     for name, loop_model in loops.items():
-        loop_s, loop_cpu, loop_scores = timed(lambda: [loop_pll(loop_model, tokenizer, t) for t in texts])
+        loop_s, loop_cpu, loop_scores = timed(lambda m=loop_model: [loop_pll(m, tokenizer, t) for t in texts])
         worst = max(abs(a - b) for a, b in zip(loop_scores, batched))
         assert worst < 1e-4, f"batched and loop PLL differ by {worst}"
         print(f"{name}: {loop_s:.2f} s wall, {loop_cpu:.2f} s CPU ({copies / loop_cpu:.0f} copies per CPU "

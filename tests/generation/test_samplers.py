@@ -9,17 +9,17 @@ from tests.generation.conftest import N_SENTENCES, is_sentence, sentence
 
 CASES = {
     # name: (arguments, the known generated spans)
-    "two-token span": (dict(text="k3w0 k3w1 [MASK] [MASK] k3w4 k3w5 k3w6 k3w7"), [sentence(3, 2, 4)]),
-    "two spans": (dict(text="k5w0 [MASK] k5w2 k5w3 k5w4 [MASK] [MASK] k5w7"), [sentence(5, 1, 2), sentence(5, 5, 7)]),
-    "span lengths": (dict(text="k1w0 [MASK] k1w4 k1w5 k1w6 k1w7", span_lengths=[3]), [sentence(1, 1, 4)]),
-    "one word of context": (dict(text="[MASK] [MASK] [MASK] [MASK] [MASK] k6w5 [MASK] [MASK]"),
+    "two-token span": ({"text": "k3w0 k3w1 [MASK] [MASK] k3w4 k3w5 k3w6 k3w7"}, [sentence(3, 2, 4)]),
+    "two spans": ({"text": "k5w0 [MASK] k5w2 k5w3 k5w4 [MASK] [MASK] k5w7"}, [sentence(5, 1, 2), sentence(5, 5, 7)]),
+    "span lengths": ({"text": "k1w0 [MASK] k1w4 k1w5 k1w6 k1w7", "span_lengths": [3]}, [sentence(1, 1, 4)]),
+    "one word of context": ({"text": "[MASK] [MASK] [MASK] [MASK] [MASK] k6w5 [MASK] [MASK]"},
                             [sentence(6, 0, 5), sentence(6, 6, 8)]),
-    "prefix": (dict(length=7, prefix="k2w0"), [sentence(2, 1, 8)]),
+    "prefix": ({"length": 7, "prefix": "k2w0"}, [sentence(2, 1, 8)]),
 }
 # Gibbs and MH sample: at temperature 0.5 a wrong word has a chance of about 1e-5 per draw with this model,
 # so the known answer is what a correct sampler returns.
-SAMPLERS = [("mask-predict", dict(iterations=4)), ("gibbs", dict(iterations=4, temperature=0.5)),
-            ("gibbs", dict(iterations=4, parallel=True, temperature=0.5)), ("mh", dict(iterations=2, temperature=0.5)),
+SAMPLERS = [("mask-predict", {"iterations": 4}), ("gibbs", {"iterations": 4, "temperature": 0.5}),
+            ("gibbs", {"iterations": 4, "parallel": True, "temperature": 0.5}), ("mh", {"iterations": 2, "temperature": 0.5}),
             ("left-to-right", {})]
 
 
@@ -60,7 +60,7 @@ def test_unconditional_samples_are_sentences_and_vary_with_the_seed(sentences_ml
 @pytest.mark.parametrize("sampler", ["gibbs", "mh"])
 def test_same_seed_same_samples_whatever_the_batch_size(sentences_mlm, sampler):
     model, tokenizer = sentences_mlm
-    kwargs = dict(length=6, sampler=sampler, iterations=2, num_samples=4, seed=7, temperature=3.0)
+    kwargs = {"length": 6, "sampler": sampler, "iterations": 2, "num_samples": 4, "seed": 7, "temperature": 3.0}
     together = generate(model, tokenizer, batch_size=4, **kwargs)
     assert together == generate(model, tokenizer, batch_size=4, **kwargs)
     apart = generate(model, tokenizer, batch_size=1, **kwargs)

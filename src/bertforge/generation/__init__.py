@@ -10,5 +10,11 @@ from bertforge.generation.samplers import SAMPLERS
 from bertforge.generation.scoring import pseudo_log_likelihood
 from bertforge.generation.template import GenerationInputError
 
-__all__ = ["generate", "load_mlm", "pseudo_log_likelihood", "SAMPLERS", "GenerationInputError",
-           "MissingMLMHeadError"]
+__all__ = [
+           "SAMPLERS",
+           "GenerationInputError",
+           "MissingMLMHeadError",
+           "generate",
+           "load_mlm",
+           "pseudo_log_likelihood",
+]

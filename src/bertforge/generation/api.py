@@ -1,7 +1,8 @@
 """`generate(model, tokenizer, text=..., sampler=...)`: batches of samples from a masked LM, as dicts."""
 from __future__ import annotations
 
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import torch
 

@@ -6,8 +6,8 @@ output depends on its seed, not on which batch it ran in. `step` is called once 
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 import torch
 

@@ -6,7 +6,8 @@ copy. The result does not depend on the batching (up to float rounding).
 """
 from __future__ import annotations
 
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import torch
 

@@ -6,8 +6,9 @@ Unconditional generation is `length` masks after an optional prefix.
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 import torch
 
