@@ -8,7 +8,7 @@ model (the gain from batching alone) and with `transformers`' BertForMaskedLM lo
 sentences into batches of `--max-tokens` padded tokens and runs the MLM head only at the masked rows.
 Both run on the same real Wikipedia sentences; the script checks they agree to 1e-4 per sentence.
 
-    OMP_NUM_THREADS=1 python experiments/generation_pll_speed.py --model DIR [--sentences 40] [--threads 1]
+    OMP_NUM_THREADS=1 python experiments/generation_pll_speed.py --model DIR [--sentences 40] [--threads 1] [--bf16]
         [--corpus ../shared/data/corpus/wikipedia-en-2018/wiki_en.txt.xz] [--max-tokens 8192]
 """
 from __future__ import annotations
@@ -47,6 +47,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=2, help="best of this many timings each")
     parser.add_argument("--threads", type=int, default=1, help="torch CPU threads")
     parser.add_argument("--no-transformers", action="store_true", help="skip the transformers loop")
+    parser.add_argument("--bf16", action="store_true", help="also time the batched scorer under bf16 autocast")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     model, tokenizer = load_mlm(args.model)
@@ -68,6 +69,13 @@ def main() -> None:
     print(f"{len(texts)} sentences, {copies} masked copies, torch threads {torch.get_num_threads()}")
     print(f"batched (max_tokens {args.max_tokens}): {batch_s:.2f} s wall, {batch_cpu:.2f} s CPU "
           f"({copies / batch_cpu:.0f} copies per CPU second)")
+    if args.bf16:
+        bf16_s, bf16_cpu, bf16 = timed(lambda: [r["pll"] for r in pseudo_log_likelihood(
+            model, tokenizer, texts, max_tokens=args.max_tokens, precision="bf16")])
+        per_token = max(abs(a - b) / len(tokenizer.encode(t, add_special_tokens=False))
+                        for a, b, t in zip(bf16, batched, texts))
+        print(f"batched bf16 autocast: {bf16_s:.2f} s wall, {bf16_cpu:.2f} s CPU ({copies / bf16_cpu:.0f} copies "
+              f"per CPU second); differs from fp32 by up to {per_token:.3f} nats per token")
     loops = {"plain loop, same bertforge model": model}
     if not args.no_transformers:
         import transformers

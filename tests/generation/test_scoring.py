@@ -53,3 +53,13 @@ def test_pll_rejects_text_longer_than_the_model(sentences_mlm):
     with pytest.raises(GenerationInputError, match=r"^doc\.txt:2: 32 tokens .* at most 24$"):
         pseudo_log_likelihood(model, tokenizer, [sentence(0), " ".join([sentence(1)] * 3 + ["k1w0"] * 6)],
                               labels=["doc.txt:1", "doc.txt:2"])
+
+
+def test_bf16_autocast_is_close_to_fp32(sentences_mlm):
+    """bf16 (an opt-in for speed) moves each token's log-probability by little; fp32 stays the default."""
+    model, tokenizer = sentences_mlm
+    fp32 = pseudo_log_likelihood(model, tokenizer, TEXTS, per_token=True)
+    bf16 = pseudo_log_likelihood(model, tokenizer, TEXTS, per_token=True, precision="bf16")
+    for a, b in zip(fp32, bf16):
+        assert b["token_scores"] == pytest.approx(a["token_scores"], abs=0.1)
+    assert any(a["pll"] != b["pll"] for a, b in zip(fp32, bf16))  # it did run in bf16

@@ -23,13 +23,15 @@ def generate(model: Any, tokenizer: Any, text: str | None = None, *, span_length
              length: int | None = None, prefix: str | None = None, sampler: str = "mask-predict",
              iterations: int | None = None, num_samples: int = 1, batch_size: int = 8, seed: int = 0,
              temperature: float | None = None, top_k: int = 0, burn_in: int = 0, parallel: bool = False,
-             max_tokens: int = 8192, progress: Callable[[int | None], Any] | None = None) -> list[dict]:
+             max_tokens: int = 8192, precision: str = "auto",
+             progress: Callable[[int | None], Any] | None = None) -> list[dict]:
     """Fill the masks of `text` (or generate `length` tokens after `prefix`) `num_samples` times.
 
     Each result: {"text", "spans" (the generated pieces, one string per span), "tokens" (generated tokens),
     "sampler", "seed", "sample"}; `mh` adds "acceptance_rate" and "energy". `iterations` is T for
     mask-predict and the number of sweeps over the targets for gibbs and mh (default 10); `temperature`
-    defaults to 0 (greedy) for mask-predict and left-to-right and to 1 for gibbs and mh. `progress`, if given,
+    defaults to 0 (greedy) for mask-predict and left-to-right and to 1 for gibbs and mh. `precision` is
+    `bertforge.device.Precision`'s ("auto": fp32 on CPU, bf16 on CUDA). `progress`, if given,
     is called once the input is checked, with the number of model calls (None when unknown), and returns a
     tqdm-like bar updated once per model call and closed at the end."""
     if sampler not in S.SAMPLERS:
@@ -37,7 +39,7 @@ def generate(model: Any, tokenizer: Any, text: str | None = None, *, span_length
     iterations = DEFAULT_ITERATIONS[sampler] if iterations is None else int(iterations)
     temperature = DEFAULT_TEMPERATURE[sampler] if temperature is None else float(temperature)
     _check(sampler, iterations, num_samples, batch_size, temperature, top_k, burn_in)
-    mlm = MaskedLM(model, tokenizer, max_tokens=max_tokens)
+    mlm = MaskedLM(model, tokenizer, max_tokens=max_tokens, precision=precision)
     template = build_template(tokenizer, mlm.max_length, text=text, span_lengths=span_lengths, length=length,
                               prefix=prefix)
     bar = progress(model_calls(sampler, template, iterations, num_samples, batch_size)) if progress else None

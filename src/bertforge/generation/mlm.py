@@ -13,7 +13,8 @@ import torch
 class MaskedLM:
     """A model with an MLM head and its tokenizer, seen as `p(token | sequence)` at chosen positions."""
 
-    def __init__(self, model: Any, tokenizer: Any, max_tokens: int = 8192) -> None:
+    def __init__(self, model: Any, tokenizer: Any, max_tokens: int = 8192, precision: str = "auto") -> None:
+        from bertforge.device import Precision
         if max_tokens < 1:
             raise ValueError(f"max_tokens must be at least 1, got {max_tokens}")
         self.model = model.eval()
@@ -23,6 +24,8 @@ class MaskedLM:
         self.pad_id = int(tokenizer.pad_token_id) if tokenizer.pad_token_id is not None else 0
         self.special_ids = sorted({int(i) for i in tokenizer.all_special_ids})
         self.device = next(model.parameters()).device
+        # fp32 on CPU unless asked: bf16 is faster where the CPU has native bf16, at about 1e-2 nats per token
+        self.precision = Precision.resolve(precision, self.device)
         config = model.config
         self.max_length = int(getattr(config, "max_sequence_length", config.max_position_embeddings))
         self.vocab_size = int(config.vocab_size)
@@ -43,8 +46,9 @@ class MaskedLM:
             if not bool(pos.any()):
                 continue
             mask = attention_mask[chunk] if attention_mask is not None else torch.ones_like(ids[chunk])
-            logits = self.model(input_ids=ids[chunk].to(self.device), attention_mask=mask.to(self.device),
-                                prediction_positions=pos.to(self.device)).logits
+            with self.precision.autocast():
+                logits = self.model(input_ids=ids[chunk].to(self.device), attention_mask=mask.to(self.device),
+                                    prediction_positions=pos.to(self.device)).logits
             out.append(logits.float().log_softmax(-1).cpu())
         if not out:
             return torch.empty(0, self.vocab_size)

@@ -16,14 +16,15 @@ from bertforge.generation.template import GenerationInputError
 
 
 def pseudo_log_likelihood(model: Any, tokenizer: Any, texts: Sequence[str], *, per_token: bool = False,
-                          max_tokens: int = 8192, labels: Sequence[str] | None = None,
+                          max_tokens: int = 8192, precision: str = "auto",
+                          labels: Sequence[str] | None = None,
                           progress: Callable[[int], Any] | None = None) -> list[dict]:
     """For each text: {"text", "pll"} (natural log), plus "tokens" and "token_scores" with `per_token`.
 
     Every token between the special tokens is scored. `labels` name the texts in error messages (e.g.
     "file.txt:12"); `progress`, if given, is called once the texts are checked with the number of masked
     copies and returns a tqdm-like bar, advanced by each batch's copies and closed at the end."""
-    mlm = MaskedLM(model, tokenizer, max_tokens=max_tokens)
+    mlm = MaskedLM(model, tokenizer, max_tokens=max_tokens, precision=precision)
     labels = list(labels) if labels is not None else [f"text {i + 1}" for i in range(len(texts))]
     special = set(mlm.special_ids)
     encoded, scored = [], []
