@@ -1,0 +1,48 @@
+"""Load a masked LM for generation and scoring, refusing one whose MLM head was never trained.
+
+A sentence-embedding checkpoint (e.g. all-MiniLM-L6-v2) ships the encoder without `cls.predictions.*`;
+loading it as a masked LM silently gives a random head whose samples are noise. Generation needs the
+head, so a folder without it is an error, not a warning.
+"""
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any
+
+from bertforge.checkpoint import CheckpointError
+
+
+class MissingMLMHeadError(CheckpointError):
+    """The checkpoint has no trained masked-LM head."""
+
+
+def load_mlm(path: str | Path, device: str = "cpu") -> tuple[Any, Any]:
+    """(model, tokenizer) of a checkpoint folder with a trained MLM head, in eval mode on `device`.
+
+    Works for every family `AutoModelForMaskedLM` knows (BERT, RoBERTa, ALBERT, DistilBERT); the mask token
+    comes from the folder's tokenizer, never from BERT's ids.
+    """
+    from bertforge.checkpoint import resolve_folder
+    from bertforge.device import resolve_device
+    from bertforge.model.auto import AutoModelForMaskedLM
+    from bertforge.tokenization.auto import load_tokenizer
+
+    folder = resolve_folder(path)
+    checkpoint_logger = logging.getLogger("bertforge.checkpoint")
+    level = checkpoint_logger.level
+    checkpoint_logger.setLevel(logging.ERROR)  # the missing head is reported below as an error instead
+    try:
+        model = AutoModelForMaskedLM.from_pretrained(folder)
+    finally:
+        checkpoint_logger.setLevel(level)
+    head_missing = [name for name in model.loading_info.get("newly_initialized", []) if "pooler" not in name]
+    if head_missing:
+        raise MissingMLMHeadError(
+            f"{folder}: no trained masked-LM head ({head_missing[0]} is not in the checkpoint); generation "
+            f"and scoring need one -- continue pre-training with `bertforge pretrain --init-from {folder} "
+            f"--objective mlm` first")
+    tokenizer = load_tokenizer(folder)
+    if getattr(tokenizer, "mask_token", None) is None or tokenizer.mask_token_id is None:
+        raise MissingMLMHeadError(f"{folder}: the tokenizer has no mask token")
+    return model.to(resolve_device(device)).eval(), tokenizer
