@@ -35,6 +35,8 @@ _LAZY = {
         "ModernBertForTokenClassification", "ModernBertForQuestionAnswering", "ModernBertForMultipleChoice")},
     "Kernels": "bertforge.model.kernels",
     "SentenceEncoder": "bertforge.serving.embeddings",
+    "generate": "bertforge.generation",
+    "pseudo_log_likelihood": "bertforge.generation",
     "RobertaTokenizer": "bertforge.tokenization.bpe",
     "AlbertTokenizer": "bertforge.tokenization.sentencepiece",
 }

@@ -19,7 +19,8 @@ CASES = {
 # Gibbs and MH sample: at temperature 0.5 a wrong word has a chance of about 1e-5 per draw with this model,
 # so the known answer is what a correct sampler returns.
 SAMPLERS = [("mask-predict", {"iterations": 4}), ("gibbs", {"iterations": 4, "temperature": 0.5}),
-            ("gibbs", {"iterations": 4, "parallel": True, "temperature": 0.5}), ("mh", {"iterations": 2, "temperature": 0.5}),
+            ("gibbs", {"iterations": 4, "parallel": True, "temperature": 0.5}),
+            ("mh", {"iterations": 2, "temperature": 0.5}),
             ("left-to-right", {})]
 
 
