@@ -163,8 +163,8 @@ def metropolis_hastings(mlm: MaskedLM, ids: torch.Tensor, targets: torch.Tensor,
     """Goyal et al. (2021): the MLM defines an energy E(x) = -sum_t log p_mlm(x_t | x_-t) (their E_norm, summed
     over every non-special token); the chain targets p(x) proportional to exp(-E(x)). Start from one
     sequential Gibbs sweep from all masks; each iteration sweeps the targets in a random order, proposes
-    x'_i ~ q(. | x_-i) (the MLM conditional at temperature / top-k, with special tokens removed), and accepts with probability
-    min(1, exp(E(x) - E(x')) q(x_i | x_-i) / q(x'_i | x_-i)). Reports each chain's acceptance rate."""
+    x'_i ~ q(. | x_-i) (the MLM conditional at temperature / top-k, with special tokens removed), and accepts with
+    probability min(1, exp(E(x) - E(x')) q(x_i | x_-i) / q(x'_i | x_-i)). Reports each chain's acceptance rate."""
     batch, n_targets = ids.shape[0], targets.numel()
     scored = energy_positions(mlm, ids[0])
     targets_in_scored = torch.searchsorted(scored, targets)
