@@ -20,6 +20,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from bertforge.checkpoint import BERT_NAMES
+from bertforge.model.roberta import RobertaClassificationHead
 from bertforge.config import BERTFORGE_ONLY_KEY, SUPPORTED_ACTIVATIONS, BertConfig, ConfigError
 from bertforge.model.auto import Family
 from bertforge.model.bert import BertForMaskedLM, BertModel, BertPreTrainedModel
@@ -206,18 +207,10 @@ class ElectraForPreTraining(_ElectraHeads, BertPreTrainedModel):
         return ElectraForPreTrainingOutput(loss=loss, logits=batch.unpack(packed_logits), hidden_states=hidden_states)
 
 
-class ElectraClassificationHead(nn.Module):
+class ElectraClassificationHead(RobertaClassificationHead):
     """HF's ELECTRA head after the first-token dropout: dense -> gelu -> dropout -> out_proj."""
 
-    def __init__(self, config: ElectraConfig) -> None:
-        super().__init__()
-        self.dense = nn.Linear(config.hidden_size, config.hidden_size)
-        p = config.classifier_dropout if config.classifier_dropout is not None else config.hidden_dropout_prob
-        self.dropout = nn.Dropout(p)
-        self.out_proj = nn.Linear(config.hidden_size, config.num_labels)
-
-    def forward(self, first_token: torch.Tensor) -> torch.Tensor:
-        return self.out_proj(self.dropout(F.gelu(self.dense(first_token))))
+    activation = staticmethod(F.gelu)
 
 
 class ElectraForSequenceClassification(_ElectraHeads, BertForSequenceClassification):

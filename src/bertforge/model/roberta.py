@@ -92,7 +92,10 @@ class RobertaForMaskedLM(_RobertaHeads, BertForMaskedLM):
 
 
 class RobertaClassificationHead(nn.Module):
-    """HF's RoBERTa head: dropout -> dense -> tanh -> dropout -> out_proj, on the `<s>` token."""
+    """HF's RoBERTa head: dropout -> dense -> tanh -> dropout -> out_proj, on the `<s>` token (a family with
+    another activation, ELECTRA, sets `activation`)."""
+
+    activation = staticmethod(torch.tanh)
 
     def __init__(self, config: RobertaConfig) -> None:
         super().__init__()
@@ -102,7 +105,7 @@ class RobertaClassificationHead(nn.Module):
         self.out_proj = nn.Linear(config.hidden_size, config.num_labels)
 
     def forward(self, first_token: torch.Tensor) -> torch.Tensor:
-        return self.out_proj(self.dropout(torch.tanh(self.dense(first_token))))
+        return self.out_proj(self.dropout(self.activation(self.dense(first_token))))
 
 
 class RobertaForSequenceClassification(_RobertaHeads, BertForSequenceClassification):

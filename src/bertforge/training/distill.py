@@ -29,7 +29,8 @@ from bertforge.data import MaskingConfig, PretrainingDataset
 from bertforge.data.shards import load_tokenizer
 from bertforge.device import Precision
 from bertforge.model.distilbert import LAYER_NORM_EPS, DistilBertConfig, DistilBertForMaskedLM
-from bertforge.training.engine import FaultHooks, Session, Stage, fit
+from bertforge.training.engine import FaultHooks, Session, fit
+from bertforge.training.pretrain import CorpusStage
 from bertforge.training.options import TrainOptions, distill_defaults
 from bertforge.training.run_output import claim_run_output
 
@@ -224,7 +225,7 @@ class StepOutput:
     targets: torch.Tensor | None = None
 
 
-class DistillStage(Stage):
+class DistillStage(CorpusStage):
     """Pre-training distillation: the student learns the teacher's masked-token distribution on a corpus."""
 
     name = "distill"
@@ -242,10 +243,6 @@ class DistillStage(Stage):
                 "batch_size": c.batch_size, "max_seq_length": c.max_seq_length, "mask_rate": c.mask_rate,
                 "temperature": c.temperature, "alpha_ce": c.alpha_ce, "alpha_mlm": c.alpha_mlm,
                 "alpha_cos": c.alpha_cos}
-
-    def next_batch(self) -> dict[str, torch.Tensor]:
-        from bertforge.training.pretrain import next_batch
-        return next_batch(self.train_data)
 
     def loss(self, net, batch: dict[str, torch.Tensor]) -> StepOutput:
         losses, logits, targets = distill_step(self.teacher, net, batch, self.cfg, self.device)
@@ -270,15 +267,6 @@ class DistillStage(Stage):
         if self.heldout is None:
             return {}
         return evaluate(self.model, self.heldout, self.cfg.eval_batches, self.device, "mlm", self.precision.autocast)
-
-    def score(self, metrics: dict[str, float]) -> float | None:
-        return -metrics["mlm_loss"] if "mlm_loss" in metrics else None
-
-    def state_dict(self) -> dict[str, Any]:
-        return self.train_data.state_dict()
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        self.train_data.load_state_dict(state)
 
     def postfix(self, values: dict[str, float]) -> dict[str, str]:
         return {"ce": f"{values.get('loss_ce', 0.0):.3f}", "mlm_acc": f"{values.get('mlm_acc', 0.0):.3f}"}

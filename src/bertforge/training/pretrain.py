@@ -303,7 +303,26 @@ def evaluate(model: torch.nn.Module, dataset: PretrainingDataset, batches: int, 
 
 
 # ---- the stage ---------------------------------------------------------------------------------------------------
-class PretrainStage(Stage):
+class CorpusStage(Stage):
+    """What every stage reading a prepared corpus shares: its batches and their position, and the held-out
+    MLM loss as the score (lower is better)."""
+
+    train_data: PretrainingDataset
+
+    def next_batch(self) -> dict[str, torch.Tensor]:
+        return next_batch(self.train_data)
+
+    def score(self, metrics: dict[str, float]) -> float | None:
+        return -metrics["mlm_loss"] if "mlm_loss" in metrics else None
+
+    def state_dict(self) -> dict[str, Any]:
+        return self.train_data.state_dict()
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.train_data.load_state_dict(state)
+
+
+class PretrainStage(CorpusStage):
     """A pre-training objective on a prepared corpus: batches, loss, metrics and held-out evaluation."""
 
     name = "pretrain"
@@ -325,9 +344,6 @@ class PretrainStage(Stage):
                 "dropout": c.dropout, "init_from": c.init_from, "data": data_fingerprint(c.data),
                 **({"generator_fraction": c.generator_fraction, "disc_weight": c.disc_weight}
                    if c.objective == "electra" else {})}
-
-    def next_batch(self) -> dict[str, torch.Tensor]:
-        return next_batch(self.train_data)
 
     def loss(self, net: torch.nn.Module, batch: dict[str, torch.Tensor]) -> Any:
         return net(**model_inputs(batch, self.cfg.objective, self.device))
@@ -358,15 +374,6 @@ class PretrainStage(Stage):
         self.heldout.set_max_seq_length(self.train_data.max_seq_length)
         return evaluate(self.model, self.heldout, self.cfg.eval_batches, self.device, self.cfg.objective,
                         self.precision.autocast)
-
-    def score(self, metrics: dict[str, float]) -> float | None:
-        return -metrics["mlm_loss"] if "mlm_loss" in metrics else None
-
-    def state_dict(self) -> dict[str, Any]:
-        return self.train_data.state_dict()
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        self.train_data.load_state_dict(state)
 
     def postfix(self, values: dict[str, float]) -> dict[str, str]:
         shown = {"mlm_acc": f"{values.get('mlm_acc', 0):.3f}"}
