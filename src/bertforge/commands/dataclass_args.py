@@ -6,37 +6,21 @@ import argparse
 from dataclasses import MISSING, fields
 from typing import Any, Callable, Iterable
 
+from bertforge.commands.options import (duration, non_negative_float, non_negative_int, positive_float,
+                                        positive_int)
 
-def _number(kind: type, name: str, positive: bool, non_negative: bool) -> Callable[[str], Any]:
+__all__ = ["add_dataclass_arguments", "dataclass_from_args", "positive_int", "non_negative_int", "positive_float"]
+
+
+def _plain(kind: type) -> Callable[[str], Any]:
     def parse(text: str) -> Any:
         try:
-            value = kind(text)
+            return kind(text)
         except ValueError:
             raise argparse.ArgumentTypeError(f"expected {'an integer' if kind is int else 'a number'}, "
                                              f"got {text!r}") from None
-        if positive and not value > 0:
-            raise argparse.ArgumentTypeError(f"must be positive, got {text}")
-        if non_negative and value < 0:
-            raise argparse.ArgumentTypeError(f"must be 0 or more, got {text}")
-        return value
-    parse.__name__ = name
+    parse.__name__ = kind.__name__
     return parse
-
-
-positive_int = _number(int, "positive_int", True, False)
-non_negative_int = _number(int, "non_negative_int", False, True)
-positive_float = _number(float, "positive_float", True, False)
-
-
-def _duration(text: str) -> float:
-    from bertforge.training.pretrain import parse_duration
-    try:
-        value = parse_duration(text)
-    except ValueError as err:
-        raise argparse.ArgumentTypeError(str(err)) from None
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"must be positive, got {text}")
-    return value
 
 
 def flag_of(f) -> str:
@@ -67,11 +51,13 @@ def add_dataclass_arguments(parser: argparse.ArgumentParser, cls: type, *, defau
                 target.add_argument(flag, dest=f.name, action="store_true", default=default, help=help_text)
             continue
         if meta.get("kind") == "duration":
-            convert: Callable[[str], Any] = _duration
+            convert: Callable[[str], Any] = duration
         elif kind.startswith("int"):
-            convert = _number(int, "int", meta.get("positive", False), meta.get("non_negative", False))
+            convert = positive_int if meta.get("positive") else non_negative_int if meta.get("non_negative") \
+                else _plain(int)
         elif kind.startswith("float"):
-            convert = _number(float, "float", meta.get("positive", False), meta.get("non_negative", False))
+            convert = positive_float if meta.get("positive") else non_negative_float if meta.get("non_negative") \
+                else _plain(float)
         else:
             convert = str
         shown = f" (default: {default})" if default is not None and not isinstance(default, bool) else ""
