@@ -145,6 +145,9 @@ def main() -> int:
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--verbs", default="pretrain,distill pretrain,finetune,distill task")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--latest", type=float, default=1.0,
+                        help="kill no later than this fraction of the uninterrupted run's time (verbs whose last "
+                             "part is not training, e.g. distill task's report, want < 1)")
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     paths = setup(args.out / "setup")
@@ -167,7 +170,8 @@ def main() -> int:
             in_save = trial % 4 == 3
             kills = []
             for _ in range(1 + trial % 2):  # every other trial is killed twice before it may finish
-                kills.append(run_until_killed([*cmd, "--output", str(out)], rng.uniform(2.0, total), in_save))
+                delay = rng.uniform(2.0, max(2.5, args.latest * total))
+                kills.append(run_until_killed([*cmd, "--output", str(out)], delay, in_save))
             sh([sys.executable, "-m", "bertforge", *cmd, "--output", str(out)])
             equal = (out / "model.safetensors").read_bytes() == reference
             same += equal
