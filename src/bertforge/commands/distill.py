@@ -124,5 +124,6 @@ def run_task(args: argparse.Namespace) -> int:
         batch_size=args.batch_size, lr=args.lr, max_unlabeled=args.max_unlabeled,
         max_train_samples=args.max_train_samples, max_eval_samples=args.max_eval_samples, seed=args.seed,
         timing_rounds=args.timing_rounds, progress=not args.no_progress, device=args.device,
-        precision=args.precision, save_every=args.save_every, overwrite=args.overwrite))
+        precision=args.precision, save_every=args.save_every, overwrite=args.overwrite),
+        hooks=getattr(args, "hooks", None))
     return 0

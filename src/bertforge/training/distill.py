@@ -518,7 +518,8 @@ def compare(rows: dict[str, Any], spec, dev: list[Any], labels: Sequence[str] | 
     return report
 
 
-def distill_task(settings: TaskDistillSettings, say: Callable[[str], None] = print) -> dict[str, Any]:
+def distill_task(settings: TaskDistillSettings, say: Callable[[str], None] = print,
+                 hooks: FaultHooks | None = None) -> dict[str, Any]:
     """Teacher soft targets on the transfer set -> student training -> predictor folder + distill_report.json."""
     from bertforge.tasks.predictor import Predictor
     from bertforge.tasks.registry import get_task
@@ -538,11 +539,12 @@ def distill_task(settings: TaskDistillSettings, say: Callable[[str], None] = pri
         previous.get("max_train_samples")
     with Session(settings.device) as session, claim_run_output(settings.output, "distill-task", settings, session,
                                                                  overwrite=settings.overwrite) as out:
-        return _distill_task(settings, say, session, out, teacher, spec, labels, seed, max_train)
+        return _distill_task(settings, say, session, out, teacher, spec, labels, seed, max_train, hooks)
 
 
 def _distill_task(settings: TaskDistillSettings, say: Callable[[str], None], session: Session, out: Path, teacher,
-                  spec, labels: Sequence[str] | None, seed: int, max_train: int | None) -> dict[str, Any]:
+                  spec, labels: Sequence[str] | None, seed: int, max_train: int | None,
+                  hooks: FaultHooks | None = None) -> dict[str, Any]:
     from bertforge.tasks.evaluation import encode, run_model
     from bertforge.tasks.finetune import FinetuneSettings, train_run
     from bertforge.tasks.predictor import Predictor
@@ -574,7 +576,7 @@ def _distill_task(settings: TaskDistillSettings, say: Callable[[str], None], ses
         features = encode(spec, student_tokenizer, transfer.examples, ft, None, training=False)
     data = TaskData([], {"eval": transfer.dev} if transfer.dev else {}, labels, transfer.note or "")
     make_stage = task_distill_stage(soft, transfer.hard, settings.temperature, settings.alpha_hard)
-    run = train_run(spec, student_tokenizer, data, features, ft, settings.lr, seed, out, session,
+    run = train_run(spec, student_tokenizer, data, features, ft, settings.lr, seed, out, session, hooks=hooks,
                     make_stage=make_stage)
     if not session.is_main:
         return {}
