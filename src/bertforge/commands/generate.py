@@ -5,6 +5,7 @@ import argparse
 import json
 
 from bertforge.commands import add_common
+from bertforge.commands.options import non_negative_int, positive_int
 
 
 def register(sub) -> None:
@@ -29,18 +30,23 @@ def register(sub) -> None:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--temperature", type=float, help="default 0 (greedy) for mask-predict and left-to-right, "
                                              "1 for gibbs and mh")
-    p.add_argument("--top-k", type=int, default=0, help="sample from the k most likely tokens (0: all)")
-    p.add_argument("--burn-in", type=int, default=0, help="gibbs: sweeps drawn from the full distribution "
+    p.add_argument("--top-k", type=non_negative_int, default=0, help="sample from the k most likely tokens (0: all)")
+    p.add_argument("--burn-in", type=non_negative_int, default=0, help="gibbs: sweeps drawn from the full distribution "
                                                   "before --top-k applies")
     p.add_argument("--parallel", action="store_true", help="gibbs: re-draw all targets at once each sweep")
-    p.add_argument("--max-tokens", type=int, default=8192, help="padded tokens per model call")
-    p.add_argument("--device", default="cpu", help="cpu, cuda or auto")
+    add_mlm_run_arguments(p)
+    p.set_defaults(run=run)
+
+
+def add_mlm_run_arguments(p) -> None:
+    """How a masked LM runs, for `generate` and `score` alike: batch size in tokens, device, precision."""
+    p.add_argument("--max-tokens", type=positive_int, default=8192, help="padded tokens per model call")
+    p.add_argument("--device", default="cpu", choices=["auto", "cpu", "cuda"], help="where the model runs")
     p.add_argument("--precision", default="auto", choices=["auto", "fp32", "bf16"],
                    help="auto: bf16 on CUDA, fp32 on CPU; bf16 is faster on CPUs with native bf16 but moves "
                         "log-probabilities by about 1e-2")
     p.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
     add_common(p)
-    p.set_defaults(run=run)
 
 
 def parse_lengths(text: str | None, flag: str = "--span-lengths") -> list[int] | None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from bertforge.commands import add_common
+from bertforge.commands.generate import add_mlm_run_arguments
 
 
 def register(sub) -> None:
@@ -18,13 +18,7 @@ def register(sub) -> None:
     source.add_argument("--input", metavar="FILE", help="one sentence per line (.txt/.gz/.xz); blank lines skipped")
     source.add_argument("--text", action="append", help="a sentence (repeatable)")
     p.add_argument("--per-token", action="store_true", help="also print the tokens and their log-probabilities")
-    p.add_argument("--max-tokens", type=int, default=8192, help="padded tokens per model call")
-    p.add_argument("--device", default="cpu", help="cpu, cuda or auto")
-    p.add_argument("--precision", default="auto", choices=["auto", "fp32", "bf16"],
-                   help="auto: bf16 on CUDA, fp32 on CPU; bf16 is faster on CPUs with native bf16 but moves "
-                        "log-probabilities by about 1e-2")
-    p.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
-    add_common(p)
+    add_mlm_run_arguments(p)
     p.set_defaults(run=run)
 
 
