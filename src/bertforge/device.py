@@ -8,9 +8,8 @@ scaler when training) on CUDA only.
 from __future__ import annotations
 
 import contextlib
-import functools
 from dataclasses import dataclass
-from typing import Any, Callable, ContextManager
+from typing import Any, ContextManager
 
 import torch
 
@@ -35,24 +34,6 @@ def resolve_device(device: str = "auto", local_rank: int = 0) -> torch.device:
     return torch.device("cpu")
 
 
-@functools.lru_cache(maxsize=None)
-def cpu_has_native_bf16() -> bool:
-    """True when the CPU computes bf16 matrix products natively (oneDNN's AVX-512 BF16 / AMX kernels);
-    elsewhere bf16 autocast is emulated and slower than fp32."""
-    try:
-        import torch.backends.mkldnn as mkldnn
-        if hasattr(mkldnn, "is_bf16_supported"):
-            return bool(mkldnn.is_bf16_supported())
-    except Exception:  # pragma: no cover - very old torch
-        pass
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as handle:
-            flags = handle.read()
-        return "avx512_bf16" in flags or "amx_bf16" in flags
-    except OSError:  # pragma: no cover - not Linux
-        return False
-
-
 @dataclass(frozen=True)
 class Precision:
     """What a forward pass runs under: `autocast()` is a fresh context manager each call."""
@@ -65,8 +46,8 @@ class Precision:
         if name not in PRECISIONS:
             raise ValueError(f"unknown precision {name!r}; choose one of {', '.join(PRECISIONS)}")
         if name == "auto":
-            # CPU stays fp32 under "auto": bf16 is offered (and fast where `cpu_has_native_bf16`), but a
-            # default change needs a measured quality race first
+            # CPU stays fp32 under "auto": bf16 is one flag away, but its measured gain on CPU (1.56x for a
+            # mini step, docs/BENCHMARKS.md) is below what would make it the default
             name = "bf16" if device.type == "cuda" and torch.cuda.is_bf16_supported() else "fp32"
         if name == "fp16" and device.type != "cuda":
             raise ValueError("--precision fp16 needs a CUDA device (use bf16 or fp32 on CPU)")
@@ -89,11 +70,6 @@ class Precision:
 
     def __str__(self) -> str:
         return self.name
-
-
-def autocast_factory(device: torch.device, precision: str) -> Callable[[], ContextManager[Any]]:
-    """A no-argument callable returning the precision's autocast context (for code that wants a factory)."""
-    return Precision.resolve(precision, device).autocast
 
 
 def move_to(batch: dict[str, Any], device: torch.device) -> dict[str, Any]:

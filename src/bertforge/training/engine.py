@@ -25,7 +25,7 @@ import json
 import math
 import shutil
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
@@ -504,8 +504,3 @@ def _differs(a: Any, b: Any) -> bool:
     if isinstance(a, (int, float)) and isinstance(b, (int, float)) and not isinstance(a, bool):
         return float(a) != float(b)
     return a != b
-
-
-def options_dict(options: Any) -> dict[str, Any]:
-    """A dataclass of settings as JSON-ready values (for run_config.json)."""
-    return {k: (list(v) if isinstance(v, tuple) else v) for k, v in asdict(options).items()}
