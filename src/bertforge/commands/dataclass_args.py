@@ -9,7 +9,9 @@ from typing import Any, Callable, Iterable
 from bertforge.commands.options import (duration, non_negative_float, non_negative_int, positive_float,
                                         positive_int)
 
-__all__ = ["add_dataclass_arguments", "dataclass_from_args", "positive_int", "non_negative_int", "positive_float"]
+UNSET = argparse.SUPPRESS  # a deferred flag the user did not give is absent from the parsed namespace
+
+__all__ = ["UNSET", "add_dataclass_arguments", "dataclass_from_args", "positive_int", "non_negative_int", "positive_float"]
 
 
 def _plain(kind: type) -> Callable[[str], Any]:
@@ -29,10 +31,11 @@ def flag_of(f) -> str:
 
 def add_dataclass_arguments(parser: argparse.ArgumentParser, cls: type, *, defaults: Any = None,
                             exclude: Iterable[str] = (), include: Iterable[str] | None = None,
-                            title: str | None = None) -> None:
+                            title: str | None = None, deferred: dict[str, str] | None = None) -> None:
     """One flag per field of `cls` (help from `metadata["help"]`; `positive`/`non_negative`/`choices`/
     `kind="duration"` from the metadata); `defaults` (an instance) overrides the class defaults; `include` /
-    `exclude` pick the fields."""
+    `exclude` pick the fields. A `deferred` field's default is decided after parsing (say, by a recipe): its
+    flag is absent from the namespace unless given, and its help ends with the text given for it."""
     target = parser.add_argument_group(title) if title else parser
     skip = set(exclude)
     only = set(include) if include is not None else None
@@ -41,6 +44,8 @@ def add_dataclass_arguments(parser: argparse.ArgumentParser, cls: type, *, defau
             continue
         default = getattr(defaults, f.name) if defaults is not None else \
             (f.default if f.default is not MISSING else None)
+        if deferred and f.name in deferred:
+            default = UNSET
         meta, kind = f.metadata, str(f.type)
         help_text = meta.get("help", "")
         flag = flag_of(f)
@@ -61,6 +66,8 @@ def add_dataclass_arguments(parser: argparse.ArgumentParser, cls: type, *, defau
         else:
             convert = str
         shown = f" (default: {default})" if default is not None and not isinstance(default, bool) else ""
+        if deferred and f.name in deferred:
+            shown = f" ({deferred[f.name]})"
         target.add_argument(flag, dest=f.name, type=convert, default=default, choices=meta.get("choices"),
                             metavar=meta.get("metavar"), help=help_text + shown)
 

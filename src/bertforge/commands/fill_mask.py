@@ -11,7 +11,6 @@ from bertforge.commands.options import existing_dir, positive_int
 # cost minutes of tokenizing before being truncated to the model's length anyway.
 MAX_CHARS = 100_000
 # weight-name prefixes of the masked-LM head of each family: BERT, RoBERTa, ALBERT, DistilBERT
-MLM_HEAD_PREFIXES = ("cls.predictions.", "lm_head.", "predictions.", "vocab_transform.", "vocab_projector.")
 
 
 def register(sub) -> None:
@@ -32,27 +31,6 @@ def register(sub) -> None:
                    help="refuse a text longer than this many characters (checked before tokenizing)")
     add_common(p)
     p.set_defaults(run=run)
-
-
-def check_mlm_head(folder) -> None:
-    """Refuse a checkpoint without masked-LM head weights: loading it would fill masks with a random head."""
-    import json
-    from pathlib import Path
-
-    from bertforge.checkpoint import SAFE_INDEX, SAFE_WEIGHTS, read_state_dict
-    folder = Path(folder)
-    if (folder / SAFE_WEIGHTS).is_file():
-        from safetensors import safe_open
-        with safe_open(str(folder / SAFE_WEIGHTS), framework="pt") as handle:
-            keys = list(handle.keys())
-    elif (folder / SAFE_INDEX).is_file():
-        keys = list(json.loads((folder / SAFE_INDEX).read_text(encoding="utf-8")).get("weight_map", {}))
-    else:
-        keys = list(read_state_dict(folder)[0])
-    if not any(key.startswith(MLM_HEAD_PREFIXES) or any(f".{p}" in key for p in MLM_HEAD_PREFIXES) for key in keys):
-        raise ValueError(f"{folder} has no trained masked-LM head (no cls.predictions / lm_head / predictions "
-                         "weights): fill-mask would rank tokens with a random head. Use a checkpoint written by "
-                         "`bertforge pretrain` or a ...ForMaskedLM model")
 
 
 def check_lengths(texts: list[str], max_chars: int) -> None:
@@ -113,12 +91,9 @@ def _first_piece(tokenizer, word: str) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
-    from bertforge.model.auto import AutoModelForMaskedLM
-    from bertforge.tokenization.auto import load_tokenizer
+    from bertforge.generation.loading import load_mlm
     check_lengths(args.text, args.max_chars)
-    check_mlm_head(args.model)
-    tokenizer = load_tokenizer(args.model)
-    model = AutoModelForMaskedLM.from_pretrained(args.model)
+    model, tokenizer = load_mlm(args.model)
     targets = [w.strip() for w in args.targets.split(",") if w.strip()]
     vocab = tokenizer.vocab_size
     for text, masks in zip(args.text, fill_mask(model, tokenizer, args.text, args.top_k, targets)):

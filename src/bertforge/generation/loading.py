@@ -20,7 +20,8 @@ class MissingMLMHeadError(CheckpointError):
 def load_mlm(path: str | Path, device: str = "cpu") -> tuple[Any, Any]:
     """(model, tokenizer) of a checkpoint folder with a trained MLM head, in eval mode on `device`.
 
-    Works for every family `AutoModelForMaskedLM` knows (BERT, RoBERTa, ALBERT, DistilBERT); the mask token
+    Works for every family `AutoModelForMaskedLM` knows (BERT, RoBERTa, ALBERT, DistilBERT, ELECTRA's
+    generator, ModernBERT); the mask token
     comes from the folder's tokenizer, never from BERT's ids.
     """
     from bertforge.checkpoint import resolve_folder
@@ -39,9 +40,9 @@ def load_mlm(path: str | Path, device: str = "cpu") -> tuple[Any, Any]:
     head_missing = [name for name in model.loading_info.get("newly_initialized", []) if "pooler" not in name]
     if head_missing:
         raise MissingMLMHeadError(
-            f"{folder}: no trained masked-LM head ({head_missing[0]} is not in the checkpoint); generation "
-            f"and scoring need one -- continue pre-training with `bertforge pretrain --init-from {folder} "
-            f"--objective mlm` first")
+            f"{folder} has no trained masked-LM head ({head_missing[0]} is not in the checkpoint): its "
+            f"predictions would come from a random head -- continue pre-training with `bertforge pretrain "
+            f"--init-from {folder} --objective mlm` first")
     tokenizer = load_tokenizer(folder)
     if getattr(tokenizer, "mask_token", None) is None or tokenizer.mask_token_id is None:
         raise MissingMLMHeadError(f"{folder}: the tokenizer has no mask token")

@@ -21,6 +21,7 @@ from bertforge.data.shards import MANIFEST, load_tokenizer
 from bertforge.device import Precision
 from bertforge.training.engine import FaultHooks, FitResult, NonFiniteLossError, Session, Stage, TrainOptions, fit
 from bertforge.training.options import pretrain_defaults
+from bertforge.training.recipes import DEFAULT_RECIPE, recipe_options
 from bertforge.training.run_output import claim_run_output
 
 __all__ = ["PretrainConfig", "PretrainResult", "pretrain", "run_pretraining", "NonFiniteLossError"]
@@ -47,7 +48,14 @@ class PretrainConfig:
     generator_fraction: float = 0.25         # ELECTRA: the generator's width as a fraction of the discriminator's
     disc_weight: float = 50.0                # ELECTRA: weight of replaced-token detection in the loss
     overwrite: bool = False                  # start again in an OUTPUT that holds another run
+    recipe: str = DEFAULT_RECIPE             # which recipe filled in the settings left unset (`from_options`)
     train: TrainOptions = field(default_factory=pretrain_defaults)
+
+    @classmethod
+    def from_options(cls, *, data: str, output: str, recipe: str = DEFAULT_RECIPE, **given: Any) -> "PretrainConfig":
+        """A config from the settings given (fields of this class or of `TrainOptions`), the rest from `recipe`."""
+        own, train = split_options(cls, recipe_options(recipe, given), pretrain_defaults())
+        return cls(data=str(data), output=str(output), recipe=recipe, train=train, **own)
 
 
 # A result is what the engine returns.
@@ -67,9 +75,9 @@ def split_options(cls: type, options: dict[str, Any], defaults: TrainOptions) ->
 
 
 def pretrain(data: str | Path, output: str | Path, *, hooks: FaultHooks | None = None, **options: Any) -> FitResult:
-    """Keyword front end of `run_pretraining`: ``pretrain("data/", "out/", model="mini", max_steps=1000)``."""
-    own, train = split_options(PretrainConfig, options, pretrain_defaults())
-    return run_pretraining(PretrainConfig(data=str(data), output=str(output), train=train, **own), hooks=hooks)
+    """Keyword front end of `run_pretraining`: ``pretrain("data/", "out/", model="mini", max_steps=1000)``;
+    ``recipe="fast"`` fills in what is not given (see `training/recipes.py`)."""
+    return run_pretraining(PretrainConfig.from_options(data=str(data), output=str(output), **options), hooks=hooks)
 
 
 # ---- small pieces ------------------------------------------------------------------------------------------------

@@ -1,0 +1,327 @@
+"""The recipe race: which pre-training recipe learns most in a fixed budget of one CPU core.
+
+Every contender is a `bertforge pretrain` command on the same prepared corpus. A fixed wall-clock budget is
+turned into a step budget per contender by timing its steps first (`calibrate`: all contenders in turn,
+interleaved, one thread, medians), so the runs themselves can share the machine without changing what
+each one is allowed to do. Timing on a loaded machine makes every step slower, so the step budgets are
+conservative.
+
+Every checkpoint of every run is then asked the same held-out questions, whatever it was trained on:
+- `mlm_loss`: MLM loss on the held-out documents, FULL-SENTENCES sequences of 128, 15 % masking (80/10/10),
+  the same masks for every model (as `bertforge ablate` asks them);
+- `pairs_loss`: the same, on the segment pairs that a `--objective mlm+nsp` run evaluates itself on (batch 32,
+  seed 0): the numbers the pre-training section of docs/RESULTS.md reports for its 60- and 120-minute runs;
+  models trained without a sentence task see token type 0 throughout;
+- `top5`: fill-mask top-5 hit rate on held-out probes: one whole word (a single word piece of 3+ letters,
+  not a stop word) masked per held-out sequence, is the true word among the five best answers?
+
+ELECTRA's discriminator is not an MLM: it is compared downstream, like every contender (`--finetune`):
+SST-2 and MRPC dev after fine-tuning on the same subset, median of three seeds, the last epoch's weights.
+
+    OMP_NUM_THREADS=1 python experiments/recipe_race.py --data ../runs/wiki --out ../runs/race \\
+        --budget 20m --contenders bert,fast,electra [--jobs 2] [--finetune ../shared/data/glue]
+
+Re-running the command skips what is done (calibration, runs, evaluations) and resumes killed runs.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+# name -> (what it is, `bertforge pretrain` flags; "{warmup}" becomes the run's warmup steps)
+CONTENDERS: dict[str, tuple[str, list[str]]] = {
+    "bert": ("BERT: post-LN, learned positions, MLM + NSP, 15 % masking, dropout 0.1, batch 32, lr 1e-3",
+             ["--recipe", "bert", "--model", "mini", "--batch-size", "32", "--lr", "1e-3"]),
+    "bert-mlm": ("BERT layout, MLM only (no NSP), 30 % masking, dropout 0, batch 32, lr 1e-3",
+                 ["--model", "mini", "--objective", "mlm", "--mask-rate", "0.3", "--dropout", "0",
+                  "--batch-size", "32", "--lr", "1e-3"]),
+    "modern": ("ModernBERT layout (pre-LN, GeGLU, no biases, rotary), MLM, 30 % masking, dropout 0, batch 32, "
+               "lr 2e-3", ["--model", "modernbert-mini", "--objective", "mlm", "--mask-rate", "0.3", "--dropout", "0",
+                           "--batch-size", "32", "--lr", "2e-3"]),
+    "modern-span": ("the same with SpanBERT span masking", ["--model", "modernbert-mini", "--objective", "mlm",
+                    "--mask-rate", "0.3", "--dropout", "0", "--batch-size", "32", "--lr", "2e-3", "--span-masking"]),
+    "fast": ("the `--recipe fast` defaults", ["--recipe", "fast", "--model", "mini"]),
+    "electra": ("ELECTRA: generator 1/4 wide, replaced-token detection (weight 50), dropout 0, batch 32, lr 1e-3",
+                ["--model", "mini", "--objective", "electra", "--dropout", "0", "--batch-size", "32",
+                 "--lr", "1e-3"]),
+}
+WARMUP_FRACTION = 0.06
+PROBE_SEQUENCES = 640
+
+
+def bertforge(*args: str) -> list[str]:
+    return [sys.executable, "-m", "bertforge", *args]
+
+
+def run_logged(cmd: list[str], log: Path) -> None:
+    with log.open("a", encoding="utf-8") as f:
+        f.write("$ " + " ".join(cmd) + "\n")
+        f.flush()
+        done = subprocess.run(cmd, stdout=f, stderr=subprocess.STDOUT, env={**os.environ, "OMP_NUM_THREADS": "1"})
+    if done.returncode:
+        raise SystemExit(f"failed ({done.returncode}): {' '.join(cmd)}; see {log}")
+
+
+def flags(name: str, warmup: int) -> list[str]:
+    return [a.replace("{warmup}", str(warmup)) for a in CONTENDERS[name][1]]
+
+
+# ---- step budgets --------------------------------------------------------------------------------------------------
+def calibrate(names: list[str], data: str, out: Path, rounds: int, steps: int, jobs: int) -> dict[str, float]:
+    """Seconds per step of each contender: `rounds` short runs each, interleaved, `jobs` at once as in the race
+    itself, median of the steady part."""
+    path = out / "calibration.json"
+    known = json.loads(path.read_text()) if path.exists() else {}
+    todo = [n for n in names if n not in known]
+    samples: dict[str, list[float]] = {n: [] for n in todo}
+
+    def one(name: str, r: int) -> None:
+        run = out / "calibration" / f"{name}-{r}"
+        cmd = bertforge("pretrain", "--data", data, "--output", str(run), "--overwrite", "--max-steps", str(steps),
+                        "--save-every", "0", "--eval-batches", "0", "--log-every", "5", "--no-progress",
+                        *flags(name, 1))
+        run_logged(cmd, out / f"calibration-{name}.log")
+        rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+        times = {row["step"]: row["time"] for row in rows if row.get("split") == "train"}
+        first = sorted(times)[1]  # the first logged steps pay for start-up
+        samples[name].append((times[steps] - times[first]) / (steps - first))
+        print(f"calibration {name} round {r + 1}: {samples[name][-1]:.3f} s/step", flush=True)
+
+    with ThreadPoolExecutor(jobs) as pool:
+        list(pool.map(lambda job: one(*job), [(name, r) for r in range(rounds) for name in todo]))
+    known.update({n: statistics.median(s) for n, s in samples.items()})
+    path.write_text(json.dumps(known, indent=2) + "\n")
+    return known
+
+
+def train(name: str, data: str, out: Path, budget: float, seconds_per_step: float, saves: int) -> Path:
+    steps = int(budget / seconds_per_step)
+    run = out / "runs" / name
+    if (run / "model.safetensors").exists():
+        return run
+    run.mkdir(parents=True, exist_ok=True)
+    every = max(1, steps // saves)
+    cmd = bertforge("pretrain", "--data", data, "--output", str(run), "--max-steps", str(steps),
+                    "--warmup-steps", str(max(1, round(WARMUP_FRACTION * steps))), "--save-every", str(every),
+                    "--keep-checkpoints", str(saves + 1), "--eval-batches", "0", "--no-progress", *flags(name, 1))
+    # a contender's own --warmup-steps wins over the race's (argparse keeps the last)
+    print(f"[{name}] {steps} steps ({seconds_per_step:.3f} s/step x {steps} = {budget / 60:.0f} min)", flush=True)
+    run_logged(cmd, out / f"{name}.log")
+    return run
+
+
+# ---- the same questions for every model ------------------------------------------------------------------------------
+def evaluate_model(folder: Path, data: str, eval_batches: int) -> dict[str, float]:
+    import torch
+
+    from bertforge.data import MaskingConfig, PretrainingDataset
+    from bertforge.data.shards import load_tokenizer
+    from bertforge.model.auto import model_class_for
+
+    torch.set_num_threads(1)
+    model = model_class_for(folder, "masked_lm").from_pretrained(folder).eval()
+    tokenizer = load_tokenizer(folder)
+    result: dict[str, float] = {}
+    run_config = next(p / "run_config.json" for p in (folder, folder.parent.parent) if (p / "run_config.json").exists())
+    sentence_task = json.loads(run_config.read_text())["objective"] in ("mlm+nsp", "mlm+sop")
+    for key, objective, packing, seed in (("mlm", "mlm", "full-sentences", 1234), ("pairs", "mlm+nsp", "full-sentences", 0)):
+        held = PretrainingDataset(data, tokenizer, objective=objective, packing=packing, batch_size=32,
+                                  masking=MaskingConfig(rate=0.15), seed=seed, split="heldout")
+        loss = n = correct = 0.0
+        with torch.no_grad():
+            for i, batch in enumerate(held):
+                if i >= eval_batches:
+                    break
+                labels = batch["labels"]
+                types = batch.get("token_type_ids")
+                if types is not None and not sentence_task:
+                    types = torch.zeros_like(types)
+                kwargs = {"token_type_ids": types} if types is not None and model.config.type_vocab_size else {}
+                logits = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"], **kwargs).logits
+                rows = labels != -100
+                picked = logits[rows] if logits.shape[:2] == labels.shape else logits
+                logp = picked.float().log_softmax(-1)
+                target = labels[rows]
+                loss += float(-logp.gather(-1, target[:, None]).sum())
+                correct += float((logp.argmax(-1) == target).sum())
+                n += int(rows.sum())
+        result[f"{key}_loss"] = loss / n
+        result[f"{key}_acc"] = correct / n
+    result["top5"] = probe_top5(model, tokenizer, data)
+    return result
+
+
+def probe_top5(model, tokenizer, data: str) -> float:
+    """Fill-mask top-5 hit rate: one content word masked per held-out sequence."""
+    import torch
+    from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
+
+    from bertforge.data import MaskingConfig, PretrainingDataset
+
+    held = PretrainingDataset(data, tokenizer, objective="mlm", packing="full-sentences", batch_size=32,
+                              masking=MaskingConfig(rate=0.15), seed=4321, split="heldout")
+    pieces = tokenizer.convert_ids_to_tokens(list(range(len(tokenizer.vocab))))
+    hits = total = 0
+    with torch.no_grad():
+        for batch in held:
+            ids = torch.where(batch["labels"] != -100, batch["labels"], batch["input_ids"])
+            masked, where, truth = ids.clone(), [], []
+            for row in range(ids.shape[0]):
+                seq = ids[row].tolist()
+                candidates = [i for i in range(1, len(seq) - 1) if pieces[seq[i]].isalpha() and len(pieces[seq[i]]) >= 3
+                              and pieces[seq[i]] not in ENGLISH_STOP_WORDS and not pieces[seq[i + 1]].startswith("##")]
+                if candidates:
+                    i = candidates[(row * 7919 + total) % len(candidates)]
+                    masked[row, i] = tokenizer.mask_token_id
+                    where.append((row, i))
+                    truth.append(seq[i])
+            logits = model(input_ids=masked, attention_mask=batch["attention_mask"]).logits
+            for (row, i), true in zip(where, truth):
+                hits += int(true in logits[row, i].topk(5).indices.tolist())
+                total += 1
+            if total >= PROBE_SEQUENCES:
+                break
+    return hits / total
+
+
+def is_electra(name: str) -> bool:
+    args = CONTENDERS[name][1]
+    return "--objective" in args and args[args.index("--objective") + 1] == "electra"
+
+
+def checkpoints(run: Path) -> list[tuple[int, Path]]:
+    found = [(int(p.name.split("-")[1]), p) for p in (run / "checkpoints").glob("step-*")]
+    return sorted(found)
+
+
+def evaluate_run(name: str, run: Path, data: str, out: Path, eval_batches: int) -> list[dict]:
+    path = out / "eval" / f"{name}.json"
+    rows = json.loads(path.read_text()) if path.exists() else []
+    seen = {r["step"] for r in rows}
+    metrics = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    times = {m["step"]: m["time"] for m in metrics if m.get("split") == "train"}
+    for step, folder in checkpoints(run):
+        if step in seen:
+            continue
+        if not (folder / "config.json").exists():
+            continue
+        if is_electra(name):
+            continue  # a discriminator has no MLM to ask; see the downstream table
+        row = {"step": step, "time": times.get(step), **evaluate_model(folder, data, eval_batches)}
+        rows.append(row)
+        print(f"[{name}] step {step}: " + ", ".join(f"{k} {v:.4f}" for k, v in row.items()
+                                                    if isinstance(v, float)), flush=True)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(sorted(rows, key=lambda r: r["step"]), indent=2) + "\n")
+    return rows
+
+
+# ---- downstream ---------------------------------------------------------------------------------------------------
+def finetune(name: str, run: Path, glue: Path, out: Path, seeds: list[int], samples: int, epochs: float,
+             lr: float) -> dict[str, float]:
+    scores: dict[str, list[float]] = {}
+    for task, folder, metric in (("sst2", "SST-2", "accuracy"), ("mrpc", "MRPC", "accuracy")):
+        for seed in seeds:
+            target = out / "finetune" / name / f"{task}-{seed}"
+            if not (target / "metrics.json").exists():
+                cmd = bertforge("finetune", "--task", task, "--model", str(run), "--data", str(glue / folder),
+                                "--output", str(target), "--overwrite", "--epochs", str(epochs), "--lr", str(lr),
+                                "--max-train-samples", str(samples), "--seed", str(seed), "--keep", "last",
+                                "--no-progress")
+                run_logged(cmd, out / f"{name}-finetune.log")
+            report = json.loads((target / "metrics.json").read_text())
+            scores.setdefault(task, []).append(float(report["eval"][metric]))
+    return {task: statistics.median(v) for task, v in scores.items()} | {f"{t}_all": v for t, v in scores.items()}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--data", required=True, help="a folder written by `bertforge prepare`")
+    parser.add_argument("--out", required=True)
+    parser.add_argument("--budget", default="20m", help="wall-clock budget per contender, e.g. 20m or 1200s")
+    parser.add_argument("--contenders", default="bert,bert-mlm,modern,modern-span,electra")
+    parser.add_argument("--finetune-contenders", default="bert,modern,electra")
+    parser.add_argument("--jobs", type=int, default=2, help="runs at once (one thread each)")
+    parser.add_argument("--calibration-rounds", type=int, default=2)
+    parser.add_argument("--calibration-steps", type=int, default=40)
+    parser.add_argument("--saves", type=int, default=2, help="checkpoints per run, each evaluated")
+    parser.add_argument("--eval-batches", type=int, default=20)
+    parser.add_argument("--finetune", metavar="GLUE_DIR", help="also fine-tune every contender on SST-2 and MRPC")
+    parser.add_argument("--finetune-seeds", default="1,2,3")
+    parser.add_argument("--finetune-samples", type=int, default=2000)
+    parser.add_argument("--finetune-epochs", type=float, default=3)
+    parser.add_argument("--finetune-lr", type=float, default=1e-4)
+    args = parser.parse_args()
+    names = [n for n in args.contenders.split(",") if n]
+    unknown = [n for n in names if n not in CONTENDERS]
+    if unknown:
+        parser.error(f"--contenders: unknown {', '.join(unknown)}; choose from {', '.join(CONTENDERS)}")
+    budget = float(args.budget[:-1]) * {"s": 1, "m": 60, "h": 3600}[args.budget[-1]]
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    speed = calibrate(names, args.data, out, args.calibration_rounds, args.calibration_steps, args.jobs)
+    started = time.time()
+    with ThreadPoolExecutor(args.jobs) as pool:
+        runs = dict(zip(names, pool.map(lambda n: train(n, args.data, out, budget, speed[n], args.saves), names)))
+    print(f"runs done in {(time.time() - started) / 60:.1f} min", flush=True)
+    results = {}
+    for name in names:
+        results[name] = {"what": CONTENDERS[name][0], "seconds_per_step": speed[name],
+                         "steps": int(budget / speed[name]),
+                         "curve": evaluate_run(name, runs[name], args.data, out, args.eval_batches)}
+    if args.finetune:
+        seeds = [int(s) for s in args.finetune_seeds.split(",")]
+        for name in [n for n in args.finetune_contenders.split(",") if n in names]:
+            results[name]["downstream"] = finetune(name, runs[name], Path(args.finetune), out, seeds,
+                                                   args.finetune_samples, args.finetune_epochs, args.finetune_lr)
+    (out / "results.json").write_text(json.dumps(results, indent=2) + "\n")
+    print(markdown(results, budget))
+    plot(results, out / "race.png")
+
+
+def markdown(results: dict, budget: float) -> str:
+    lines = [f"| contender | s/step | steps in {budget / 60:.0f} min | held-out MLM loss | pairs loss | MLM acc | "
+             "fill-mask top-5 | SST-2 | MRPC |", "|---|---|---|---|---|---|---|---|---|"]
+    for name, r in results.items():
+        last = r["curve"][-1] if r["curve"] else {}
+        down = r.get("downstream", {})
+
+        def f(v, fmt):
+            return fmt.format(v) if v is not None else "—"
+        lines.append(f"| {name} | {r['seconds_per_step']:.3f} | {r['steps']} | {f(last.get('mlm_loss'), '{:.3f}')} | "
+                     f"{f(last.get('pairs_loss'), '{:.3f}')} | {f(last.get('mlm_acc'), '{:.1%}')} | "
+                     f"{f(last.get('top5'), '{:.1%}')} | {f(down.get('sst2'), '{:.1%}')} | "
+                     f"{f(down.get('mrpc'), '{:.1%}')} |")
+    return "\n".join(lines)
+
+
+def plot(results: dict, path: Path) -> None:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4))
+    for name, r in results.items():
+        curve = r["curve"]
+        if not curve:
+            continue
+        minutes = [c["step"] * r["seconds_per_step"] / 60 for c in curve]
+        axes[0].plot(minutes, [c["mlm_loss"] for c in curve], marker="o", label=name)
+        axes[1].plot(minutes, [c["top5"] for c in curve], marker="o", label=name)
+    axes[0].set(xlabel="budget spent (minutes of one core)", ylabel="held-out MLM loss")
+    axes[1].set(xlabel="budget spent (minutes of one core)", ylabel="fill-mask top-5 hit rate")
+    for ax in axes:
+        ax.grid(alpha=0.3)
+        ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,50 @@
+"""Pre-training recipes: named sets of defaults for `bertforge pretrain` (`--recipe bert|fast`).
+
+A recipe only fills in what the user left unset: a flag given on the command line (or a keyword given to
+`pretrain`) always wins. `bert` is the paper's recipe. `fast` is what won the recipe race on one CPU core
+(docs/RESULTS.md, "The recipe race"): the ModernBERT layout, MLM alone at a higher masking rate, no dropout,
+a short warmup and a high peak learning rate.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from bertforge.config import PRESETS
+
+
+@dataclass(frozen=True)
+class Recipe:
+    name: str
+    summary: str
+    family: str | None                  # the layout a bare size (`--model mini`) gets; None: BERT's
+    options: dict[str, Any] = field(default_factory=dict)  # PretrainConfig / TrainOptions fields
+    warmup_fraction: float | None = None  # warmup as a share of --max-steps (a time budget gets `warmup_steps`)
+
+
+RECIPES: dict[str, Recipe] = {
+    "bert": Recipe("bert", "BERT (Devlin et al. 2019): post-LN, learned positions, MLM + NSP, 15 % masking, "
+                   "dropout 0.1, lr 1e-4", family=None,
+                   options={"objective": "mlm+nsp", "mask_rate": 0.15, "dropout": None, "lr": 1e-4,
+                            "warmup_steps": 0}),
+    "fast": Recipe("fast", "the recipe race's winner: ModernBERT layout (pre-LN, GeGLU, rotary, no biases), MLM "
+                   "only, 30 % masking, dropout 0, lr 2e-3, 6 % warmup", family="modernbert",
+                   options={"objective": "mlm", "mask_rate": 0.3, "dropout": 0.0, "lr": 2e-3, "warmup_steps": 100},
+                   warmup_fraction=0.06),
+}
+DEFAULT_RECIPE = "bert"
+
+
+def recipe_options(name: str, given: dict[str, Any]) -> dict[str, Any]:
+    """`given` (what the user set) completed by the recipe `name`; the model preset gets the recipe's layout
+    when it is a bare size such as `mini`."""
+    if name not in RECIPES:
+        raise ValueError(f"--recipe must be one of {', '.join(RECIPES)}, got {name!r}")
+    recipe = RECIPES[name]
+    options = {**recipe.options, **given}
+    model = options.get("model", "tiny")
+    if recipe.family and model in PRESETS and not options.get("init_from"):
+        options["model"] = f"{recipe.family}-{model}"
+    if recipe.warmup_fraction is not None and "warmup_steps" not in given and options.get("max_steps"):
+        options["warmup_steps"] = max(1, round(recipe.warmup_fraction * options["max_steps"]))
+    return options
