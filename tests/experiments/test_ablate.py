@@ -55,3 +55,36 @@ def test_objectives_table_end_to_end(train_data, shared_data, tmp_path, capsys):
 def test_unknown_table_is_a_clear_error(tmp_path):
     with pytest.raises(ValueError, match="unknown table 'nope'"):
         run_table(AblationSettings(table="nope", data=str(tmp_path), output=str(tmp_path / "o")))
+
+
+def test_fast_recipe_rows_keep_the_table_objective_in_the_modern_layout(train_data, tmp_path):
+    """`--recipe fast`: every row is a BERT-family model in the ModernBERT layout, so a row that asks for NSP
+    still has its head, and the rows train with the recipe's masking rate, dropout and schedule."""
+    import torch
+
+    from bertforge.experiments.ablate import _write_config, recipe_training, row_schedule
+    from bertforge.model.auto import family, read_model_type
+    from bertforge.model.modernbert import ModernBertConfig
+
+    fast = AblationSettings(table="bert-objectives", data=str(train_data), output=str(tmp_path), steps=1000,
+                            model="tiny", recipe="fast")
+    path = _write_config("tiny", {}, fast, tmp_path / "row")
+    config = family(read_model_type(path)).config_class.from_json_file(path)
+    modern = ModernBertConfig()
+    assert read_model_type(path) == "bert" and config.type_vocab_size == 2
+    assert (config.pre_norm, config.feed_forward_glu, config.rope_theta, config.attention_bias) == \
+        (modern.pre_norm, modern.feed_forward_glu, modern.rope_theta, modern.attention_bias)
+    assert config.intermediate_size == config.hidden_size * 3 // 2
+    model = family("bert").model_class("pretraining")(config)
+    ids = torch.randint(5, config.vocab_size, (2, 16))
+    out = model(input_ids=ids, token_type_ids=torch.zeros_like(ids))
+    assert hasattr(model, "nsp") and torch.isfinite(out.prediction_logits).all()
+    assert row_schedule(fast) == (2e-3, 60)  # the recipe's peak, 6 % of the 1,000 steps
+    assert recipe_training("fast") == {"mask_rate": 0.3, "dropout": 0.0}
+
+    paper = AblationSettings(table="bert-objectives", data=str(train_data), output=str(tmp_path), steps=1000)
+    plain = _write_config("tiny", {}, paper, tmp_path / "plain")
+    assert not family("bert").config_class.from_json_file(plain).pre_norm
+    assert row_schedule(paper) == (1e-3, 200)
+    assert row_schedule(AblationSettings(table="t", data="d", output="o", lr=5e-4, warmup_steps=7,
+                                         recipe="fast")) == (5e-4, 7)

@@ -32,8 +32,12 @@ def register(sub) -> None:
     p.add_argument("--finetune-epochs", type=positive_float, default=2.0)
     p.add_argument("--finetune-lr", type=positive_float, default=1e-4)
     p.add_argument("--batch-size", type=positive_int, default=64)
-    p.add_argument("--lr", type=positive_float, default=1e-3)
-    p.add_argument("--warmup-steps", type=non_negative_int, default=200)
+    p.add_argument("--recipe", choices=("bert", "fast"), default="bert",
+                   help="fast: every row in the ModernBERT layout (pre-LN, GeGLU, rotary, no biases; BERT's "
+                   "segment embeddings and NSP head kept where a row asks for them), 30 %% masking, dropout 0")
+    p.add_argument("--lr", type=positive_float, default=None, help="peak lr (default: 1e-3; 2e-3 with --recipe fast)")
+    p.add_argument("--warmup-steps", type=non_negative_int, default=None,
+                   help="default: 200; with --recipe fast, 6 %% of --steps (100 under a time budget)")
     p.add_argument("--eval-batches", type=positive_int, default=20, help="held-out batches per probe")
     p.add_argument("--seed", type=non_negative_int, default=0)
     add_common(p)
@@ -52,7 +56,7 @@ def run(args: argparse.Namespace) -> int:
         steps=args.steps, model=args.model, glue=None if args.glue is None else str(args.glue), tasks=tasks,
         finetune_samples=args.finetune_samples, finetune_epochs=args.finetune_epochs, finetune_lr=args.finetune_lr,
         batch_size=args.batch_size, lr=args.lr, warmup_steps=args.warmup_steps, eval_batches=args.eval_batches,
-        seed=args.seed)
+        seed=args.seed, recipe=args.recipe)
     output = claim_output(args.output, verb="ablate", overwrite=args.overwrite, resumable=True)
     earlier = read_run_config(output)
     if earlier is not None and earlier.get("table") not in (None, args.table):

@@ -37,8 +37,9 @@ class AblationSettings:
     finetune_epochs: float = 2.0
     finetune_lr: float = 1e-4        # small models from short runs want a larger lr than the paper's 2e-5
     batch_size: int = 64
-    lr: float = 1e-3
-    warmup_steps: int = 200
+    lr: float | None = None          # None: 1e-3, or the recipe's own peak (fast: 2e-3)
+    warmup_steps: int | None = None  # None: 200, or the recipe's share of the step budget (fast: 6 %)
+    recipe: str = "bert"             # fast: every row in the ModernBERT layout with the fast recipe's training
     eval_batches: int = 20
     seed: int = 0
     extra: dict[str, Any] = field(default_factory=dict)  # any other PretrainConfig field for every row
@@ -84,6 +85,7 @@ def run_table(settings: AblationSettings, say: Callable[[str], None] = print) ->
         rows[variant.name] = row
         say(f"[{variant.name}] " + ", ".join(f"{k} {v:.4g}" for k, v in row.items() if isinstance(v, float)))
     result = {"table": table.name, "paper": table.paper, "title": table.title, "budget": budget_text(settings),
+              "recipe": settings.recipe, "lr": row_schedule(settings)[0],
               "settings": {k: v for k, v in vars(settings).items()}, "rows": list(rows.values())}
     atomic_write_text(out / "results.json", json.dumps(result, indent=2, default=str) + "\n")
     (out / f"{table.name}.md").write_text(markdown(table, result), encoding="utf-8")
@@ -96,11 +98,12 @@ def run_table(settings: AblationSettings, say: Callable[[str], None] = print) ->
 def train_row(table: Table, variant: Variant, settings: AblationSettings, row_dir: Path,
               rows: dict[str, dict[str, Any]]) -> None:
     from bertforge.training.pretrain import pretrain
+    lr, warmup_steps = row_schedule(settings)
     options: dict[str, Any] = {
-        "objective": "mlm+nsp", "batch_size": settings.batch_size, "lr": settings.lr,
-        "warmup_steps": settings.warmup_steps, "eval_batches": 0,
-        **({"max_steps": settings.steps} if settings.steps else {"time_budget": settings.budget}),
-        "save_every": 500, "seed": settings.seed, "progress": False, **settings.extra, **variant.options}
+        "objective": "mlm+nsp", "batch_size": settings.batch_size, "lr": lr, "warmup_steps": warmup_steps,
+        "eval_batches": 0, **({"max_steps": settings.steps} if settings.steps else {"time_budget": settings.budget}),
+        "save_every": 500, "seed": settings.seed, "progress": False, **recipe_training(settings.recipe),
+        **settings.extra, **variant.options}
     options.setdefault("model", settings.model or table.model)
     if variant.kind == "distill":
         teacher = rows.get(variant.teacher or "")
@@ -112,22 +115,44 @@ def train_row(table: Table, variant: Variant, settings: AblationSettings, row_di
             init_student(teacher["dir"], student)
         budget = {"max_steps": settings.steps} if settings.steps else {"time_budget": settings.budget}
         distill(teacher["dir"], str(student), settings.data, str(row_dir), **budget,
-                batch_size=settings.batch_size, lr=settings.lr, warmup_steps=settings.warmup_steps,
+                batch_size=settings.batch_size, lr=lr, warmup_steps=warmup_steps,
                 seed=settings.seed, progress=False)
         return
-    if variant.config:
+    if variant.config or settings.recipe != "bert":
         options["model"] = str(_write_config(options["model"], variant.config, settings, row_dir))
     pretrain(settings.data, str(row_dir), **options)
 
 
+def row_schedule(settings: AblationSettings) -> tuple[float, int]:
+    """Peak lr and warmup steps of every row: as given, else the recipe's."""
+    from bertforge.training.recipes import RECIPES
+    recipe = RECIPES[settings.recipe]
+    if settings.recipe == "bert":
+        lr, warmup = 1e-3, 200  # the paper's 1e-4 is for 256 x 512 tokens per step for days; rows get minutes
+    else:
+        lr, warmup = recipe.options["lr"], recipe.options["warmup_steps"]
+        if settings.steps and recipe.warmup_fraction is not None:
+            warmup = max(1, round(recipe.warmup_fraction * settings.steps))
+    return (settings.lr if settings.lr is not None else lr,
+            settings.warmup_steps if settings.warmup_steps is not None else warmup)
+
+
+def recipe_training(name: str) -> dict[str, Any]:
+    """What the recipe sets about training besides the schedule (masking rate, dropout); the rows' objectives
+    stay the table's."""
+    from bertforge.training.recipes import RECIPES
+    return {k: v for k, v in RECIPES[name].options.items() if k in ("mask_rate", "dropout")}
+
+
 def _write_config(model: str, overrides: dict[str, Any], settings: AblationSettings, row_dir: Path) -> Path:
-    """A row's config.json: the size preset with the row's changes (E, sharing, depth)."""
+    """A row's config.json: the size preset in the recipe's layout, with the row's changes (E, sharing, depth)."""
     from bertforge.data.shards import load_tokenizer
     from bertforge.model.auto import preset_config
     from bertforge.training.pretrain import resolve_vocab
+    from bertforge.training.recipes import layout_overrides
     tokenizer = load_tokenizer(resolve_vocab(settings.data, None))
     config = preset_config(model, vocab_size=len(tokenizer.vocab), pad_token_id=tokenizer.pad_token_id)
-    config = config.replace(**overrides)
+    config = config.replace(**layout_overrides(settings.recipe, config.hidden_size), **overrides)
     path = row_dir.parent / "configs" / row_dir.name / "config.json"  # beside the row's output
     config.save_pretrained(path.parent)
     return path
@@ -193,9 +218,9 @@ def markdown(table: Table, result: dict[str, Any]) -> str:
     rows = result["rows"]
     cols = [c for c in COLUMNS if any(c[0] in r for r in rows)]
     lines = [f"### {table.paper}: {table.title}", "",
-             f"Each row: {result['budget']} of pre-training on the same corpus (batch "
-             f"{result['settings']['batch_size']}, lr {result['settings']['lr']:g}), then the same held-out probes "
-             f"and the same fine-tuning.", "",
+             f"Each row: {result['budget']} of pre-training on the same corpus with the `{result['recipe']}` "
+             f"recipe (batch {result['settings']['batch_size']}, peak lr {result['lr']:g}), then the same held-out "
+             "probes and the same fine-tuning.", "",
              "| row | " + " | ".join(c[1] for c in cols) + " |", "|---|" + "---:|" * len(cols)]
     for r in rows:
         cells = [fmt.format(r[key]) if key in r else "—" for key, _, fmt in cols]

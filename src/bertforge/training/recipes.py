@@ -35,6 +35,18 @@ RECIPES: dict[str, Recipe] = {
 DEFAULT_RECIPE = "bert"
 
 
+def layout_overrides(name: str, hidden_size: int) -> dict[str, Any]:
+    """The recipe's layout as `BertConfig` options, for a model that must stay in the BERT family (an ablation
+    row with a sentence-pair head, an ALBERT-style row): the options the ModernBERT layout switches on, at its
+    feed-forward width ratio. Empty for the paper's recipe."""
+    if RECIPES[name].family != "modernbert":
+        return {}
+    from bertforge.config import MODERN_OPTIONS
+    from bertforge.model.modernbert import ModernBertConfig
+    modern = ModernBertConfig()
+    return {option: getattr(modern, option) for option in MODERN_OPTIONS} | {"intermediate_size": hidden_size * 3 // 2}
+
+
 def recipe_options(name: str, given: dict[str, Any]) -> dict[str, Any]:
     """`given` (what the user set) completed by the recipe `name`; the model preset gets the recipe's layout
     when it is a bare size such as `mini`."""
