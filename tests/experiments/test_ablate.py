@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import statistics
 
 import pytest
 
@@ -25,7 +26,8 @@ def test_every_table_names_distinct_rows_and_known_options():
 def test_objectives_table_end_to_end(train_data, shared_data, tmp_path, capsys):
     settings = AblationSettings(table="bert-objectives", data=str(train_data), output=str(tmp_path / "t"),
                                 steps=2, model="tiny", glue=str(shared_data / "glue"), tasks=("sst2",),
-                                finetune_samples=48, finetune_epochs=1, batch_size=8, eval_batches=2)
+                                finetune_samples=48, finetune_epochs=1, batch_size=8, eval_batches=2,
+                                finetune_seeds=2)
     result = run_table(settings, say=lambda _m: None)
     rows = {r["name"]: r for r in result["rows"]}
     assert list(rows) == ["MLM + NSP", "MLM, no NSP", "LTR, no NSP"]
@@ -34,6 +36,9 @@ def test_objectives_table_end_to_end(train_data, shared_data, tmp_path, capsys):
         assert 0.0 <= row["sst2_accuracy"] <= 1.0
         assert row["parameters"] > 0
     assert "perplexity" in rows["MLM + NSP"] and "ltr_perplexity" not in rows["MLM + NSP"]
+    runs = json.loads((tmp_path / "t" / "mlm-nsp" / "finetune-sst2" / "metrics.json").read_text())["runs"]
+    assert [r["seed"] for r in runs] == [0, 1]  # one fine-tuning run per seed, the table shows their median
+    assert rows["MLM + NSP"]["sst2_accuracy"] == pytest.approx(statistics.median(r["eval"]["accuracy"] for r in runs))
     assert "ltr_perplexity" in rows["LTR, no NSP"] and "perplexity" not in rows["LTR, no NSP"]
 
     table_md = (tmp_path / "t" / "bert-objectives.md").read_text()

@@ -31,6 +31,8 @@ def register(sub) -> None:
     p.add_argument("--finetune-samples", type=positive_int, default=4000, help="train examples per task")
     p.add_argument("--finetune-epochs", type=positive_float, default=2.0)
     p.add_argument("--finetune-lr", type=positive_float, default=1e-4)
+    p.add_argument("--finetune-seeds", type=positive_int, default=1,
+                   help="fine-tuning runs per task and row (seeds --seed, --seed+1, ...); the table shows medians")
     p.add_argument("--batch-size", type=positive_int, default=64)
     p.add_argument("--recipe", choices=("bert", "fast"), default="bert",
                    help="fast: every row in the ModernBERT layout (pre-LN, GeGLU, rotary, no biases; BERT's "
@@ -55,6 +57,7 @@ def run(args: argparse.Namespace) -> int:
         table=args.table, data=str(args.data), output=args.output, budget=parse_duration(args.budget),
         steps=args.steps, model=args.model, glue=None if args.glue is None else str(args.glue), tasks=tasks,
         finetune_samples=args.finetune_samples, finetune_epochs=args.finetune_epochs, finetune_lr=args.finetune_lr,
+        finetune_seeds=args.finetune_seeds,
         batch_size=args.batch_size, lr=args.lr, warmup_steps=args.warmup_steps, eval_batches=args.eval_batches,
         seed=args.seed, recipe=args.recipe)
     output = claim_output(args.output, verb="ablate", overwrite=args.overwrite, resumable=True)

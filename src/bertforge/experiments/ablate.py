@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import logging
 import re
+import statistics
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -36,6 +37,7 @@ class AblationSettings:
     finetune_samples: int = 4000     # train examples per task (MRPC has 3,668)
     finetune_epochs: float = 2.0
     finetune_lr: float = 1e-4        # small models from short runs want a larger lr than the paper's 2e-5
+    finetune_seeds: int = 1          # fine-tuning runs per task (seeds seed, seed+1, ...); the table shows medians
     batch_size: int = 64
     lr: float | None = None          # None: 1e-3, or the recipe's own peak (fast: 2e-3)
     warmup_steps: int | None = None  # None: 200, or the recipe's share of the step budget (fast: 6 %)
@@ -202,8 +204,9 @@ def finetune_row(row_dir: Path, task: str, settings: AblationSettings) -> dict[s
         task=task, model=str(row_dir), output=str(row_dir / f"finetune-{task}"),
         data=str(Path(settings.glue) / FINETUNE_TASKS[task]), epochs=settings.finetune_epochs,
         learning_rates=(settings.finetune_lr,), max_train_samples=settings.finetune_samples,
-        seed=settings.seed, progress=False), say=lambda _msg: None)
-    return {k: float(report["eval"][k]) for k in ("accuracy", "f1") if k in report["eval"]}
+        restarts=settings.finetune_seeds, seed=settings.seed, progress=False), say=lambda _msg: None)
+    runs = [run["eval"] for run in report["runs"]]
+    return {k: statistics.median(float(run[k]) for run in runs) for k in ("accuracy", "f1") if k in runs[0]}
 
 
 # ---- reporting ---------------------------------------------------------------------------------------------------
@@ -220,7 +223,9 @@ def markdown(table: Table, result: dict[str, Any]) -> str:
     lines = [f"### {table.paper}: {table.title}", "",
              f"Each row: {result['budget']} of pre-training on the same corpus with the `{result['recipe']}` "
              f"recipe (batch {result['settings']['batch_size']}, peak lr {result['lr']:g}), then the same held-out "
-             "probes and the same fine-tuning.", "",
+             "probes and the same fine-tuning"
+             + (f" (dev scores: medians of {n} seeds)" if (n := result['settings'].get('finetune_seeds', 1)) > 1
+                else "") + ".", "",
              "| row | " + " | ".join(c[1] for c in cols) + " |", "|---|" + "---:|" * len(cols)]
     for r in rows:
         cells = [fmt.format(r[key]) if key in r else "—" for key, _, fmt in cols]

@@ -348,7 +348,7 @@ def _report(spec: TaskSpec, settings: FinetuneSettings, data: TaskData, train_fe
         "eval": best.metrics,
         "best_run": {"name": best.name, "lr": best.lr, "seed": best.seed, "value": best.value},
         "runs": [{"name": x.name, "lr": x.lr, "seed": x.seed, "value": x.value, "steps": x.steps,
-                  "seconds": x.seconds} for x in runs],
+                  "seconds": x.seconds, "eval": x.metrics} for x in runs],
         "summary": {"median": statistics.median(values), "min": min(values), "max": max(values),
                     "stdev": statistics.stdev(values) if len(values) > 1 else 0.0, "n_runs": len(values)},
         "settings": _record(settings),
