@@ -33,10 +33,13 @@ _LAZY = {
     **{name: "bertforge.model.modernbert" for name in (
         "ModernBertConfig", "ModernBertModel", "ModernBertForMaskedLM", "ModernBertForSequenceClassification",
         "ModernBertForTokenClassification", "ModernBertForQuestionAnswering", "ModernBertForMultipleChoice")},
+    **{name: "bertforge.model.encoder_decoder" for name in (
+        "EncoderDecoderConfig", "EncoderDecoderModel", "BertLMHeadModel")},
     "Kernels": "bertforge.model.kernels",
     "SentenceEncoder": "bertforge.serving.embeddings",
     "generate": "bertforge.generation",
     "pseudo_log_likelihood": "bertforge.generation",
+    "generate_conditional": "bertforge.generation",
     "RobertaTokenizer": "bertforge.tokenization.bpe",
     "AlbertTokenizer": "bertforge.tokenization.sentencepiece",
 }

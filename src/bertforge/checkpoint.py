@@ -75,11 +75,20 @@ BERT_NAMES = NameMap(
         (r"encoder\.layers\.(\d+)\.feed_forward\.up\.(weight|bias)", r"encoder.layer.\1.intermediate.dense.\2"),
         (r"encoder\.layers\.(\d+)\.feed_forward\.down\.(weight|bias)", r"encoder.layer.\1.output.dense.\2"),
         (r"encoder\.layers\.(\d+)\.output_norm\.(weight|bias)", r"encoder.layer.\1.output.LayerNorm.\2"),
+        # a decoder's cross-attention (`add_cross_attention`)
+        (r"encoder\.layers\.(\d+)\.cross_attention\.query\.(weight|bias)",
+         r"encoder.layer.\1.crossattention.self.query.\2"),
+        (r"encoder\.layers\.(\d+)\.cross_attention\.out\.(weight|bias)",
+         r"encoder.layer.\1.crossattention.output.dense.\2"),
+        (r"encoder\.layers\.(\d+)\.cross_attention_norm\.(weight|bias)",
+         r"encoder.layer.\1.crossattention.output.LayerNorm.\2"),
     ],
     fused=[
         (r"encoder\.layers\.(\d+)\.attention\.qkv\.(weight|bias)",
          [r"encoder.layer.\1.attention.self.query.\2", r"encoder.layer.\1.attention.self.key.\2",
           r"encoder.layer.\1.attention.self.value.\2"]),
+        (r"encoder\.layers\.(\d+)\.cross_attention\.kv\.(weight|bias)",
+         [r"encoder.layer.\1.crossattention.self.key.\2", r"encoder.layer.\1.crossattention.self.value.\2"]),
     ],
     ignored=("embeddings.position_ids", "embeddings.token_type_ids"),
     head_prefixes=("cls.", "classifier.", "qa_outputs.", "pooler."),
@@ -307,8 +316,9 @@ def load_hf_state_dict(model: torch.nn.Module, hf_state: dict[str, torch.Tensor]
 
     missing = sorted(set(own_state) - set(to_load))
     inner_prefix, _ = _base_prefix(model)
+    # a new pooler, or new cross-attention in a decoder warm-started from an encoder, is expected (and reported)
     base_missing = [m for m in missing if _is_base_param(m, inner_prefix, type(model).head_names)
-                    and ".pooler." not in f".{m}"]
+                    and ".pooler." not in f".{m}" and ".cross_attention" not in m]
     if base_missing:
         raise CheckpointError(f"{source}: the encoder's weights are incomplete; missing "
                               f"{_few([' / '.join(_hf_names_of(m, expected)) for m in base_missing])}")

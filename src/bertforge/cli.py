@@ -23,6 +23,7 @@ VERBS = {
     "fill-mask": "fill_mask",
     "finetune": "finetune",
     "distill": "distill",
+    "seq2seq": "seq2seq",
     "evaluate": "evaluate",
     "predict": "predict",
     "features": "features",

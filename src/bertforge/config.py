@@ -35,6 +35,9 @@ MODERN_OPTIONS = ("pre_norm", "feed_forward_glu", "attention_bias", "mlp_bias", 
                   "local_rope_theta", "local_attention", "global_attn_every_n_layers", "head_bias", "head_act",
                   "decoder_bias")
 
+# An encoder–decoder's decoder options (HF's names), written to config.json only when set.
+DECODER_OPTIONS = ("is_decoder", "add_cross_attention")
+
 SUPPORTED_ACTIVATIONS = ("gelu", "gelu_new", "gelu_pytorch_tanh", "gelu_fast", "relu", "silu", "swish", "tanh")
 
 
@@ -75,6 +78,11 @@ class BertConfig:
     head_bias: bool = True  # bias of the MLM head's dense transform
     head_act: str | None = None  # the MLM head's activation (None: hidden_act)
     decoder_bias: bool = True  # bias of the MLM vocabulary decoder
+    # An encoder–decoder's decoder (HF's names): cross-attention to the encoder after each self-attention.
+    # `is_decoder` is what makes transformers run the self-attention left to right; bertforge's decoders
+    # attend both ways unless asked (`causal=True`), as a conditional masked LM does.
+    is_decoder: bool = False
+    add_cross_attention: bool = False
     # Fine-tuning heads keep their label names here, as HF does, so a saved predictor knows what it predicts.
     id2label: dict[int, str] | None = None
     problem_type: str | None = None
@@ -110,6 +118,9 @@ class BertConfig:
             if value is not None or name != "classifier_dropout":
                 _check_number(name, value, "a probability in [0, 1)", lambda v: 0 <= v < 1)
         self._check_modern_options()
+        if self.add_cross_attention and self.layer_sharing != "none":
+            raise ConfigError("config field 'add_cross_attention' cannot be combined with 'layer_sharing' "
+                              f"{self.layer_sharing!r}: a decoder's layers each have their own cross-attention")
         kind = self.extra.get("position_embedding_type", "absolute")
         if kind not in ("absolute", None):
             raise ConfigError(f"config field 'position_embedding_type' is {kind!r}; only 'absolute' is supported")
@@ -122,7 +133,7 @@ class BertConfig:
 
     def _check_modern_options(self) -> None:
         for name in ("pre_norm", "feed_forward_glu", "attention_bias", "mlp_bias", "norm_bias", "head_bias",
-                     "decoder_bias"):
+                     "decoder_bias", "is_decoder", "add_cross_attention"):
             if not isinstance(getattr(self, name), bool):
                 raise ConfigError(f"config field '{name}' must be true or false, got {getattr(self, name)!r}")
         for name in ("rope_theta", "local_rope_theta"):
@@ -189,7 +200,7 @@ class BertConfig:
                 continue
             if f.name == "layer_sharing" and value == "none":  # BERT's config.json stays as transformers writes it
                 continue
-            if f.name in MODERN_OPTIONS and value == f.default:  # likewise for the modern options left off
+            if f.name in MODERN_OPTIONS + DECODER_OPTIONS and value == f.default:  # likewise for options left off
                 continue
             if f.name == "id2label":
                 out["id2label"] = {str(k): v for k, v in value.items()}

@@ -5,7 +5,7 @@ import argparse
 import json
 
 from bertforge.commands import add_common
-from bertforge.commands.options import non_negative_int, positive_int
+from bertforge.commands.options import existing_file, non_negative_int, positive_int
 
 
 def register(sub) -> None:
@@ -16,8 +16,17 @@ def register(sub) -> None:
                                    "tokens after an optional --prefix. Samplers: mask-predict (Ghazvininejad et "
                                    "al. 2019), gibbs (Wang & Cho 2019), mh (Metropolis-Hastings over the MLM's "
                                    "energy, Goyal et al. 2021) and left-to-right. Prints one JSON line per "
-                                   "sample; the same --seed gives the same samples.")
-    p.add_argument("--model", required=True, metavar="DIR", help="a checkpoint folder with a trained MLM head")
+                                   "sample; the same --seed gives the same samples. With an encoder-decoder "
+                                   "(`bertforge seq2seq`'s output): one target per --source (or per line of "
+                                   "--input), by mask-predict or left-to-right.")
+    p.add_argument("--model", required=True, metavar="DIR",
+                   help="a checkpoint folder with a trained MLM head, or an encoder-decoder folder")
+    p.add_argument("--source", action="append", help="encoder-decoder: a source text (repeat for more)")
+    p.add_argument("--input", type=existing_file, metavar="FILE",
+                   help='encoder-decoder: sources, one per line (.txt) or {"source": ...} per line (.jsonl)')
+    p.add_argument("--length-beam", type=positive_int, default=3,
+                   help="encoder-decoder: target lengths tried per source (the most likely ones)")
+    p.add_argument("--max-source-length", type=positive_int, default=256, help="encoder-decoder: source tokens kept")
     p.add_argument("--text", help='text with masks, e.g. "the [MASK] [MASK] sat on the mat ."')
     p.add_argument("--span-lengths", metavar="N,...", help="expand the i-th mask of --text into N masks")
     p.add_argument("--length", type=int, help="generate this many tokens (unconditional generation)")
@@ -60,8 +69,14 @@ def parse_lengths(text: str | None, flag: str = "--span-lengths") -> list[int] |
 
 def run(args: argparse.Namespace) -> int:
     from bertforge.generation import generate, load_mlm
+    from bertforge.generation.loading import is_encoder_decoder
     from bertforge.training.progress import progress
 
+    if is_encoder_decoder(args.model):
+        return run_conditional(args)
+    if args.source or args.input:
+        raise ValueError(f"--source/--input need an encoder-decoder folder; {args.model} is a masked LM (give "
+                         "--text, or --length)")
     lengths = parse_lengths(args.span_lengths)
     model, tokenizer = load_mlm(args.model, device=args.device)
     bar = None if args.no_progress else (lambda total: progress(total, bar=True, desc="generate", unit="call"))
@@ -71,6 +86,52 @@ def run(args: argparse.Namespace) -> int:
                        temperature=args.temperature, top_k=args.top_k, burn_in=args.burn_in,
                        parallel=args.parallel, max_tokens=args.max_tokens, precision=args.precision,
                        progress=bar)
+    for result in results:
+        print(json.dumps(result, ensure_ascii=False), flush=True)
+    return 0
+
+
+def read_sources(args: argparse.Namespace) -> list[str]:
+    """--source texts, then --input's lines (.jsonl: each line's "source"); one-line errors name the line."""
+    sources = list(args.source or [])
+    if args.input is not None:
+        from bertforge.tasks.readers.base import iter_lines
+        for number, line in iter_lines(args.input):
+            if not line.strip():
+                continue
+            if str(args.input).endswith(".jsonl"):
+                try:
+                    record = json.loads(line)
+                except json.JSONDecodeError as err:
+                    raise ValueError(f"{args.input}, line {number}: expected a JSON object, got invalid JSON "
+                                     f"({err.msg})") from None
+                if not isinstance(record, dict) or not isinstance(record.get("source"), str):
+                    raise ValueError(f"{args.input}, line {number}, field 'source': expected a string")
+                line = record["source"]
+            sources.append(line)
+    if not sources:
+        raise ValueError("an encoder-decoder generates from --source TEXT or --input FILE")
+    return sources
+
+
+def run_conditional(args: argparse.Namespace) -> int:
+    from bertforge.generation.conditional import CONDITIONAL_SAMPLERS, generate_conditional
+    from bertforge.generation.loading import load_encoder_decoder
+    from bertforge.training.progress import progress
+
+    if args.text or args.length:
+        raise ValueError("--text/--length are for masked LMs; an encoder-decoder takes --source or --input")
+    if args.sampler not in CONDITIONAL_SAMPLERS:
+        raise ValueError(f"--sampler: an encoder-decoder decodes with {' or '.join(CONDITIONAL_SAMPLERS)}, "
+                         f"got {args.sampler!r}")
+    sources = read_sources(args)
+    model, tokenizer = load_encoder_decoder(args.model, device=args.device)
+    bar = None if args.no_progress else (lambda total: progress(total, bar=True, desc="generate", unit="source"))
+    results = generate_conditional(model, tokenizer, sources, sampler=args.sampler,
+                                   iterations=10 if args.iterations is None else args.iterations,
+                                   length_beam=args.length_beam, batch_size=args.batch_size,
+                                   max_source_length=args.max_source_length, precision=args.precision,
+                                   progress=bar)
     for result in results:
         print(json.dumps(result, ensure_ascii=False), flush=True)
     return 0

@@ -47,3 +47,36 @@ def load_mlm(path: str | Path, device: str = "cpu") -> tuple[Any, Any]:
     if getattr(tokenizer, "mask_token", None) is None or tokenizer.mask_token_id is None:
         raise MissingMLMHeadError(f"{folder}: the tokenizer has no mask token")
     return model.to(resolve_device(device)).eval(), tokenizer
+
+
+def is_encoder_decoder(path: str | Path) -> bool:
+    from bertforge.checkpoint import resolve_folder
+    from bertforge.model.auto import read_model_type
+    from bertforge.model.encoder_decoder import MODEL_TYPE
+    return read_model_type(resolve_folder(path)) == MODEL_TYPE
+
+
+def load_encoder_decoder(path: str | Path, device: str = "cpu") -> tuple[Any, Any]:
+    """(model, tokenizer) of an encoder-decoder folder (`bertforge seq2seq`'s output), in eval mode on `device`;
+    refused when the decoder's weights are incomplete (a warm start that was never trained)."""
+    from bertforge.checkpoint import resolve_folder
+    from bertforge.device import resolve_device
+    from bertforge.model.encoder_decoder import EncoderDecoderModel
+    from bertforge.tokenization.auto import load_tokenizer
+
+    folder = resolve_folder(path)
+    checkpoint_logger = logging.getLogger("bertforge.checkpoint")
+    level = checkpoint_logger.level
+    checkpoint_logger.setLevel(logging.ERROR)  # missing decoder weights are reported below as an error instead
+    try:
+        model = EncoderDecoderModel.from_pretrained(folder)
+    finally:
+        checkpoint_logger.setLevel(level)
+    missing = model.decoder.loading_info.get("newly_initialized", [])
+    if missing:
+        raise MissingMLMHeadError(f"{folder}: the decoder's {missing[0]} is not in the checkpoint; train the "
+                                  "encoder-decoder with `bertforge seq2seq` first")
+    tokenizer = load_tokenizer(folder)
+    if getattr(tokenizer, "mask_token", None) is None or tokenizer.mask_token_id is None:
+        raise MissingMLMHeadError(f"{folder}: the tokenizer has no mask token")
+    return model.to(resolve_device(device)).eval(), tokenizer

@@ -20,6 +20,8 @@ SAMPLERS = ("mask-predict", "gibbs", "mh", "left-to-right")
 class SamplerOutput:
     ids: torch.Tensor                                   # [B, seq] filled sequences
     extras: list[dict] = field(default_factory=list)    # per sample: e.g. acceptance_rate, energy
+    scores: torch.Tensor | None = None                  # [B, targets]: each final token's log-probability when
+                                                        # it was chosen (mask-predict, left-to-right)
 
 
 def _noop() -> None:
@@ -89,7 +91,7 @@ def mask_predict(mlm: MaskedLM, ids: torch.Tensor, targets: torch.Tensor, iterat
         new_tokens, new_scores = choose(logp, _repeat(generators, n), temperature, top_k)
         x.scatter_(1, positions, new_tokens.view(batch, n))
         scores.scatter_(1, chosen, new_scores.view(batch, n))
-    return SamplerOutput(x)
+    return SamplerOutput(x, scores=scores)
 
 
 def left_to_right(mlm: MaskedLM, ids: torch.Tensor, targets: torch.Tensor, generators: list[torch.Generator],
@@ -97,13 +99,15 @@ def left_to_right(mlm: MaskedLM, ids: torch.Tensor, targets: torch.Tensor, gener
     """Fill the masks one at a time from the left, each given everything filled so far (greedy by default)."""
     x = ids.clone()
     x[:, targets] = mlm.mask_id
+    scores = []
     for position in targets.tolist():
         where = torch.zeros_like(x, dtype=torch.bool)
         where[:, position] = True
         logp = mlm.generation_logits(mlm.log_probs(x, where))
         step()
-        x[:, position] = choose(logp, generators, temperature, top_k)[0]
-    return SamplerOutput(x)
+        x[:, position], score = choose(logp, generators, temperature, top_k)
+        scores.append(score)
+    return SamplerOutput(x, scores=torch.stack(scores, 1) if scores else None)
 
 
 def gibbs(mlm: MaskedLM, ids: torch.Tensor, targets: torch.Tensor, iterations: int,

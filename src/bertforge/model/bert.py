@@ -14,6 +14,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from bertforge.config import BertConfig
+from bertforge.model.cross_attention import Memory
 from bertforge.model.embeddings import Embeddings
 from bertforge.model.encoder import Encoder
 from bertforge.model.flops import count_flops
@@ -147,11 +148,13 @@ class BertModel(BertPreTrainedModel):
 
     def encode(self, input_ids: torch.Tensor, attention_mask: Optional[torch.Tensor] = None,
                token_type_ids: Optional[torch.Tensor] = None, position_ids: Optional[torch.Tensor] = None,
-               causal: bool = False, unpad: bool = True,
-               output_hidden_states: bool = False) -> tuple[torch.Tensor, PackedBatch, list[torch.Tensor] | None]:
+               causal: bool = False, unpad: bool = True, output_hidden_states: bool = False,
+               encoder_hidden_states: Optional[torch.Tensor] = None, encoder_attention_mask: Optional[torch.Tensor] = None,
+               ) -> tuple[torch.Tensor, PackedBatch, list[torch.Tensor] | None]:
         """Run the encoder and stay packed: (hidden [tokens, H], the packing, packed hidden states or None).
 
-        Heads use this to pick rows ([CLS], masked tokens) without ever re-padding the whole batch.
+        Heads use this to pick rows ([CLS], masked tokens) without ever re-padding the whole batch. A decoder
+        (`config.add_cross_attention`) also attends to `encoder_hidden_states` [batch, source, H].
         """
         if input_ids.dim() != 2:
             raise ValueError(f"input_ids must be [batch, seq], got shape {tuple(input_ids.shape)}")
@@ -168,7 +171,13 @@ class BertModel(BertPreTrainedModel):
         x = self.embeddings(batch.pack(input_ids), positions,
                             batch.pack(token_type_ids) if token_type_ids is not None else None)
         collect: list[torch.Tensor] | None = [] if output_hidden_states else None
-        x = self.encoder(x, batch, collect, positions=positions)  # rotary positions read them inside
+        memory = None
+        if encoder_hidden_states is not None:
+            if not self.config.add_cross_attention:
+                raise ValueError("encoder_hidden_states given, but this model has no cross-attention "
+                                 "(config.add_cross_attention is false)")
+            memory = Memory.of(encoder_hidden_states, encoder_attention_mask)
+        x = self.encoder(x, batch, collect, positions=positions, memory=memory)  # rotary reads the positions
         return x, batch, collect
 
     def forward(self, input_ids: torch.Tensor, attention_mask: Optional[torch.Tensor] = None,
@@ -209,9 +218,13 @@ class BertForMaskedLM(BertPreTrainedModel):
     def forward(self, input_ids: torch.Tensor, attention_mask: Optional[torch.Tensor] = None,
                 token_type_ids: Optional[torch.Tensor] = None, position_ids: Optional[torch.Tensor] = None,
                 labels: Optional[torch.Tensor] = None, prediction_positions: Optional[torch.Tensor] = None,
-                output_hidden_states: bool = False, causal: bool = False, unpad: bool = True) -> MaskedLMOutput:
+                output_hidden_states: bool = False, causal: bool = False, unpad: bool = True,
+                encoder_hidden_states: Optional[torch.Tensor] = None,
+                encoder_attention_mask: Optional[torch.Tensor] = None) -> MaskedLMOutput:
         x, batch, collect = self.bert.encode(input_ids, attention_mask, token_type_ids, position_ids,
-                                             causal=causal, unpad=unpad, output_hidden_states=output_hidden_states)
+                                             causal=causal, unpad=unpad, output_hidden_states=output_hidden_states,
+                                             encoder_hidden_states=encoder_hidden_states,
+                                             encoder_attention_mask=encoder_attention_mask)
         positions = _mlm_rows(labels, prediction_positions, attention_mask)
         if positions is None:
             logits = self.mlm(batch.unpack(x))

@@ -18,6 +18,7 @@ from torch import nn
 
 from bertforge.config import BertConfig
 from bertforge.model.attention import local_attention_batch
+from bertforge.model.cross_attention import Memory
 from bertforge.model.layer import EncoderLayer, Rope, layer_norm
 from bertforge.model.packing import PackedBatch
 from bertforge.model.rotary import RotaryEmbedding
@@ -75,10 +76,10 @@ class Encoder(nn.Module):
         return contexts
 
     def forward(self, x: torch.Tensor, batch: PackedBatch, collect: list[torch.Tensor] | None = None,
-                positions: Optional[torch.Tensor] = None) -> torch.Tensor:
+                positions: Optional[torch.Tensor] = None, memory: Optional[Memory] = None) -> torch.Tensor:
         """`collect`, when given, receives the input and every layer's output (packed; the last one after the
         final norm of a pre-LN stack). `positions`: the packed tokens' position ids, read by rotary positions
-        (default: each token's place in its row)."""
+        (default: each token's place in its row). `memory`: the encoder states a decoder's layers attend to."""
         contexts = self._contexts(x, batch, positions)
         for depth, (a, f) in enumerate(self.schedule):
             if collect is not None:
@@ -89,9 +90,9 @@ class Encoder(nn.Module):
                 step = _Mixed(self.layers[a], self.layers[f])
             layer_batch, rope = contexts[self.global_layer[depth]]
             if self.gradient_checkpointing and self.training:
-                x = torch.utils.checkpoint.checkpoint(step, x, layer_batch, rope, use_reentrant=False)
+                x = torch.utils.checkpoint.checkpoint(step, x, layer_batch, rope, memory, use_reentrant=False)
             else:
-                x = step(x, layer_batch, rope)
+                x = step(x, layer_batch, rope, memory)
         if self.final_norm is not None:
             x = self.final_norm(x)
         if collect is not None:
@@ -105,5 +106,6 @@ class _Mixed:
     def __init__(self, attention_from: EncoderLayer, ffn_from: EncoderLayer) -> None:
         self.attention_from, self.ffn_from = attention_from, ffn_from
 
-    def __call__(self, x: torch.Tensor, batch: PackedBatch, rope: Rope = None) -> torch.Tensor:
+    def __call__(self, x: torch.Tensor, batch: PackedBatch, rope: Rope = None, memory: Optional[Memory] = None
+                 ) -> torch.Tensor:  # no memory: a decoder does not share layers (`BertConfig` refuses it)
         return self.ffn_from.feed(self.attention_from.attend(x, batch, rope))

@@ -5,6 +5,9 @@ The two halves (`attend`, `feed`) can be called on their own, so that under ALBE
 a depth can run one layer's attention and another layer's feed-forward; a layer built without a half holds
 no tensors for it and lends only the other.
 
+A decoder's layer (`config.add_cross_attention`) has a third sub-block between the two, `cross_attend`:
+attention to the encoder's states (`model/cross_attention.py`), with its own norm and residual.
+
 A pre-LN stack's first layer reads the embeddings' output, which is already normalised: like ModernBERT it
 has no attention norm of its own (`first_norm=False`).
 """
@@ -17,6 +20,7 @@ from torch import nn
 
 from bertforge.config import BertConfig
 from bertforge.model.attention import SelfAttention
+from bertforge.model.cross_attention import CrossAttention, Memory
 from bertforge.model.dropout import Dropout
 from bertforge.model.feed_forward import FeedForward
 from bertforge.model.packing import PackedBatch
@@ -37,6 +41,9 @@ class EncoderLayer(nn.Module):
         if attention:
             self.attention = SelfAttention(config)
             self.attention_norm = layer_norm(config) if first_norm or not config.pre_norm else nn.Identity()
+            if config.add_cross_attention:
+                self.cross_attention = CrossAttention(config)
+                self.cross_attention_norm = layer_norm(config)
         if feed_forward:
             self.feed_forward = FeedForward(config)
             self.output_norm = layer_norm(config)
@@ -48,10 +55,19 @@ class EncoderLayer(nn.Module):
             return x + self.dropout(self.attention(self.attention_norm(x), batch, rope))
         return self.attention_norm(x + self.dropout(self.attention(x, batch, rope)))
 
+    def cross_attend(self, x: torch.Tensor, batch: PackedBatch, memory: Memory) -> torch.Tensor:
+        if self.pre_norm:
+            return x + self.dropout(self.cross_attention(self.cross_attention_norm(x), batch, memory))
+        return self.cross_attention_norm(x + self.dropout(self.cross_attention(x, batch, memory)))
+
     def feed(self, x: torch.Tensor) -> torch.Tensor:
         if self.pre_norm:
             return x + self.ffn_dropout(self.feed_forward(self.output_norm(x)))
         return self.output_norm(x + self.ffn_dropout(self.feed_forward(x)))
 
-    def forward(self, x: torch.Tensor, batch: PackedBatch, rope: Rope = None) -> torch.Tensor:
-        return self.feed(self.attend(x, batch, rope))
+    def forward(self, x: torch.Tensor, batch: PackedBatch, rope: Rope = None,
+                memory: Optional[Memory] = None) -> torch.Tensor:
+        x = self.attend(x, batch, rope)
+        if memory is not None:
+            x = self.cross_attend(x, batch, memory)
+        return self.feed(x)
