@@ -4,15 +4,19 @@ server that handles one request at a time, on the same model and the same reques
     python benchmarks/bench_serve.py load --model MODEL_DIR [--concurrency 1,8,32,128] [--requests 400]
     python benchmarks/bench_serve.py int8 --model FINETUNED_SST2_DIR   # accuracy + speed, fp32 vs int8 ONNX
 
-`load` reports requests/s and p50/p99 latency per server and concurrency, then the overload check: 10x the
-server's --max-concurrent-requests at once; the excess must be answered 429 within 100 ms, the server must
-still answer /health, and its memory must stay bounded. Requests are single SST-2 dev sentences
+`load` starts every server at once (an idle one costs no CPU) and measures them in turn, interleaved: for each
+round, each concurrency level, each server. It reports the median over rounds of requests/s and p50/p99
+latency; then the soak: the torch server offered 70 % of its saturation throughput (its best requests/s) at
+a fixed arrival rate for --soak-seconds, every failure counted; then the overload check: 10x the server's
+--max-concurrent-requests at once; the excess must be answered 429 within 100 ms, the server must still
+answer /health, and its memory must stay bounded. Requests are single SST-2 dev sentences
 (../shared/data/glue/SST-2/dev.tsv next to the checkout) sent to POST /embed.
 """
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import socket
@@ -183,6 +187,37 @@ async def overload(url: str, texts: list[str], limit: int, factor: int = 10) -> 
             "refused_max_ms": round(1000 * max(refused), 1) if refused else None}
 
 
+async def soak(url: str, texts: list[str], rate: float, seconds: float) -> dict:
+    """Open loop: one request every 1/rate seconds for `seconds`, each on its own task, whatever the answers
+    take; counts every status that is not 200 (and every transport error) as a failure."""
+    import httpx
+    latencies: list[float] = []
+    statuses: dict[str, int] = {}
+
+    async def one(client, i):
+        start = time.perf_counter()
+        try:
+            r = await client.post(url + "/embed", json={"inputs": [texts[i % len(texts)]]})
+            key = str(r.status_code)
+        except httpx.HTTPError as err:
+            key = type(err).__name__
+        latencies.append(time.perf_counter() - start)
+        statuses[key] = statuses.get(key, 0) + 1
+
+    limits = httpx.Limits(max_connections=1000, max_keepalive_connections=200)
+    async with httpx.AsyncClient(timeout=60, limits=limits) as client:
+        tasks, start, i = [], time.perf_counter(), 0
+        while (now := time.perf_counter() - start) < seconds:
+            while i < rate * now:  # catch up if the client itself fell behind
+                tasks.append(asyncio.create_task(one(client, i)))
+                i += 1
+            await asyncio.sleep(min(0.005, 1 / rate))
+        await asyncio.gather(*tasks)
+    return {"offered_rps": round(rate, 1), "seconds": seconds, "sent": i,
+            "failed": sum(n for k, n in statuses.items() if k != "200"), "statuses": statuses,
+            "p50_ms": round(1000 * percentile(latencies, 50), 1), "p99_ms": round(1000 * percentile(latencies, 99), 1)}
+
+
 def read_texts(path: Path, limit: int = 872) -> list[str]:
     if not path.is_file():
         raise SystemExit(f"{path}: SST-2 dev not found (expected ../shared/data next to the checkout)")
@@ -190,39 +225,56 @@ def read_texts(path: Path, limit: int = 872) -> list[str]:
     return [row.split("\t")[0] for row in rows if row.strip()][:limit]
 
 
+def median_row(rows: list[dict]) -> dict:
+    import statistics
+    out = {k: statistics.median(r[k] for r in rows) for k in ("rps", "p50_ms", "p99_ms")}
+    return {"concurrency": rows[0]["concurrency"], **out, "rounds": len(rows),
+            "errors": sum(n for r in rows for code, n in r["statuses"].items() if code != 200)}
+
+
 def cmd_load(args) -> dict:
     from bertforge.serving.onnx_backend import export_onnx
     texts = read_texts(Path(args.data))
     levels = [int(c) for c in args.concurrency.split(",")]
+    kinds = args.servers.split(",")
     report: dict = {"model": Path(args.model).name, "requests_per_level": args.requests, "threads": args.threads,
-                    "results": {}}
-    with tempfile.TemporaryDirectory() as tmp:
+                    "rounds": args.rounds, "results": {}}
+    with tempfile.TemporaryDirectory() as tmp, contextlib.ExitStack() as stack:
         onnx_dir = args.onnx or str(Path(tmp) / "onnx")
-        if not args.onnx and "onnx" in args.servers:
+        if not args.onnx and "onnx" in kinds:
             export_onnx(args.model, onnx_dir)
-        for kind in args.servers.split(","):
-            model_dir = onnx_dir if kind == "onnx" else args.model
-            with server(kind, model_dir, threads=args.threads) as (url, proc):
-                rows = []
-                for c in levels:
-                    row = asyncio.run(load(url, texts, c, args.requests, args.time_limit))
-                    rows.append(row)
-                    print(f"{kind:9s} c={c:<4d} {row['rps']:8.1f} req/s  p50 {row['p50_ms']:8.1f} ms  "
+        urls = {kind: stack.enter_context(server(kind, onnx_dir if kind == "onnx" else args.model,
+                                                 threads=args.threads))[0] for kind in kinds}
+        runs: dict[str, dict[int, list[dict]]] = {kind: {c: [] for c in levels} for kind in kinds}
+        for r in range(args.rounds):
+            for c in levels:
+                for kind in kinds:  # interleaved: the servers take turns at every level of every round
+                    row = asyncio.run(load(urls[kind], texts, c, args.requests, args.time_limit))
+                    runs[kind][c].append(row)
+                    print(f"round {r + 1} {kind:9s} c={c:<4d} {row['rps']:8.1f} req/s  p50 {row['p50_ms']:8.1f} ms  "
                           f"p99 {row['p99_ms']:8.1f} ms  {row['statuses']}", flush=True)
-                report["results"][kind] = rows
-        limit = args.overload_limit
-        with server("torch", args.model, ["--max-concurrent-requests", str(limit)], threads=args.threads) as (url, proc):
-            before = rss_mib(proc.pid)
-            rounds = [asyncio.run(overload(url, texts, limit)) for _ in range(args.overload_rounds)]
-            after = rss_mib(proc.pid)
-            import httpx
-            alive = httpx.get(url + "/health", timeout=5).status_code == 200
-        check = {"max_concurrent_requests": limit, "rounds": rounds, "rss_mib_before": round(before, 1),
-                 "rss_mib_after": round(after, 1), "healthy_after": alive,
-                 "passed": alive and after - before < args.memory_growth_mib
-                 and all(r["refused_429"] > 0 and not r["other"] and r["refused_max_ms"] < 100 for r in rounds)}
-        report["overload"] = check
-        print(json.dumps(check, indent=1), flush=True)
+        report["results"] = {kind: [median_row(runs[kind][c]) for c in levels] for kind in kinds}
+        for kind, rows in report["results"].items():
+            print(f"median {kind:9s} " + "  ".join(f"c={r['concurrency']}: {r['rps']:.1f} req/s p99 {r['p99_ms']:.0f} ms"
+                                                   for r in rows), flush=True)
+        if "torch" in urls and args.soak_seconds > 0:
+            saturation = max(r["rps"] for r in report["results"]["torch"])
+            report["soak"] = asyncio.run(soak(urls["torch"], texts, 0.7 * saturation, args.soak_seconds))
+            report["soak"]["saturation_rps"] = saturation
+            print("soak", json.dumps(report["soak"]), flush=True)
+    limit = args.overload_limit
+    with server("torch", args.model, ["--max-concurrent-requests", str(limit)], threads=args.threads) as (url, proc):
+        before = rss_mib(proc.pid)
+        rounds = [asyncio.run(overload(url, texts, limit)) for _ in range(args.overload_rounds)]
+        after = rss_mib(proc.pid)
+        import httpx
+        alive = httpx.get(url + "/health", timeout=5).status_code == 200
+    check = {"max_concurrent_requests": limit, "rounds": rounds, "rss_mib_before": round(before, 1),
+             "rss_mib_after": round(after, 1), "healthy_after": alive,
+             "passed": alive and after - before < args.memory_growth_mib
+             and all(r["refused_429"] > 0 and not r["other"] and r["refused_max_ms"] < 100 for r in rounds)}
+    report["overload"] = check
+    print(json.dumps(check, indent=1), flush=True)
     return report
 
 
@@ -265,6 +317,8 @@ def main() -> None:
     p.add_argument("--requests", type=int, default=400, help="requests per concurrency level")
     p.add_argument("--time-limit", type=float, default=120.0, help="seconds per level at most")
     p.add_argument("--threads", type=int, default=1, help="OMP threads per server")
+    p.add_argument("--rounds", type=int, default=3, help="interleaved rounds; the report gives their medians")
+    p.add_argument("--soak-seconds", type=float, default=60.0, help="the soak at 70 %% of saturation (0: skip)")
     p.add_argument("--overload-limit", type=int, default=32, help="--max-concurrent-requests of the overload check")
     p.add_argument("--overload-rounds", type=int, default=3)
     p.add_argument("--memory-growth-mib", type=float, default=256.0,

@@ -51,6 +51,8 @@ def create_app(model: ServedModel, settings: ServeSettings | None = None) -> Fas
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI):
+        import asyncio
+        await asyncio.get_running_loop().run_in_executor(executor, model.warm_up)  # before the first request
         for b in batchers.values():
             b.start()
         yield
@@ -121,7 +123,7 @@ def create_app(model: ServedModel, settings: ServeSettings | None = None) -> Fas
         return results
 
     async def checked_lengths(texts: list[str], pairs: list[str | None] | None, field: str) -> list[int]:
-        counts = await run_in_threadpool(model.token_counts, texts, pairs)
+        counts = model.token_counts(texts, pairs)
         if not settings.auto_truncate:
             for i, n in enumerate(counts):
                 if n > model.max_length:

@@ -145,6 +145,18 @@ class ServedModel:
         with self.precision.autocast():
             return self.predictor.predict(inputs, batch_size=len(inputs))
 
+    def warm_up(self) -> None:
+        """One small call of every batch function before the server accepts requests, so that the first client
+        does not pay for the model's lazy imports and first allocations."""
+        if self.encoder is not None:
+            self.embed_batch(["warm up"])
+        if self.predictor is not None:
+            sample = {"question_answering": ("warm up", "warm up"), "multiple_choice": ("warm up", "", ["a", "b"]),
+                      "token_classification": ["warm", "up"]}.get(self.predictor.head, "warm up")
+            self.predict_batch([sample])
+        if self.mlm is not None:
+            self.fill_mask_batch([(f"warm {self.tokenizer.mask_token}", 1)])
+
     def _slice(self, n: int) -> int:
         return min(n, ONNX_SLICE) if self.backend == "onnx" else n
 
