@@ -7,12 +7,13 @@ missing files, corrupt or truncated tensors, wrong shapes or dtypes, keys nobody
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Iterator, Optional
 
 import torch
 
@@ -20,6 +21,18 @@ from bertforge.atomic import atomic_write_text, atomic_save_safetensors
 from bertforge.config import CONFIG_NAME, BertConfig, ConfigError
 
 logger = logging.getLogger("bertforge.checkpoint")
+
+
+@contextlib.contextmanager
+def quiet_loading() -> Iterator[None]:
+    """Hold back the loader's warnings about new and unused weights, for a caller that reports them itself
+    (in its own words, or as an error)."""
+    level = logger.level
+    logger.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        logger.setLevel(level)
 
 SAFE_WEIGHTS = "model.safetensors"
 SAFE_INDEX = "model.safetensors.index.json"

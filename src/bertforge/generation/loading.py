@@ -6,11 +6,10 @@ head, so a folder without it is an error, not a warning.
 """
 from __future__ import annotations
 
-import logging
 from pathlib import Path
 from typing import Any
 
-from bertforge.checkpoint import CheckpointError
+from bertforge.checkpoint import CheckpointError, quiet_loading
 
 
 class MissingMLMHeadError(CheckpointError):
@@ -30,13 +29,8 @@ def load_mlm(path: str | Path, device: str = "cpu") -> tuple[Any, Any]:
     from bertforge.tokenization.auto import load_tokenizer
 
     folder = resolve_folder(path)
-    checkpoint_logger = logging.getLogger("bertforge.checkpoint")
-    level = checkpoint_logger.level
-    checkpoint_logger.setLevel(logging.ERROR)  # the missing head is reported below as an error instead
-    try:
+    with quiet_loading():  # the missing head is reported below as an error instead
         model = AutoModelForMaskedLM.from_pretrained(folder)
-    finally:
-        checkpoint_logger.setLevel(level)
     head_missing = [name for name in model.loading_info.get("newly_initialized", []) if "pooler" not in name]
     if head_missing:
         raise MissingMLMHeadError(
@@ -65,13 +59,8 @@ def load_encoder_decoder(path: str | Path, device: str = "cpu") -> tuple[Any, An
     from bertforge.tokenization.auto import load_tokenizer
 
     folder = resolve_folder(path)
-    checkpoint_logger = logging.getLogger("bertforge.checkpoint")
-    level = checkpoint_logger.level
-    checkpoint_logger.setLevel(logging.ERROR)  # missing decoder weights are reported below as an error instead
-    try:
+    with quiet_loading():  # missing decoder weights are reported below as an error instead
         model = EncoderDecoderModel.from_pretrained(folder)
-    finally:
-        checkpoint_logger.setLevel(level)
     missing = model.decoder.loading_info.get("newly_initialized", [])
     if missing:
         raise MissingMLMHeadError(f"{folder}: the decoder's {missing[0]} is not in the checkpoint; train the "

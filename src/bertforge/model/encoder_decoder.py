@@ -155,7 +155,7 @@ class EncoderDecoderModel(nn.Module):
     def from_encoder_decoder_pretrained(cls, encoder: str | Path, decoder: str | Path,
                                         max_target_length: int = 64) -> "EncoderDecoderModel":
         """Warm-start both halves from BERT checkpoints (Rothe et al.'s BERT2BERT when they are the same)."""
-        from bertforge.checkpoint import load_hf_state_dict, read_state_dict
+        from bertforge.checkpoint import load_hf_state_dict, quiet_loading, read_state_dict
         from bertforge.model.auto import read_model_type
         for half, folder in (("encoder", encoder), ("decoder", decoder)):
             if read_model_type(folder) != "bert":
@@ -165,14 +165,9 @@ class EncoderDecoderModel(nn.Module):
         dec_cfg = BertConfig.from_pretrained(decoder)
         cls_id = _cls_token_id(Path(decoder))
         model = cls(EncoderDecoderConfig(enc_cfg, dec_cfg, max_target_length, cls_id))
-        checkpoint_log = logging.getLogger("bertforge.checkpoint")
-        level = checkpoint_log.level
-        checkpoint_log.setLevel(logging.ERROR)  # what is new here is expected: said once, below
-        try:
+        with quiet_loading():  # what is new here is expected: said once, below
             load_hf_state_dict(model.encoder, read_state_dict(Path(encoder))[0], source=Path(encoder))
             load_hf_state_dict(model.decoder, read_state_dict(Path(decoder))[0], source=Path(decoder))
-        finally:
-            checkpoint_log.setLevel(level)
         new = model.decoder.loading_info["newly_initialized"]
         head = [n for n in new if "crossattention" not in n]
         logger.info("warm start: the decoder's cross-attention (%d layers)%s is new", dec_cfg.num_hidden_layers,

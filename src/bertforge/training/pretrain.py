@@ -7,7 +7,6 @@ same with keyword arguments (engine settings such as `max_steps` or `lr` go to `
 from __future__ import annotations
 
 import hashlib
-import logging
 import math
 import re
 from dataclasses import dataclass, field, fields
@@ -147,14 +146,9 @@ def build_model(cfg: PretrainConfig, tokenizer: Any, max_len: int) -> torch.nn.M
     if cfg.objective == "electra":
         model = _build_electra(cfg, tokenizer, dropout)
     elif cfg.init_from:
-        # the run says itself which heads are new and which of them it trains (see init_note)
-        checkpoint_log = logging.getLogger("bertforge.checkpoint")
-        level = checkpoint_log.level
-        checkpoint_log.setLevel(logging.ERROR)
-        try:
+        from bertforge.checkpoint import quiet_loading
+        with quiet_loading():  # the run says itself which heads are new and which of them it trains (init_note)
             model = model_class_for(cfg.init_from, "pretraining").from_pretrained(cfg.init_from, **dropout)
-        finally:
-            checkpoint_log.setLevel(level)
     else:
         path = Path(cfg.model)
         if path.is_dir():
