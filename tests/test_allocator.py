@@ -37,3 +37,40 @@ def test_a_freed_large_block_stays_in_the_heap_unless_opted_out():
 
     assert probe({}) == "True False True"                                   # heap block, kept after free
     assert probe({"BERTFORGE_MALLOC": "default"}) == "False True False"     # glibc: mmap-ed, unmapped on free
+
+
+TRIM_PROBE = """
+import ctypes, random
+from bertforge.allocator import keep_freed_memory, release_freed_memory
+
+def rss_mib():
+    with open("/proc/self/status") as f:
+        return next(int(line.split()[1]) for line in f if line.startswith("VmRSS")) // 1024
+
+libc = ctypes.CDLL("libc.so.6")
+libc.malloc.restype, libc.malloc.argtypes = ctypes.c_void_p, [ctypes.c_size_t]
+libc.free.argtypes = [ctypes.c_void_p]
+libc.memset.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_size_t]
+keep_freed_memory()
+rng = random.Random(0)
+blocks = []
+for _ in range(60):                       # a job's temporaries: large blocks of varied sizes, touched
+    size = rng.randint(4, 12) << 20
+    block = libc.malloc(size)
+    libc.memset(block, 1, size)
+    blocks.append(block)
+pin = libc.malloc(64)                     # one small survivor on top keeps the heap from shrinking at its end
+for block in blocks:
+    libc.free(block)
+held = rss_mib()
+release_freed_memory()
+print(held, rss_mib())
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc only")
+def test_release_gives_the_free_heap_back_between_jobs():
+    env = {k: v for k, v in os.environ.items() if k != "BERTFORGE_MALLOC"}
+    out = subprocess.run([sys.executable, "-c", TRIM_PROBE], capture_output=True, text=True, env=env, check=True)
+    held, after = map(int, out.stdout.split())
+    assert held > after + 300   # ~480 MB of freed blocks stay resident until released, then go back to the OS

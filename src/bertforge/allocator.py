@@ -8,7 +8,10 @@ thresholds lets freed blocks be reused: the `mini` pre-training step on CPU take
 (`benchmarks/bench_allocator.py`, docs/BENCHMARKS.md). The same cure as jemalloc or tcmalloc, without a preload.
 
 The process keeps its peak heap instead of shrinking after it, which a training or serving process does
-anyway. `BERTFORGE_MALLOC=default` leaves glibc as it is; other C libraries and other OSes are left alone.
+anyway. A process that runs several jobs in turn (`bertforge ablate`: pre-training and fine-tuning runs, one
+after another) calls `release_freed_memory()` between them: otherwise the free holes each job leaves in the
+heap, never the right size for the next one, can add up to many times one job's peak. `BERTFORGE_MALLOC=default`
+leaves glibc as it is; other C libraries and other OSes are left alone.
 """
 from __future__ import annotations
 
@@ -32,3 +35,17 @@ def keep_freed_memory() -> bool:
         return False
     mallopt.argtypes, mallopt.restype = [ctypes.c_int, ctypes.c_int], ctypes.c_int
     return bool(mallopt(_M_MMAP_THRESHOLD, THRESHOLD)) and bool(mallopt(_M_TRIM_THRESHOLD, THRESHOLD))
+
+
+def release_freed_memory() -> bool:
+    """Give the heap's free pages back to the OS (glibc's `malloc_trim`), between two jobs of one process;
+    True if glibc did it."""
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        trim = ctypes.CDLL("libc.so.6").malloc_trim
+    except (OSError, AttributeError):
+        return False
+    trim.argtypes, trim.restype = [ctypes.c_size_t], ctypes.c_int
+    trim(0)
+    return True

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+from bertforge.allocator import release_freed_memory
 from bertforge.atomic import atomic_write_text
 from bertforge.experiments.tables import TABLES, Table, Variant
 
@@ -76,12 +77,14 @@ def run_table(settings: AblationSettings, say: Callable[[str], None] = print) ->
         say(f"[{variant.name}] pre-training -> {row_dir}")
         started = time.perf_counter()
         train_row(table, variant, settings, row_dir, rows)
+        release_freed_memory()  # each job's free holes in the heap would otherwise add up over the table
         ltr = variant.options.get("objective") == "ltr"
         row = {"name": variant.name, "dir": str(row_dir), **probe(row_dir, settings, ltr=ltr),
                "parameters": _parameters(row_dir)}
         if settings.glue:
             for task in settings.tasks:
                 row.update({f"{task}_{k}": v for k, v in finetune_row(row_dir, task, settings).items()})
+                release_freed_memory()
         row["seconds"] = round(time.perf_counter() - started, 1)
         atomic_write_text(done, json.dumps(row, indent=2) + "\n")
         rows[variant.name] = row
