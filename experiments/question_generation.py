@@ -81,11 +81,15 @@ def decode(model_dir: Path, heldout: Path, n: int, threads: int) -> dict:
         seconds = time.perf_counter() - started
         hyps = [o["text"] for o in out]
         bleu = sacrebleu.corpus_bleu(hyps, [refs])
+        words = [h.split() for h in hyps]
+        repeats = sum(a == b for w in words for a, b in zip(w, w[1:])) / max(1, sum(len(w) for w in words))
         results[name] = {"bleu": round(bleu.score, 2), "sentences_per_second": round(len(rows) / seconds, 2),
+                         "repeated_words": round(repeats, 4),  # a word equal to the one before (Mask-Predict §5)
                          "mean_length": sum(o["length"] for o in out) / len(out),
                          "examples": [{"source": r["source"], "reference": r["target"], "generated": h}
                                       for r, h in zip(rows[:5], hyps[:5])]}
-        print(f"{name}: BLEU {bleu.score:.2f}, {len(rows) / seconds:.1f} sentences/s", flush=True)
+        print(f"{name}: BLEU {bleu.score:.2f}, {repeats:.1%} repeated words, {len(rows) / seconds:.1f} sentences/s",
+              flush=True)
     return results
 
 
