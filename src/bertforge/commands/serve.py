@@ -40,8 +40,9 @@ def register(sub) -> None:
     p.add_argument("--precision", choices=PRECISIONS, default="auto")
     p.add_argument("--max-batch-tokens", type=_positive, default=16384,
                    help="padded tokens (longest input x inputs) per model call")
-    p.add_argument("--max-wait-ms", type=_non_negative, default=5.0,
-                   help="how long a batch waits for more requests once it has one")
+    p.add_argument("--max-wait-ms", type=_non_negative, default=0.0,
+                   help="how long a batch waits for more requests once it has one (0: it takes what is queued; "
+                        "requests that arrive while the model runs join the next batch anyway)")
     p.add_argument("--max-client-batch-size", type=_positive, default=64, help="inputs per request")
     p.add_argument("--max-concurrent-requests", type=_positive, default=512,
                    help="requests waiting or running; more are answered 429")

@@ -9,7 +9,7 @@ class ServeSettings:
     """Server knobs (the `bertforge serve` flags). Defaults suit a laptop serving a base-size encoder."""
 
     max_batch_tokens: int = 16384        # padded tokens (longest input x inputs) one model call may take
-    max_wait_ms: float = 5.0             # how long a batch waits for company once its first input arrived
+    max_wait_ms: float = 0.0             # how long a batch waits for company once its first input arrived
     max_client_batch_size: int = 64      # inputs one request may carry
     max_concurrent_requests: int = 512   # requests waiting or running; beyond this the answer is 429
     payload_limit: int = 2_000_000       # request body bytes; beyond this the answer is 413
