@@ -27,6 +27,17 @@ def _inputs(seed: int = 0):
     return src, src_mask, tgt, tgt_mask
 
 
+def assert_same_logits(hf, ours, inputs) -> None:
+    """transformers' decoder runs left to right: ours matches it in causal mode, at every real target token."""
+    src, src_mask, tgt, tgt_mask = inputs
+    with torch.no_grad():
+        want = hf(input_ids=src, attention_mask=src_mask, decoder_input_ids=tgt,
+                  decoder_attention_mask=tgt_mask).logits
+        got = ours(src, src_mask, tgt, tgt_mask, causal=True).logits
+    real = tgt_mask.bool()
+    torch.testing.assert_close(got[real], want[real], atol=1e-5, rtol=1e-5)
+
+
 def _hf_encoder_decoder(seed: int = 0):
     torch.manual_seed(seed)
     enc = transformers.BertModel(transformers.BertConfig(**SIZES))
@@ -64,13 +75,7 @@ def test_transformers_checkpoint_loads_and_matches(tmp_path):
     hf.config.pad_token_id = 0
     hf.save_pretrained(tmp_path)
     ours = EncoderDecoderModel.from_pretrained(tmp_path).eval()
-    src, src_mask, tgt, tgt_mask = _inputs()
-    with torch.no_grad():
-        want = hf(input_ids=src, attention_mask=src_mask, decoder_input_ids=tgt,
-                  decoder_attention_mask=tgt_mask).logits
-        got = ours(src, src_mask, tgt, tgt_mask, causal=True).logits
-    real = tgt_mask.bool()
-    torch.testing.assert_close(got[real], want[real], atol=1e-5, rtol=1e-5)
+    assert_same_logits(hf, ours, _inputs())
 
 
 def test_our_checkpoint_loads_in_transformers_and_matches(tmp_path):
@@ -86,13 +91,7 @@ def test_our_checkpoint_loads_in_transformers_and_matches(tmp_path):
     # the encoder's pooler, which EncoderDecoderModel never runs, is all transformers does not find
     assert sorted(info["missing_keys"]) == ["encoder.pooler.dense.bias", "encoder.pooler.dense.weight"]
     assert sorted(info["unexpected_keys"]) == ["length_predictor.bias", "length_predictor.weight"]
-    src, src_mask, tgt, tgt_mask = _inputs(3)
-    with torch.no_grad():
-        want = hf(input_ids=src, attention_mask=src_mask, decoder_input_ids=tgt,
-                  decoder_attention_mask=tgt_mask).logits
-        got = ours(src, src_mask, tgt, tgt_mask, causal=True).logits
-    real = tgt_mask.bool()
-    torch.testing.assert_close(got[real], want[real], atol=1e-5, rtol=1e-5)
+    assert_same_logits(hf, ours, _inputs(3))
     # and back: the length predictor survives our own round trip
     again = EncoderDecoderModel.from_pretrained(tmp_path)
     torch.testing.assert_close(again.length_predictor.weight, ours.length_predictor.weight)
