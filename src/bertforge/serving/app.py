@@ -63,33 +63,6 @@ def create_app(model: ServedModel, settings: ServeSettings | None = None) -> Fas
     app = FastAPI(title="bertforge", lifespan=lifespan, docs_url=None, redoc_url=None)
     app.state.metrics, app.state.settings, app.state.model = metrics, settings, model
 
-    # ---- one middleware: request id, key, body size, status + latency metrics, 500s without tracebacks ------
-    @app.middleware("http")
-    async def guard(request: Request, call_next):
-        given = request.headers.get("x-request-id", "")
-        request_id = given if _REQUEST_ID.fullmatch(given) else uuid.uuid4().hex[:16]  # a client's own id if sane
-        request.state.request_id = request_id
-        path = request.url.path
-        endpoint = path if path in app_paths else "other"
-        start = time.perf_counter()
-        try:
-            _check_key(request, settings, path)
-            length = request.headers.get("content-length")
-            if length is not None and length.isdigit() and int(length) > settings.payload_limit:
-                raise RequestError(413, f"request body is {int(length):,} bytes; --payload-limit is "
-                                        f"{settings.payload_limit:,}", "payload_too_large")
-            response = await call_next(request)
-        except RequestError as err:
-            response = _error(err.status, err.message, err.kind, request_id)
-        except Exception:
-            log.exception("request %s to %s failed", request_id, path)
-            response = _error(500, "internal error while running the model; see the server log for request "
-                                   f"{request_id}", "internal", request_id)
-        response.headers["x-request-id"] = request_id
-        metrics.requests.labels(endpoint, str(response.status_code)).inc()
-        metrics.latency.labels(endpoint).observe(time.perf_counter() - start)
-        return response
-
     @app.exception_handler(RequestError)
     async def refused(request: Request, err: RequestError):
         return _error(err.status, err.message, err.kind, request.state.request_id)
@@ -236,8 +209,58 @@ def create_app(model: ServedModel, settings: ServeSettings | None = None) -> Fas
         return Response(generate_latest(metrics.registry), media_type=CONTENT_TYPE_LATEST)
 
     app_paths = {route.path for route in app.routes}
+    app.add_middleware(Guard, settings=settings, metrics=metrics, app_paths=app_paths)
     app.add_middleware(AdmissionLimit, settings=settings, metrics=metrics)  # outermost: sees requests first
     return app
+
+
+class Guard:
+    """Around every request: its id (the client's own if sane), the API key, the body size, status and latency
+    metrics, and a 500 with the request id (never a traceback) for anything that fails inside.
+
+    A plain ASGI layer: an `@app.middleware("http")` would run each request in its own task with its body
+    relayed through a memory stream."""
+
+    def __init__(self, app, settings: ServeSettings, metrics: ServerMetrics, app_paths: set[str]) -> None:
+        self.app, self.settings, self.metrics, self.app_paths = app, settings, metrics, app_paths
+
+    async def __call__(self, scope, receive, send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        request = Request(scope)
+        given = request.headers.get("x-request-id", "")
+        request_id = given if _REQUEST_ID.fullmatch(given) else uuid.uuid4().hex[:16]
+        scope.setdefault("state", {})["request_id"] = request_id  # what `request.state.request_id` reads
+        path = scope["path"]
+        endpoint = path if path in self.app_paths else "other"
+        start = time.perf_counter()
+        answered: dict[str, int] = {}
+
+        async def send_with_id(message) -> None:
+            if message["type"] == "http.response.start":
+                answered["status"] = message["status"]
+                message = {**message, "headers": [*message.get("headers", []),
+                                                  (b"x-request-id", request_id.encode())]}
+            await send(message)
+
+        try:
+            _check_key(request, self.settings, path)
+            length = request.headers.get("content-length")
+            if length is not None and length.isdigit() and int(length) > self.settings.payload_limit:
+                raise RequestError(413, f"request body is {int(length):,} bytes; --payload-limit is "
+                                        f"{self.settings.payload_limit:,}", "payload_too_large")
+            await self.app(scope, receive, send_with_id)
+        except RequestError as err:
+            if "status" not in answered:
+                await _error(err.status, err.message, err.kind, request_id)(scope, receive, send_with_id)
+        except Exception:
+            log.exception("request %s to %s failed", request_id, path)
+            if "status" not in answered:
+                await _error(500, "internal error while running the model; see the server log for request "
+                                  f"{request_id}", "internal", request_id)(scope, receive, send_with_id)
+        self.metrics.requests.labels(endpoint, str(answered.get("status", 500))).inc()
+        self.metrics.latency.labels(endpoint).observe(time.perf_counter() - start)
 
 
 class AdmissionLimit:
