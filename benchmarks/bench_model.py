@@ -260,7 +260,8 @@ def useful_flops(config: BertConfig, batches: list[Batch], kind: str) -> float:
     total = 0.0
     for b in batches:
         if kind == "pretrain":
-            total += count_flops(config, b.lens, n_masked=b.n_masked, pooler=True, nsp=True, training=True)
+            total += count_flops(config, b.lens, n_masked=b.n_masked, pooler=True, nsp=True, training=True,
+                                 last_layer_rows=b.n_masked + len(b.lens))
         elif kind == "classify":
             total += count_flops(config, b.lens, pooler=True, training=True) + 3 * len(b.lens) * 2 * H * 2
         else:

@@ -99,7 +99,8 @@ def main() -> None:
     rows = []
     for name in names:
         config = models[name].config
-        useful = sum(count_flops(config, b.lens, n_masked=b.n_masked, training=True) for b in batches)
+        useful = sum(count_flops(config, b.lens, n_masked=b.n_masked, training=True, last_layer_rows=b.n_masked)
+                     for b in batches)
         t = median(times[name])
         rows.append([name, f"{t:.3f}", f"{tokens / t:.0f}", f"{t / base:.2f}", f"{useful / 1e9:.1f}",
                      f"{useful / t / peak:.0%}"])

@@ -81,8 +81,9 @@ class Contender:
         from bertforge.model import count_flops
         lengths = attention_mask.sum(1).tolist()
         self.tokens[-1] += int(sum(lengths))
-        self.flops[-1] += count_flops(self.config, lengths, n_masked=int((labels != -100).sum()), pooler=True,
-                                      nsp=True, training=True)
+        masked = int((labels != -100).sum())
+        self.flops[-1] += count_flops(self.config, lengths, n_masked=masked, pooler=True, nsp=True, training=True,
+                                      last_layer_rows=masked + len(lengths))
 
     def train_on(self, batch: dict) -> None:
         """The timed step both loops share: forward, backward, clip, optimizer, token accounting."""

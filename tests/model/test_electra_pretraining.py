@@ -140,10 +140,11 @@ def test_generator_shape_and_shared_embeddings():
     shared = sum(p.numel() for p in (*d.word_embeddings.parameters(), *d.position_embeddings.parameters(),
                                      *d.token_type_embeddings.parameters(), *d.norm.parameters()))
     assert model.num_parameters() == separate - shared
-    # FLOPs: two encoders, the generator's decoder on masked rows, the discriminator's head on every token
+    # FLOPs: two encoders, the generator's last layer and decoder on masked rows, the discriminator's head on every token
     from bertforge.model.flops import count_flops
     gen_cfg, disc_cfg = model.generator.config, model.discriminator.config
-    expected = (count_flops(gen_cfg, [128], n_masked=0.15 * 128, training=True)
+    expected = (count_flops(gen_cfg, [128], n_masked=0.15 * 128, training=True,
+                            last_layer_rows=0.15 * 128)
                 + count_flops(disc_cfg, [128], training=True) + 3 * 128 * 2 * (64 * 64 + 64)) / 128
     assert model.flops_per_token(128, 0.15) == pytest.approx(expected)
     with pytest.raises(ValueError, match="agree on vocab_size"):

@@ -6,6 +6,7 @@ copy. The result does not depend on the batching (up to float rounding).
 """
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -38,35 +39,36 @@ def pseudo_log_likelihood(model: Any, tokenizer: Any, texts: Sequence[str], *, p
             raise GenerationInputError(f"{label}: no tokens to score (empty text?)")
         encoded.append(ids)
         scored.append(positions)
-    scores = [torch.zeros(len(p), dtype=torch.float64) for p in scored]
+    scores = [[0.0] * len(p) for p in scored]
+    lengths = torch.tensor([len(ids) for ids in encoded])
+    table = torch.full((len(encoded), int(lengths.max())), mlm.pad_id, dtype=torch.long)  # every sentence, padded
+    for s, ids in enumerate(encoded):
+        table[s, :len(ids)] = torch.tensor(ids)
     bar = progress(sum(len(p) for p in scored)) if progress else None
     for batch in _batches(encoded, scored, max_tokens):
-        width = max(len(encoded[s]) for s, _ in batch)
-        ids = torch.full((len(batch), width), mlm.pad_id, dtype=torch.long)
-        attention = torch.zeros((len(batch), width), dtype=torch.long)
-        where = torch.zeros((len(batch), width), dtype=torch.bool)
-        true = torch.empty(len(batch), dtype=torch.long)
-        for row, (s, k) in enumerate(batch):
-            seq = encoded[s]
-            position = scored[s][k]
-            ids[row, :len(seq)] = torch.tensor(seq)
-            attention[row, :len(seq)] = 1
-            true[row] = seq[position]
-            ids[row, position] = mlm.mask_id
-            where[row, position] = True
-        logp = mlm.log_probs(ids, where, attention).gather(-1, true[:, None])[:, 0].double()
-        for row, (s, k) in enumerate(batch):
-            scores[s][k] = logp[row]
+        sentence = torch.tensor([s for s, _ in batch])
+        position = torch.tensor([scored[s][k] for s, k in batch])
+        row = torch.arange(len(batch))
+        width = int(lengths[sentence].max())
+        ids = table[sentence, :width]                                 # one copy per scored token
+        attention = (torch.arange(width)[None, :] < lengths[sentence][:, None]).long()
+        true = ids[row, position]
+        ids[row, position] = mlm.mask_id
+        where = torch.zeros_like(ids, dtype=torch.bool)
+        where[row, position] = True
+        logp = mlm.log_probs(ids, where, attention).gather(-1, true[:, None])[:, 0]
+        for (s, k), value in zip(batch, logp.tolist()):
+            scores[s][k] = value
         if bar is not None:
             bar.update(len(batch))
     if bar is not None:
         bar.close()
     results = []
     for text, ids, positions, token_scores in zip(texts, encoded, scored, scores):
-        result = {"text": text, "pll": float(token_scores.sum())}
+        result = {"text": text, "pll": math.fsum(token_scores)}
         if per_token:
             result["tokens"] = tokenizer.convert_ids_to_tokens([ids[p] for p in positions])
-            result["token_scores"] = [float(v) for v in token_scores]
+            result["token_scores"] = token_scores
         results.append(result)
     return results
 

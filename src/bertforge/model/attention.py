@@ -172,8 +172,11 @@ class SelfAttention(nn.Module):
         self.dropout_p = config.attention_probs_dropout_prob
 
     def forward(self, x: torch.Tensor, batch: PackedBatch,
-                rope: Optional[tuple[torch.Tensor, torch.Tensor]] = None) -> torch.Tensor:
-        """`rope`: the packed tokens' rotary (cos, sin) tables (`RotaryEmbedding`), or None."""
+                rope: Optional[tuple[torch.Tensor, torch.Tensor]] = None,
+                rows: Optional[torch.Tensor] = None) -> torch.Tensor:
+        """`rope`: the packed tokens' rotary (cos, sin) tables (`RotaryEmbedding`), or None. `rows`: the packed
+        rows whose output is wanted (a last layer whose heads read only some rows); every token is still a key
+        and a value, but the output projection runs on these rows alone."""
         T, h, d = x.shape[0], self.num_heads, self.head_dim
         # Heads-major layout [3, heads, tokens, head_dim]: each group's tokens go into its grid with one
         # index_copy_ along a single dimension, q/k/v come out contiguous (SDPA's kernels then copy nothing),
@@ -192,7 +195,8 @@ class SelfAttention(nn.Module):
             else:
                 y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask,
                                                    dropout_p=self.dropout_p if self.training else 0.0)
-            return self.out(y.permute(1, 2, 0, 3).reshape(B * L, h * d))
+            y = y.permute(1, 2, 0, 3).reshape(B * L, h * d)
+            return self.out(y if rows is None else y[rows])
         qkv = _ScatterToGroups.apply(heads_major, batch.groups)
         explicit = (kernels.explicit_attention_dropout and self.training and self.dropout_p > 0
                     and x.device.type == "cpu")
@@ -204,4 +208,5 @@ class SelfAttention(nn.Module):
             else:
                 ys.append(F.scaled_dot_product_attention(q, k, v, attn_mask=g.mask,
                                                          dropout_p=self.dropout_p if self.training else 0.0))
-        return self.out(_GatherFromGroups.apply(batch.groups, *ys))
+        y = _GatherFromGroups.apply(batch.groups, *ys)
+        return self.out(y if rows is None else y[rows])

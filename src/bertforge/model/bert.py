@@ -7,7 +7,7 @@ pre-training models. Every class works on packed tokens inside (see `packing.py`
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, ClassVar, Optional
+from typing import Any, Callable, ClassVar, Optional
 
 import torch
 import torch.nn.functional as F
@@ -94,12 +94,19 @@ class BertPreTrainedModel(nn.Module):
         """Matmul FLOPs per real token for full sequences of `seq_len` (3x forward when training)."""
         heads = self._flop_heads()
         n_masked = masked_fraction * seq_len if "mlm" in heads else 0.0
+        read = {"all": None, "first": 1.0, "masked": n_masked + ("pooler" in heads)}[self.last_layer_reads]
         total = count_flops(self.config, [seq_len], n_masked=n_masked, pooler="pooler" in heads,
-                            nsp="nsp" in heads, training=training)
+                            nsp="nsp" in heads, training=training, last_layer_rows=read)
         return total / seq_len
 
     def _flop_heads(self) -> set[str]:
         return set()
+
+    @property
+    def last_layer_reads(self) -> str:
+        """Which rows of the last layer the heads read, so the only ones it computes: "all", "first" (the
+        first token of each sequence) or "masked" (the MLM's rows, and [CLS] for a sentence-pair head)."""
+        return "all"
 
     @property
     def kernels(self) -> Kernels:
@@ -150,11 +157,15 @@ class BertModel(BertPreTrainedModel):
                token_type_ids: Optional[torch.Tensor] = None, position_ids: Optional[torch.Tensor] = None,
                causal: bool = False, unpad: bool = True, output_hidden_states: bool = False,
                encoder_hidden_states: Optional[torch.Tensor] = None, encoder_attention_mask: Optional[torch.Tensor] = None,
+               rows: Optional[Callable[[PackedBatch], torch.Tensor]] = None,
                ) -> tuple[torch.Tensor, PackedBatch, list[torch.Tensor] | None]:
         """Run the encoder and stay packed: (hidden [tokens, H], the packing, packed hidden states or None).
 
-        Heads use this to pick rows ([CLS], masked tokens) without ever re-padding the whole batch. A decoder
-        (`config.add_cross_attention`) also attends to `encoder_hidden_states` [batch, source, H].
+        Heads use this to pick rows ([CLS], masked tokens) without ever re-padding the whole batch: `rows`,
+        given the packing, names the packed rows a head reads (e.g. `PackedBatch.first_token_rows`); the
+        hidden states returned are then those rows only, in that order, and the last layer computes nothing
+        else (`Encoder.forward`). A decoder (`config.add_cross_attention`) also attends to
+        `encoder_hidden_states` [batch, source, H].
         """
         if input_ids.dim() != 2:
             raise ValueError(f"input_ids must be [batch, seq], got shape {tuple(input_ids.shape)}")
@@ -177,7 +188,8 @@ class BertModel(BertPreTrainedModel):
                 raise ValueError("encoder_hidden_states given, but this model has no cross-attention "
                                  "(config.add_cross_attention is false)")
             memory = Memory.of(encoder_hidden_states, encoder_attention_mask)
-        x = self.encoder(x, batch, collect, positions=positions, memory=memory)  # rotary reads the positions
+        x = self.encoder(x, batch, collect, positions=positions, memory=memory,  # rotary reads the positions
+                         rows=rows(batch) if rows is not None else None)
         return x, batch, collect
 
     def forward(self, input_ids: torch.Tensor, attention_mask: Optional[torch.Tensor] = None,
@@ -215,21 +227,21 @@ class BertForMaskedLM(BertPreTrainedModel):
     def _flop_heads(self) -> set[str]:
         return {"mlm"}
 
+    last_layer_reads = "masked"
+
     def forward(self, input_ids: torch.Tensor, attention_mask: Optional[torch.Tensor] = None,
                 token_type_ids: Optional[torch.Tensor] = None, position_ids: Optional[torch.Tensor] = None,
                 labels: Optional[torch.Tensor] = None, prediction_positions: Optional[torch.Tensor] = None,
                 output_hidden_states: bool = False, causal: bool = False, unpad: bool = True,
                 encoder_hidden_states: Optional[torch.Tensor] = None,
                 encoder_attention_mask: Optional[torch.Tensor] = None) -> MaskedLMOutput:
+        positions = _mlm_rows(labels, prediction_positions, attention_mask)
         x, batch, collect = self.bert.encode(input_ids, attention_mask, token_type_ids, position_ids,
                                              causal=causal, unpad=unpad, output_hidden_states=output_hidden_states,
                                              encoder_hidden_states=encoder_hidden_states,
-                                             encoder_attention_mask=encoder_attention_mask)
-        positions = _mlm_rows(labels, prediction_positions, attention_mask)
-        if positions is None:
-            logits = self.mlm(batch.unpack(x))
-        else:
-            logits = self.mlm(x[batch.rows_of(positions)])
+                                             encoder_attention_mask=encoder_attention_mask,
+                                             rows=None if positions is None else lambda b: b.rows_of(positions))
+        logits = self.mlm(batch.unpack(x) if positions is None else x)
         loss = None
         if labels is not None:
             target = labels[positions] if positions is not None else labels.reshape(-1)
@@ -253,16 +265,24 @@ class BertForPreTraining(BertPreTrainedModel):
     def _flop_heads(self) -> set[str]:
         return {"mlm", "pooler", "nsp"}
 
+    last_layer_reads = "masked"
+
     def forward(self, input_ids: torch.Tensor, attention_mask: Optional[torch.Tensor] = None,
                 token_type_ids: Optional[torch.Tensor] = None, position_ids: Optional[torch.Tensor] = None,
                 labels: Optional[torch.Tensor] = None, next_sentence_label: Optional[torch.Tensor] = None,
                 prediction_positions: Optional[torch.Tensor] = None, output_hidden_states: bool = False,
                 causal: bool = False, unpad: bool = True) -> BertForPreTrainingOutput:
-        x, batch, collect = self.bert.encode(input_ids, attention_mask, token_type_ids, position_ids,
-                                             causal=causal, unpad=unpad, output_hidden_states=output_hidden_states)
         positions = _mlm_rows(labels, prediction_positions, attention_mask)
-        prediction_logits = self.mlm(batch.unpack(x) if positions is None else x[batch.rows_of(positions)])
-        nsp_logits = self.nsp(self.bert.pooler(x[batch.first_token_rows()]))
+        # the heads read the [CLS] rows (one per sequence, first) and the masked rows: the last layer runs on those
+        rows = None if positions is None else lambda b: torch.cat([b.first_token_rows(), b.rows_of(positions)])
+        x, batch, collect = self.bert.encode(input_ids, attention_mask, token_type_ids, position_ids,
+                                             causal=causal, unpad=unpad, output_hidden_states=output_hidden_states,
+                                             rows=rows)
+        if positions is None:
+            first, prediction_logits = x[batch.first_token_rows()], self.mlm(batch.unpack(x))
+        else:
+            first, prediction_logits = x[:batch.batch_size], self.mlm(x[batch.batch_size:])
+        nsp_logits = self.nsp(self.bert.pooler(first))
 
         mlm_loss = nsp_loss = loss = None
         if labels is not None:

@@ -158,8 +158,8 @@ class _PreClassifierHead:
         self.dropout = nn.Dropout(config.seq_classif_dropout)
         self.init_weights()
 
-    def pool(self, x: torch.Tensor, batch) -> torch.Tensor:
-        return torch.relu(self.pre_classifier(x[batch.first_token_rows()]))
+    def pool(self, first: torch.Tensor) -> torch.Tensor:
+        return torch.relu(self.pre_classifier(first))
 
 
 class DistilBertForSequenceClassification(_PreClassifierHead, _DistilBertHeads, BertForSequenceClassification):

@@ -50,10 +50,13 @@ class EncoderLayer(nn.Module):
         self.dropout = Dropout(config.attention_output_dropout_prob)
         self.ffn_dropout = Dropout(config.ffn_output_dropout_prob)
 
-    def attend(self, x: torch.Tensor, batch: PackedBatch, rope: Rope = None) -> torch.Tensor:
+    def attend(self, x: torch.Tensor, batch: PackedBatch, rope: Rope = None,
+               rows: Optional[torch.Tensor] = None) -> torch.Tensor:
+        """`rows`: only these packed rows come out (see `Encoder.forward`)."""
+        residual = x if rows is None else x[rows]
         if self.pre_norm:
-            return x + self.dropout(self.attention(self.attention_norm(x), batch, rope))
-        return self.attention_norm(x + self.dropout(self.attention(x, batch, rope)))
+            return residual + self.dropout(self.attention(self.attention_norm(x), batch, rope, rows))
+        return self.attention_norm(residual + self.dropout(self.attention(x, batch, rope, rows)))
 
     def cross_attend(self, x: torch.Tensor, batch: PackedBatch, memory: Memory) -> torch.Tensor:
         if self.pre_norm:
@@ -66,8 +69,8 @@ class EncoderLayer(nn.Module):
         return self.output_norm(x + self.ffn_dropout(self.feed_forward(x)))
 
     def forward(self, x: torch.Tensor, batch: PackedBatch, rope: Rope = None,
-                memory: Optional[Memory] = None) -> torch.Tensor:
-        x = self.attend(x, batch, rope)
-        if memory is not None:
-            x = self.cross_attend(x, batch, memory)
-        return self.feed(x)
+                memory: Optional[Memory] = None, rows: Optional[torch.Tensor] = None) -> torch.Tensor:
+        if memory is not None:  # cross-attention reads whole sequences: the rows are picked after it
+            x = self.cross_attend(self.attend(x, batch, rope), batch, memory)
+            return self.feed(x if rows is None else x[rows])
+        return self.feed(self.attend(x, batch, rope, rows))

@@ -30,6 +30,7 @@ from bertforge.model.feed_forward import FeedForward, activation
 from bertforge.model.heads import MaskedLMHead
 from bertforge.model.layer import layer_norm
 from bertforge.model.outputs import TaskOutput
+from bertforge.model.packing import PackedBatch
 from bertforge.model.task_heads import BertForQuestionAnswering, BertForTokenClassification, sequence_loss
 
 # name -> (layers, hidden, heads, intermediate). base and large are the released models; tiny..medium are
@@ -307,10 +308,8 @@ class ModernBertForMaskedLM(_ModernBertHeads, BertForMaskedLM):
     head_names = {"mlm.transform": "head.dense", "mlm.norm": "head.norm", "mlm.bias": "decoder.bias"}
 
 
-def pool(x: torch.Tensor, batch, attention_mask: Optional[torch.Tensor], how: str) -> torch.Tensor:
-    """One vector per sequence from packed states: the first real token ("cls") or the mean of real tokens."""
-    if how == "cls":
-        return x[batch.first_token_rows()]
+def mean_pool(x: torch.Tensor, batch, attention_mask: Optional[torch.Tensor]) -> torch.Tensor:
+    """One vector per sequence from packed states: the mean of its real tokens."""
     if batch.indices is not None:
         sequence = batch.indices // batch.seq_len
         weight = x.new_ones(x.shape[0])
@@ -334,12 +333,18 @@ class _PooledHead(_ModernBertHeads, BertPreTrainedModel):
         self.scorer = ModernBertClassifier(config, outputs)
         self.init_weights()
 
+    @property
+    def last_layer_reads(self) -> str:
+        return "first" if self.config.classifier_pooling == "cls" else "all"
+
     def score(self, input_ids: torch.Tensor, attention_mask: Optional[torch.Tensor],
               token_type_ids: Optional[torch.Tensor], position_ids: Optional[torch.Tensor],
               output_hidden_states: bool) -> tuple[torch.Tensor, Optional[tuple[torch.Tensor, ...]]]:
+        first = self.config.classifier_pooling == "cls"  # else the mean of real tokens, which reads them all
         x, batch, collect = self.bert.encode(input_ids, attention_mask, token_type_ids, position_ids,
-                                             output_hidden_states=output_hidden_states)
-        logits = self.scorer(pool(x, batch, attention_mask, self.config.classifier_pooling))
+                                             output_hidden_states=output_hidden_states,
+                                             rows=PackedBatch.first_token_rows if first else None)
+        logits = self.scorer(x if first else mean_pool(x, batch, attention_mask))
         return logits, (tuple(batch.unpack(h) for h in collect) if collect is not None else None)
 
 

@@ -15,6 +15,7 @@ from torch import nn
 from bertforge.config import BertConfig
 from bertforge.model.bert import BertModel, BertPreTrainedModel
 from bertforge.model.outputs import QuestionAnsweringOutput, TaskOutput
+from bertforge.model.packing import PackedBatch
 
 
 def _dropout(config: BertConfig) -> nn.Dropout:
@@ -58,16 +59,19 @@ class BertForSequenceClassification(BertPreTrainedModel):
     def _flop_heads(self) -> set[str]:
         return {"pooler"}
 
-    def pool(self, x: torch.Tensor, batch) -> torch.Tensor:
-        """The sequence's vector: BERT's pooler on the first token (a family may pool differently)."""
-        return self.bert.pooler(x[batch.first_token_rows()])
+    last_layer_reads = "first"
+
+    def pool(self, first: torch.Tensor) -> torch.Tensor:
+        """The sequence's vector from its first token's state: BERT's pooler (a family may pool differently)."""
+        return self.bert.pooler(first)
 
     def forward(self, input_ids: torch.Tensor, attention_mask: Optional[torch.Tensor] = None,
                 token_type_ids: Optional[torch.Tensor] = None, position_ids: Optional[torch.Tensor] = None,
                 labels: Optional[torch.Tensor] = None, output_hidden_states: bool = False) -> TaskOutput:
         x, batch, collect = self.bert.encode(input_ids, attention_mask, token_type_ids, position_ids,
-                                             output_hidden_states=output_hidden_states)
-        logits = self.classifier(self.dropout(self.pool(x, batch)))
+                                             output_hidden_states=output_hidden_states,
+                                             rows=PackedBatch.first_token_rows)
+        logits = self.classifier(self.dropout(self.pool(x)))
         loss = sequence_loss(logits, labels, self.config) if labels is not None else None
         return TaskOutput(loss=loss, logits=logits, hidden_states=_hidden(batch, collect))
 
@@ -143,9 +147,11 @@ class BertForMultipleChoice(BertPreTrainedModel):
     def _flop_heads(self) -> set[str]:
         return {"pooler"}
 
-    def pool(self, x: torch.Tensor, batch) -> torch.Tensor:
-        """The sequence's vector: BERT's pooler on the first token (a family may pool differently)."""
-        return self.bert.pooler(x[batch.first_token_rows()])
+    last_layer_reads = "first"
+
+    def pool(self, first: torch.Tensor) -> torch.Tensor:
+        """The sequence's vector from its first token's state: BERT's pooler (a family may pool differently)."""
+        return self.bert.pooler(first)
 
     def forward(self, input_ids: torch.Tensor, attention_mask: Optional[torch.Tensor] = None,
                 token_type_ids: Optional[torch.Tensor] = None, position_ids: Optional[torch.Tensor] = None,
@@ -158,8 +164,9 @@ class BertForMultipleChoice(BertPreTrainedModel):
             return t.reshape(B * C, L) if t is not None else None
 
         x, batch, collect = self.bert.encode(flat(input_ids), flat(attention_mask), flat(token_type_ids),
-                                             flat(position_ids), output_hidden_states=output_hidden_states)
-        logits = self.classifier(self.dropout(self.pool(x, batch))).reshape(B, C)
+                                             flat(position_ids), output_hidden_states=output_hidden_states,
+                                             rows=PackedBatch.first_token_rows)
+        logits = self.classifier(self.dropout(self.pool(x))).reshape(B, C)
         loss = F.cross_entropy(logits.float(), labels.reshape(-1)) if labels is not None else None
         return TaskOutput(loss=loss, logits=logits, hidden_states=_hidden(batch, collect))
 
