@@ -1,5 +1,5 @@
 """What each hand-tuned part of bertforge's CPU training step buys: cheaper dropout masks, explicit attention
-with dropout, attention groups, the tiled vocabulary decoder.
+with dropout, attention groups, the tiled vocabulary decoder, a last layer that runs on the read rows only.
 
 Three questions, each answered by interleaved repeats (medians) in one process, one thread by default:
 
@@ -8,9 +8,9 @@ Three questions, each answered by interleaved repeats (medians) in one process, 
   SDPA (which takes its math path on CPU when dropout > 0) against `attention_with_dropout`, and the
   vocabulary decoder's forward matmul `[576, 256] x [256, 30522]`, `F.linear` against `tiled_linear`;
 * steps: the `mini` training step (forward, backward, AdamW), one model copy per variant, same weights and
-  batches: `before` = `nn.Dropout` + SDPA + one grid per batch + one decoder matmul (bertforge up to
-  session 7), `+ dropout` = cheaper masks and the explicit path, `+ groups` = also attention groups,
-  `+ tiles` = also the tiled decoder (today's default);
+  batches: `before` = `nn.Dropout` + SDPA + one grid per batch + one decoder matmul + the whole last layer,
+  `+ dropout` = cheaper masks and the explicit path, `+ groups` = also attention groups, `+ tiles` = also the
+  tiled decoder, `+ read rows` = also the last layer on the masked and [CLS] rows only (the default);
 * on two kinds of batches: real pre-training batches (`PretrainingDataset` on a prepared slice of the shared
   Wikipedia, BERT's segment pairs, about a quarter padding) and `bench_model.py`'s sentence pairs (half).
 
@@ -86,10 +86,12 @@ def op_rows(repeats: int) -> list[list[str]]:
 
 # variant -> the model's kernels (`bertforge.model.kernels`), each adding one piece of the speed machinery
 VARIANTS = {
-    "before": Kernels(cheap_dropout=False, explicit_attention_dropout=False, attention_groups=1, tiled_decoder=False),
-    "+ dropout": Kernels(attention_groups=1, tiled_decoder=False),
-    "+ groups": Kernels(tiled_decoder=False),
-    "+ tiles": Kernels(),
+    "before": Kernels(cheap_dropout=False, explicit_attention_dropout=False, attention_groups=1, tiled_decoder=False,
+                      read_rows_only=False),
+    "+ dropout": Kernels(attention_groups=1, tiled_decoder=False, read_rows_only=False),
+    "+ groups": Kernels(tiled_decoder=False, read_rows_only=False),
+    "+ tiles": Kernels(read_rows_only=False),
+    "+ read rows": Kernels(),
 }
 
 

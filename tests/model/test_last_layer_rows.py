@@ -1,8 +1,7 @@
 """The last layer computes only the rows a head reads (masked tokens, [CLS]): same outputs, same gradients.
 
-`output_hidden_states=True` asks for every layer's whole output, which makes the encoder compute the last
-layer in full and pick the rows afterwards: the reference each case is held to. A hook on the last depth's
-feed-forward counts the rows it really ran on.
+Each case is held to the same model with `Kernels(read_rows_only=False)`, which computes the last layer in
+full and picks the rows afterwards. A hook on the last depth's feed-forward counts the rows it really ran on.
 """
 from __future__ import annotations
 
@@ -13,6 +12,7 @@ from bertforge import BertConfig
 from bertforge.model.albert import AlbertConfig, AlbertForPreTraining
 from bertforge.model.bert import BertForMaskedLM, BertForPreTraining
 from bertforge.model.encoder_decoder import BertLMHeadModel
+from bertforge.model.kernels import Kernels
 from bertforge.model.modernbert import ModernBertConfig, ModernBertForMaskedLM, ModernBertForSequenceClassification
 from bertforge.model.task_heads import BertForMultipleChoice, BertForSequenceClassification
 
@@ -94,7 +94,8 @@ def run(model, ids, mask, kwargs, full: bool):
     seen: list[int] = []
     hook = last_feed_forward(model).register_forward_hook(lambda _m, args, _out: seen.append(args[0].shape[0]))
     model.zero_grad()
-    out = model(ids, attention_mask=mask, output_hidden_states=full, **kwargs)
+    model.set_kernels(Kernels(read_rows_only=not full))
+    out = model(ids, attention_mask=mask, **kwargs)
     hook.remove()
     logits = [v for k, v in vars(out).items() if k.endswith("logits") and v is not None]
     loss = out.loss if out.loss is not None else sum(v.square().mean() for v in logits)  # positions, no labels
@@ -128,7 +129,7 @@ def test_multiple_choice_reads_first_tokens_only():
     last_feed_forward(model).register_forward_hook(lambda _m, args, _out: seen.append(args[0].shape[0]))
     with torch.no_grad():
         selective = model(ids, attention_mask=mask).logits
-        full = model(ids, attention_mask=mask, output_hidden_states=True).logits
+        full = model.set_kernels(Kernels(read_rows_only=False))(ids, attention_mask=mask).logits
     assert seen[-2:] == [4, int(mask.sum())]
     torch.testing.assert_close(selective, full, atol=1e-6, rtol=1e-5)
 
@@ -146,3 +147,16 @@ def test_flop_count_follows_the_rows_the_last_layer_computes():
     decoder = 0.15 * 128 * 2 * (H * H + H * 1000)
     assert mlm.flops_per_token(128, 0.15, training=False) * 128 == pytest.approx(
         full_layers + last + attention + decoder)
+
+
+def test_hidden_states_asked_for_are_whole_and_heads_unchanged():
+    model, kwargs, _ = case("bert pre-training")
+    ids, mask, _ = padded_batch()
+    model.eval()
+    with torch.no_grad():
+        plain = model(ids, attention_mask=mask, **kwargs)
+        with_states = model(ids, attention_mask=mask, output_hidden_states=True, **kwargs)
+        encoder = model.bert(ids, attention_mask=mask)
+    torch.testing.assert_close(plain.prediction_logits, with_states.prediction_logits, atol=1e-6, rtol=1e-5)
+    assert len(with_states.hidden_states) == model.config.num_hidden_layers + 1
+    torch.testing.assert_close(with_states.hidden_states[-1], encoder.last_hidden_state, atol=1e-6, rtol=1e-5)

@@ -19,6 +19,7 @@ from torch import nn
 from bertforge.config import BertConfig
 from bertforge.model.attention import local_attention_batch
 from bertforge.model.cross_attention import Memory
+from bertforge.model.kernels import FAST, Kernels
 from bertforge.model.layer import EncoderLayer, Rope, layer_norm
 from bertforge.model.packing import PackedBatch
 from bertforge.model.rotary import RotaryEmbedding
@@ -39,6 +40,8 @@ def packed_positions(batch: PackedBatch) -> torch.Tensor:
 
 
 class Encoder(nn.Module):
+    kernels: Kernels = FAST  # set for the whole model by `set_kernels`
+
     def __init__(self, config: BertConfig) -> None:
         super().__init__()
         self.config = config
@@ -87,7 +90,8 @@ class Encoder(nn.Module):
         on these alone: exact, and for an MLM at 15-30 % masking most of the last layer's work is skipped."""
         contexts = self._contexts(x, batch, positions)
         last = len(self.schedule) - 1
-        selective = rows if collect is None else None  # with every layer's whole output asked for, pick at the end
+        # the reference kernels, or every layer's whole output asked for: the last layer runs in full, rows picked after
+        selective = rows if collect is None and self.kernels.read_rows_only else None
         for depth, (a, f) in enumerate(self.schedule):
             if collect is not None:
                 collect.append(x)
@@ -105,8 +109,8 @@ class Encoder(nn.Module):
             x = self.final_norm(x)
         if collect is not None:
             collect.append(x)
-            if rows is not None:
-                x = x[rows]
+        if rows is not None and selective is None:
+            x = x[rows]
         return x
 
 
