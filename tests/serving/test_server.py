@@ -222,3 +222,19 @@ def test_auto_truncate_embeds_long_inputs_like_sentence_transformers(encoder_mod
     assert r.status_code == 200, r.text
     np.testing.assert_allclose(r.json()["data"][0]["embedding"], st_model.encode([long_text])[0], atol=1e-5)
     assert r.json()["usage"]["prompt_tokens"] == 256
+
+
+def test_a_server_that_owns_its_process_freezes_its_heap_after_warm_up(encoder_model):
+    """`bertforge serve` keeps what lives at start-up out of the garbage collector (its first full pass
+    stalled the first burst of requests); an app embedded in another process leaves the collector alone."""
+    import gc
+    gc.unfreeze()
+    with running(create_app(encoder_model)) as url:
+        assert httpx.get(url + "/health", timeout=10).status_code == 200
+        assert gc.get_freeze_count() == 0
+    try:
+        with running(create_app(encoder_model, own_process=True)) as url:
+            assert post(url, "/embed", {"inputs": ["warm"]}, headers={}).status_code == 200
+            assert gc.get_freeze_count() > 1000  # the model, the modules, the app
+    finally:
+        gc.unfreeze()

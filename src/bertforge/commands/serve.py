@@ -75,7 +75,7 @@ def run(args: argparse.Namespace) -> int:
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, stop)
     model = ServedModel(args.model, device=args.device, precision=args.precision, backend=args.backend)
-    app = create_app(model, settings)
+    app = create_app(model, settings, own_process=True)
     logging.getLogger("bertforge.serve").info("serving %s (%s, %s backend) on http://%s:%d", args.model,
                                               model.kind, args.backend, args.host, args.port)
     # uvicorn stops accepting on SIGTERM/SIGINT, finishes in-flight requests, then re-raises the signal to the
