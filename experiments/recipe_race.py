@@ -55,7 +55,13 @@ CONTENDERS: dict[str, tuple[str, list[str]]] = {
     "electra": ("ELECTRA: generator 1/4 wide, replaced-token detection (weight 50), dropout 0, batch 32, lr 1e-3",
                 ["--model", "mini", "--objective", "electra", "--dropout", "0", "--batch-size", "32",
                  "--lr", "1e-3"]),
+    "electra-modern": ("ELECTRA in the ModernBERT layout (the `modern` contender's encoder options): generator 1/4 "
+                       "wide, weight 50, 15 % masking, dropout 0, batch 32, lr 2e-3",
+                       ["--model", "{config:electra-modern}", "--objective", "electra", "--dropout", "0",
+                        "--batch-size", "32", "--lr", "2e-3"]),
 }
+# configs a contender names as "{config:NAME}": written into OUT/configs/NAME.json before the race
+CONFIGS = {"electra-modern": ("electra-mini", "fast")}  # (size preset, recipe whose layout it takes)
 WARMUP_FRACTION = 0.06
 PROBE_SEQUENCES = 640
 
@@ -73,8 +79,27 @@ def run_logged(cmd: list[str], log: Path) -> None:
         raise SystemExit(f"failed ({done.returncode}): {' '.join(cmd)}; see {log}")
 
 
-def flags(name: str, warmup: int) -> list[str]:
-    return [a.replace("{warmup}", str(warmup)) for a in CONTENDERS[name][1]]
+def flags(name: str, warmup: int, out: Path) -> list[str]:
+    return [str(out / "configs" / f"{a[8:-1]}.json") if a.startswith("{config:") else a.replace("{warmup}", str(warmup))
+            for a in CONTENDERS[name][1]]
+
+
+def write_configs(names: list[str], data: str, out: Path) -> None:
+    """The config.json of every contender that names one: its size preset in its recipe's layout."""
+    from bertforge.data.shards import load_tokenizer
+    from bertforge.model.auto import preset_config
+    from bertforge.training.pretrain import resolve_vocab
+    from bertforge.training.recipes import layout_overrides
+    wanted = {a[8:-1] for n in names for a in CONTENDERS[n][1] if a.startswith("{config:")}
+    tokenizer = load_tokenizer(resolve_vocab(data, None))
+    for config_name in wanted:
+        preset, recipe = CONFIGS[config_name]
+        config = preset_config(preset, vocab_size=len(tokenizer.vocab), pad_token_id=tokenizer.pad_token_id)
+        config = config.replace(**layout_overrides(recipe, config.hidden_size))
+        folder = out / "configs" / config_name
+        config.save_pretrained(folder)
+        (folder / "config.json").replace(out / "configs" / f"{config_name}.json")
+        folder.rmdir()
 
 
 # ---- step budgets --------------------------------------------------------------------------------------------------
@@ -90,7 +115,7 @@ def calibrate(names: list[str], data: str, out: Path, rounds: int, steps: int, j
         run = out / "calibration" / f"{name}-{r}"
         cmd = bertforge("pretrain", "--data", data, "--output", str(run), "--overwrite", "--max-steps", str(steps),
                         "--save-every", "0", "--eval-batches", "0", "--log-every", "5", "--no-progress",
-                        *flags(name, 1))
+                        *flags(name, 1, out))
         run_logged(cmd, out / f"calibration-{name}.log")
         rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
         times = {row["step"]: row["time"] for row in rows if row.get("split") == "train"}
@@ -114,7 +139,7 @@ def train(name: str, data: str, out: Path, budget: float, seconds_per_step: floa
     every = max(1, steps // saves)
     cmd = bertforge("pretrain", "--data", data, "--output", str(run), "--max-steps", str(steps),
                     "--warmup-steps", str(max(1, round(WARMUP_FRACTION * steps))), "--save-every", str(every),
-                    "--keep-checkpoints", str(saves + 1), "--eval-batches", "0", "--no-progress", *flags(name, 1))
+                    "--keep-checkpoints", str(saves + 1), "--eval-batches", "0", "--no-progress", *flags(name, 1, out))
     # a contender's own --warmup-steps wins over the race's (argparse keeps the last)
     print(f"[{name}] {steps} steps ({seconds_per_step:.3f} s/step x {steps} = {budget / 60:.0f} min)", flush=True)
     run_logged(cmd, out / f"{name}.log")
@@ -253,7 +278,7 @@ def main() -> None:
     parser.add_argument("--out", required=True)
     parser.add_argument("--budget", default="20m", help="wall-clock budget per contender, e.g. 20m or 1200s")
     parser.add_argument("--contenders", default="bert,bert-mlm,modern,modern-span,electra")
-    parser.add_argument("--finetune-contenders", default="bert-mlm,modern,electra")
+    parser.add_argument("--finetune-contenders", default="bert-mlm,modern,electra,electra-modern")
     parser.add_argument("--jobs", type=int, default=2, help="runs at once (one thread each)")
     parser.add_argument("--calibration-rounds", type=int, default=2)
     parser.add_argument("--calibration-steps", type=int, default=40)
@@ -272,6 +297,7 @@ def main() -> None:
     budget = float(args.budget[:-1]) * {"s": 1, "m": 60, "h": 3600}[args.budget[-1]]
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
+    write_configs(names, args.data, out)
     speed = calibrate(names, args.data, out, args.calibration_rounds, args.calibration_steps, args.jobs)
     started = time.time()
     with ThreadPoolExecutor(args.jobs) as pool:
