@@ -144,3 +144,45 @@ def test_model_takes_the_explicit_path_only_when_training_with_dropout(monkeypat
     assert calls == []
     model.train()(ids, attention_mask=mask)[0].sum().backward()
     assert len(calls) == 2 * 3  # two layers, three attention groups (lengths 9, 5 and 2)
+
+
+def test_bf16_training_on_cpu_takes_the_explicit_path_and_agrees_with_sdpa(monkeypatch):
+    """CPU bf16 training spells attention out (SDPA's bf16 backward is the slow one there); bf16 inference and
+    fp32 training without dropout keep SDPA. Both paths give the same loss and gradients to bf16 precision."""
+    from bertforge import BertConfig, BertForMaskedLM
+    from bertforge.model import attention as attention_module
+    from bertforge.model.kernels import Kernels
+    calls = []
+    real = attention_module.attention_with_dropout
+    monkeypatch.setattr(attention_module, "attention_with_dropout", lambda *a: calls.append(1) or real(*a))
+    config = BertConfig(vocab_size=50, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                        intermediate_size=64, max_position_embeddings=16, hidden_dropout_prob=0.0,
+                        attention_probs_dropout_prob=0.0)
+    torch.manual_seed(0)
+    model = BertForMaskedLM(config).train()
+    ids = torch.randint(5, 50, (3, 9))
+    mask = (torch.arange(9)[None, :] < torch.tensor([9, 5, 2])[:, None]).long()
+    picked = (torch.rand(3, 9) < 0.4) & mask.bool()
+    picked[0, 1] = True
+    labels = torch.where(picked, ids, torch.full_like(ids, -100))
+
+    def step(kernels):
+        model.set_kernels(kernels).zero_grad()
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            loss = model(ids, attention_mask=mask, labels=labels).loss
+        loss.backward()
+        return loss.detach(), {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
+
+    model(ids, attention_mask=mask, labels=labels).loss.backward()  # fp32, no dropout: SDPA
+    assert calls == []
+    loss, grads = step(Kernels())
+    assert len(calls) == 2 * 3  # two layers, three attention groups
+    ref_loss, ref_grads = step(Kernels(explicit_attention_bf16=False))
+    assert len(calls) == 2 * 3
+    torch.testing.assert_close(loss, ref_loss, atol=2e-2, rtol=1e-2)
+    for name, grad in grads.items():
+        scale = ref_grads[name].abs().max().item() + 1e-6
+        assert (grad - ref_grads[name]).abs().max().item() / scale < 0.1, name
+    with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
+        model.set_kernels(Kernels())(ids, attention_mask=mask)
+    assert len(calls) == 2 * 3  # inference keeps SDPA

@@ -9,8 +9,10 @@ into its own grid and gathers them out again here.
 With attention dropout, SDPA on CPU falls back to its math path and draws the dropout mask one Bernoulli
 sample at a time; the explicit path below computes the same thing with bertforge's cheaper mask
 (`model/dropout.py`) and is 1.30x as fast for `mini`'s attention, forward + backward
-(`benchmarks/bench_step_parts.py`). Without dropout (inference, fine-tuned models evaluated, dropout-0
-recipes) SDPA's fused kernel stays, as it never holds the [seq, seq] scores of all heads at once.
+(`benchmarks/bench_step_parts.py`). Training in bf16 on CPU takes the explicit path too: SDPA's bf16 backward
+is slower than its fp32 one, and several times the explicit path's bf16 batched matmuls. Otherwise
+(inference, fp32 training without dropout) SDPA's fused kernel stays, as it never holds the [seq, seq] scores
+of all heads at once.
 
 Two options of modern encoders act here. Rotary positions (`model/rotary.py`) rotate the queries and keys of
 the packed tokens before they are scattered. Local attention (ModernBERT's sliding window) is a mask: each
@@ -171,6 +173,16 @@ class SelfAttention(nn.Module):
         self.out = nn.Linear(config.hidden_size, config.hidden_size, bias=config.attention_bias)
         self.dropout_p = config.attention_probs_dropout_prob
 
+    def _explicit(self, qkv: torch.Tensor) -> bool:
+        """Spell attention out (`attention_with_dropout`) instead of calling SDPA? On CPU, SDPA is the slower of
+        the two when training with attention dropout (its math path draws the mask one Bernoulli sample at a
+        time) and when training in bf16 (its bf16 backward; the explicit path's bf16 batched matmuls are not)."""
+        if qkv.device.type != "cpu":
+            return False
+        kernels = self.kernels
+        return ((kernels.explicit_attention_dropout and self.training and self.dropout_p > 0)
+                or (kernels.explicit_attention_bf16 and qkv.dtype == torch.bfloat16 and qkv.requires_grad))
+
     def forward(self, x: torch.Tensor, batch: PackedBatch,
                 rope: Optional[tuple[torch.Tensor, torch.Tensor]] = None,
                 rows: Optional[torch.Tensor] = None) -> torch.Tensor:
@@ -186,27 +198,25 @@ class SelfAttention(nn.Module):
             token_major = apply_rotary(token_major, *rope)
         heads_major = token_major.permute(1, 2, 0, 3)
         kernels = self.kernels
+        explicit = self._explicit(heads_major)
+        dropout_p = self.dropout_p if self.training else 0.0
         if not batch.is_packed:  # the padded reference path: one [batch, seq] grid, plain reshapes (exportable)
             B, L = batch.batch_size, batch.seq_len
             q, k, v = heads_major.reshape(3, h, B, L, d).unbind(0)
             mask = batch.groups[0].mask
-            if self.training and self.dropout_p > 0 and kernels.explicit_attention_dropout and x.device.type == "cpu":
-                y = attention_with_dropout(q, k, v, mask, self.dropout_p, kernels.cheap_dropout)
+            if explicit:
+                y = attention_with_dropout(q, k, v, mask, dropout_p, kernels.cheap_dropout)
             else:
-                y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask,
-                                                   dropout_p=self.dropout_p if self.training else 0.0)
+                y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p)
             y = y.permute(1, 2, 0, 3).reshape(B * L, h * d)
             return self.out(y if rows is None else y[rows])
         qkv = _ScatterToGroups.apply(heads_major, batch.groups)
-        explicit = (kernels.explicit_attention_dropout and self.training and self.dropout_p > 0
-                    and x.device.type == "cpu")
         ys = []
         for i, g in enumerate(batch.groups):
             q, k, v = qkv[3 * i:3 * i + 3]                                     # each [heads, count, length, d]
             if explicit:
-                ys.append(attention_with_dropout(q, k, v, g.mask, self.dropout_p, kernels.cheap_dropout))
+                ys.append(attention_with_dropout(q, k, v, g.mask, dropout_p, kernels.cheap_dropout))
             else:
-                ys.append(F.scaled_dot_product_attention(q, k, v, attn_mask=g.mask,
-                                                         dropout_p=self.dropout_p if self.training else 0.0))
+                ys.append(F.scaled_dot_product_attention(q, k, v, attn_mask=g.mask, dropout_p=dropout_p))
         y = _GatherFromGroups.apply(batch.groups, *ys)
         return self.out(y if rows is None else y[rows])

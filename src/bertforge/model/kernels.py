@@ -3,7 +3,7 @@
 The reference path is plain PyTorch: padded batches, one attention grid, `F.dropout`, `F.linear`. The fast path
 (the default) adds, each behind one switch here: unpadding and attention groups (`packing.py`, with the
 hand-written scatter/gather backward in `attention.py`), cheaper CPU dropout masks (`dropout.py`), explicit
-attention when training with attention dropout on CPU (`attention.py`), the tiled vocabulary decoder
+attention when training with attention dropout or in bf16 on CPU (`attention.py`), the tiled vocabulary decoder
 (`tiled_linear.py`) and a last layer that computes only the rows the heads read (`encoder.py`). Both paths
 compute the same function (tests hold them equal to 1e-5); a model switches with
 `model.set_kernels(Kernels.reference())`, never by rewriting module globals.
@@ -19,6 +19,7 @@ class Kernels:
     attention_groups: int = 4                # at most this many attention grids per batch (1: one padded grid)
     cheap_dropout: bool = True               # CPU dropout masks from 16-bit lanes of one 64-bit draw
     explicit_attention_dropout: bool = True  # CPU training with attention dropout: baddbmm + softmax + bmm
+    explicit_attention_bf16: bool = True     # CPU training in bf16: the same explicit path instead of SDPA
     tiled_decoder: bool = True               # CPU fp32 vocabulary decoder in cache-sized output tiles
     read_rows_only: bool = True              # the last layer runs on the rows the heads read, not on every token
 
@@ -30,7 +31,7 @@ class Kernels:
     def reference(cls) -> "Kernels":
         """Plain PyTorch everywhere: what the fast path is checked against."""
         return cls(unpad=False, attention_groups=1, cheap_dropout=False, explicit_attention_dropout=False,
-                   tiled_decoder=False, read_rows_only=False)
+                   explicit_attention_bf16=False, tiled_decoder=False, read_rows_only=False)
 
 
 FAST = Kernels.fast()
