@@ -6,8 +6,9 @@ server that handles one request at a time, on the same model and the same reques
 
 `load` starts every server at once (an idle one costs no CPU) and measures them in turn, interleaved: for each
 round, each concurrency level, each server. It reports the median over rounds of requests/s and p50/p99
-latency; then the soak: the torch server offered 70 % of its saturation throughput (its best requests/s) at
-a fixed arrival rate for --soak-seconds, every failure counted; then the overload check: 10x the server's
+latency, and the model alone (`embed_batch` on batches of 32, no HTTP): the most any server can answer.
+Then the soak: the torch server offered 70 % of its saturation throughput (its best requests/s) at a fixed
+arrival rate for --soak-seconds, every failure counted; then the overload check: 10x the server's
 --max-concurrent-requests at once; the excess must be answered 429 within 100 ms, the server must still
 answer /health, and its memory must stay bounded. Requests are single SST-2 dev sentences
 (../shared/data/glue/SST-2/dev.tsv next to the checkout) sent to POST /embed.
@@ -254,6 +255,9 @@ def cmd_load(args) -> dict:
                     print(f"round {r + 1} {kind:9s} c={c:<4d} {row['rps']:8.1f} req/s  p50 {row['p50_ms']:8.1f} ms  "
                           f"p99 {row['p99_ms']:8.1f} ms  {row['statuses']}", flush=True)
         report["results"] = {kind: [median_row(runs[kind][c]) for c in levels] for kind in kinds}
+        report["model_alone_per_s"] = round(measure_ceiling(args.model, args.threads, 32), 1)
+        print(f"the model alone (embed_batch, batches of 32, {args.threads} thread(s)): "
+              f"{report['model_alone_per_s']} sentences/s", flush=True)
         for kind, rows in report["results"].items():
             print(f"median {kind:9s} " + "  ".join(f"c={r['concurrency']}: {r['rps']:.1f} req/s p99 {r['p99_ms']:.0f} ms"
                                                    for r in rows), flush=True)
@@ -276,6 +280,29 @@ def cmd_load(args) -> dict:
     report["overload"] = check
     print(json.dumps(check, indent=1), flush=True)
     return report
+
+
+def ceiling(model_dir: str, texts: list[str], batch: int, rounds: int = 3) -> float:
+    """Sentences/s of the served model alone (no HTTP, no event loop): `embed_batch` on batches of `batch`
+    texts, best of `rounds` passes. No server around this model can answer more requests of one text."""
+    from bertforge.serving.served_model import ServedModel
+    model = ServedModel(model_dir, device="cpu", precision="fp32")
+    model.warm_up()
+    best = float("inf")
+    for _ in range(rounds):
+        start = time.perf_counter()
+        for i in range(0, len(texts), batch):
+            model.embed_batch(texts[i:i + batch])
+        best = min(best, time.perf_counter() - start)
+    return len(texts) / best
+
+
+def measure_ceiling(model_dir: str, threads: int, batch: int) -> float:
+    """`ceiling` in a fresh process with the servers' thread count."""
+    env = {**os.environ, "PYTHONPATH": str(REPO / "src"), "OMP_NUM_THREADS": str(threads)}
+    done = subprocess.run([sys.executable, __file__, "ceiling", "--model", model_dir, "--batch", str(batch)],
+                          env=env, capture_output=True, text=True, check=True)
+    return float(done.stdout.strip().splitlines()[-1])
 
 
 def cmd_int8(args) -> dict:
@@ -332,9 +359,16 @@ def main() -> None:
     b = sub.add_parser("baseline-server")
     b.add_argument("--model", required=True)
     b.add_argument("--port", type=int, required=True)
+    c = sub.add_parser("ceiling")
+    c.add_argument("--model", required=True)
+    c.add_argument("--batch", type=int, default=32)
+    c.add_argument("--data", default=str(SST2_DEV))
     args = parser.parse_args()
     if args.command == "baseline-server":
         run_baseline(args.model, args.port)
+        return
+    if args.command == "ceiling":
+        print(ceiling(args.model, read_texts(Path(args.data)), args.batch))
         return
     report = cmd_load(args) if args.command == "load" else cmd_int8(args)
     if args.json:
