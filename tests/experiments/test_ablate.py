@@ -93,3 +93,36 @@ def test_fast_recipe_rows_keep_the_table_objective_in_the_modern_layout(train_da
     assert row_schedule(paper) == (1e-3, 200)
     assert row_schedule(AblationSettings(table="t", data="d", output="o", lr=5e-4, warmup_steps=7,
                                          recipe="fast")) == (5e-4, 7)
+
+
+def test_rows_picks_rows_by_name_or_slug_and_brings_a_students_teacher():
+    from bertforge.experiments.ablate import select_rows
+    from bertforge.experiments.tables import TABLES
+    assert select_rows(TABLES["albert-sharing"], None) == [v.name for v in TABLES["albert-sharing"].variants]
+    assert select_rows(TABLES["albert-sharing"], ("not-shared", "Shared-FFN")) == ["shared-FFN", "not-shared"]
+    assert select_rows(TABLES["distilbert"], ("student-distilled-l-2",)) == ["teacher (L=4)", "student, distilled (L=2)"]
+    with pytest.raises(ValueError, match="--rows: no row 'all' in table albert-sharing; its rows are all-shared"):
+        select_rows(TABLES["albert-sharing"], ("all",))
+
+
+def test_two_processes_with_different_rows_make_one_table(train_data, tmp_path):
+    """`--rows` splits a table across processes (one per core); each writes the table with every row finished
+    in the folder so far, so the last one to finish writes the whole table."""
+    common = dict(table="bert-objectives", data=str(train_data), output=str(tmp_path / "t"), steps=2, model="tiny",
+                  batch_size=8, eval_batches=2)
+    first = run_table(AblationSettings(**common, rows=("mlm-no-nsp",)), say=lambda _m: None)
+    assert [r["name"] for r in first["rows"]] == ["MLM, no NSP"]
+    assert not (tmp_path / "t" / "mlm-nsp").exists() and not (tmp_path / "t" / "ltr-no-nsp").exists()
+    second = run_table(AblationSettings(**common, rows=("MLM + NSP",)), say=lambda _m: None)
+    assert [r["name"] for r in second["rows"]] == ["MLM + NSP", "MLM, no NSP"]  # in the table's order
+    assert second["rows"][1] == first["rows"][0]
+    assert (tmp_path / "t" / "bert-objectives.md").read_text().count("\n| ") == 3  # header + 2 rows
+
+
+def test_cli_rejects_an_unknown_row_before_writing(tmp_path, train_data, capsys):
+    from bertforge.cli import main
+    code = main(["ablate", "albert-sop", "--data", str(train_data), "--output", str(tmp_path / "o"),
+                 "--rows", "none,sbo"])
+    assert code != 0
+    assert "--rows: no row 'sbo' in table albert-sop; its rows are none, nsp, sop" in capsys.readouterr().err
+    assert not (tmp_path / "o").exists()

@@ -42,6 +42,9 @@ def register(sub) -> None:
                    help="default: 200; with --recipe fast, 6 %% of --steps (100 under a time budget)")
     p.add_argument("--eval-batches", type=positive_int, default=20, help="held-out batches per probe")
     p.add_argument("--seed", type=non_negative_int, default=0)
+    p.add_argument("--rows", default=None, metavar="ROW[,ROW]",
+                   help="run only these rows (slugs as in the output folder, e.g. mlm-nsp); other rows finished "
+                   "there still appear in the table, so one process per core can each take different rows")
     add_common(p)
     p.set_defaults(run=run)
 
@@ -59,7 +62,11 @@ def run(args: argparse.Namespace) -> int:
         finetune_samples=args.finetune_samples, finetune_epochs=args.finetune_epochs, finetune_lr=args.finetune_lr,
         finetune_seeds=args.finetune_seeds,
         batch_size=args.batch_size, lr=args.lr, warmup_steps=args.warmup_steps, eval_batches=args.eval_batches,
-        seed=args.seed, recipe=args.recipe)
+        seed=args.seed, recipe=args.recipe,
+        rows=tuple(r.strip() for r in args.rows.split(",") if r.strip()) if args.rows else None)
+    from bertforge.experiments.ablate import select_rows
+    from bertforge.experiments.tables import TABLES
+    select_rows(TABLES[args.table], settings.rows)  # a misspelt row fails before anything is written
     output = claim_output(args.output, verb="ablate", overwrite=args.overwrite, resumable=True)
     earlier = read_run_config(output)
     if earlier is not None and earlier.get("table") not in (None, args.table):

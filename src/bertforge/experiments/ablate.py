@@ -46,6 +46,7 @@ class AblationSettings:
     eval_batches: int = 20
     seed: int = 0
     extra: dict[str, Any] = field(default_factory=dict)  # any other PretrainConfig field for every row
+    rows: tuple[str, ...] | None = None  # run only these rows (names or slugs), e.g. one process per core
 
 
 def budget_text(settings: AblationSettings) -> str:
@@ -64,8 +65,9 @@ def run_table(settings: AblationSettings, say: Callable[[str], None] = print) ->
     logging.getLogger("bertforge.checkpoint").setLevel(logging.ERROR)
     out = Path(settings.output)
     out.mkdir(parents=True, exist_ok=True)
-    say(f"{table.paper}: {table.title} — {len(table.variants)} rows x {budget_text(settings)} of pre-training "
-        f"on {settings.data}")
+    selected = select_rows(table, settings.rows)
+    say(f"{table.paper}: {table.title} — {len(selected)} of {len(table.variants)} rows x {budget_text(settings)} "
+        f"of pre-training on {settings.data}")
     rows: dict[str, dict[str, Any]] = {}
     for variant in table.variants:
         row_dir = out / slug(variant.name)
@@ -73,6 +75,8 @@ def run_table(settings: AblationSettings, say: Callable[[str], None] = print) ->
         if done.exists():
             rows[variant.name] = json.loads(done.read_text(encoding="utf-8"))
             say(f"[{variant.name}] done earlier: {row_dir}")
+            continue
+        if variant.name not in selected:
             continue
         say(f"[{variant.name}] pre-training -> {row_dir}")
         started = time.perf_counter()
@@ -89,6 +93,9 @@ def run_table(settings: AblationSettings, say: Callable[[str], None] = print) ->
         atomic_write_text(done, json.dumps(row, indent=2) + "\n")
         rows[variant.name] = row
         say(f"[{variant.name}] " + ", ".join(f"{k} {v:.4g}" for k, v in row.items() if isinstance(v, float)))
+    # rows that another process (another --rows) finished meanwhile belong in the table too
+    rows = {v.name: json.loads((out / slug(v.name) / "row.json").read_text(encoding="utf-8"))
+            for v in table.variants if (out / slug(v.name) / "row.json").exists()}
     result = {"table": table.name, "paper": table.paper, "title": table.title, "budget": budget_text(settings),
               "recipe": settings.recipe, "lr": row_schedule(settings)[0],
               "settings": {k: v for k, v in vars(settings).items()}, "rows": list(rows.values())}
@@ -97,6 +104,21 @@ def run_table(settings: AblationSettings, say: Callable[[str], None] = print) ->
     plot(table, result, out / f"{table.name}.png")
     say(f"wrote {out / (table.name + '.md')} and {out / (table.name + '.png')}")
     return result
+
+
+def select_rows(table: Table, wanted: tuple[str, ...] | None) -> list[str]:
+    """Names of the rows to run: all, or those `wanted` names (by name or slug; a distillation row brings its
+    teacher). Rows of one table can so run as separate processes, one per core, into the same folder."""
+    if not wanted:
+        return [v.name for v in table.variants]
+    by_key = {key: v for v in table.variants for key in (v.name.lower(), slug(v.name))}
+    unknown = [w for w in wanted if w.lower() not in by_key]
+    if unknown:
+        raise ValueError(f"--rows: no row {unknown[0]!r} in table {table.name}; its rows are "
+                         + ", ".join(slug(v.name) for v in table.variants))
+    names = {by_key[w.lower()].name for w in wanted}
+    names |= {v.teacher for v in table.variants if v.name in names and v.teacher}
+    return [v.name for v in table.variants if v.name in names]
 
 
 # ---- one row -----------------------------------------------------------------------------------------------------
