@@ -21,7 +21,7 @@ def parse(*flags: str) -> PretrainConfig:
 
 def test_bert_recipe_is_the_papers_and_the_default():
     cfg = parse("--max-steps", "100")
-    assert cfg.recipe == "bert" and cfg.model == "tiny"
+    assert cfg.recipe == "bert" and cfg.model == "tiny" and cfg.init == "model"
     assert (cfg.objective, cfg.mask_rate, cfg.dropout, cfg.train.lr, cfg.train.warmup_steps) == \
         ("mlm+nsp", 0.15, None, 1e-4, 0)
 
@@ -31,6 +31,7 @@ def test_fast_recipe_fills_what_is_unset_and_given_flags_win():
     assert cfg.model == "modernbert-mini", "a bare size gets the recipe's layout"
     assert (cfg.objective, cfg.mask_rate, cfg.dropout, cfg.train.lr) == ("mlm", 0.3, 0.0, 2e-3)
     assert cfg.train.warmup_steps == 60, "6 % of --max-steps"
+    assert cfg.init == "bert" and parse("--recipe", "fast", "--init", "model").init == "model"
     cfg = parse("--recipe", "fast", "--model", "bert-mini", "--lr", "5e-4", "--mask-rate", "0.2", "--objective",
                 "electra", "--warmup-steps", "7", "--dropout", "0.1", "--time-budget", "5m")
     assert cfg.model == "bert-mini", "an explicit family is kept"
@@ -41,6 +42,28 @@ def test_fast_recipe_fills_what_is_unset_and_given_flags_win():
     assert (lib.model, lib.objective, lib.train.lr, lib.train.warmup_steps) == ("modernbert-mini", "mlm", 2e-3, 60)
     with pytest.raises(ValueError, match="--recipe must be one of bert, fast"):
         PretrainConfig.from_options(data="d", output="o", recipe="quick", max_steps=1)
+
+
+def test_bert_init_replaces_modernberts_depth_scaled_init():
+    """`--init bert`: every linear and embedding drawn from N(0, 0.02), as BERT's classes do; ModernBERT's own
+    init truncates at 2 std and scales the output projections down by sqrt(2 x layers)."""
+    from bertforge.model.auto import preset_config
+    from bertforge.model.modernbert import ModernBertForMaskedLM
+    from bertforge.training.pretrain import reinitialise
+    torch.manual_seed(0)
+    model = ModernBertForMaskedLM(preset_config("modernbert-mini", vocab_size=3000, pad_token_id=0))
+    out = model.bert.encoder.layers[0].attention.out.weight
+    truncated = 0.02 / 8 ** 0.5 * 0.880  # std of a normal cut at +-2 std
+    assert out.std().item() == pytest.approx(truncated, rel=0.05) and out.abs().max() <= 0.04 / 8 ** 0.5
+    reinitialise(model, "model")
+    assert out.std().item() == pytest.approx(truncated, rel=0.05)
+    reinitialise(model, "bert")
+    for name, weight in model.named_parameters():
+        if weight.dim() == 2:  # every matrix, the tied embedding/decoder included
+            assert weight.std().item() == pytest.approx(0.02, rel=0.05), name
+    assert out.abs().max() > 0.04 / 8 ** 0.5 * 2, "no truncation"
+    with pytest.raises(ValueError, match="--init must be one of model, bert, got 'xavier'"):
+        reinitialise(model, "xavier")
 
 
 def test_unknown_recipe_is_one_line_and_exit_2():

@@ -57,6 +57,9 @@ def register(sub) -> None:
                    help="hidden and attention dropout for this run (bert: the model's, 0.1; fast: 0, as in "
                         "Cramming and ModernBERT, which also lets CPU attention use SDPA's fused kernel)")
     p.add_argument("--init-from", metavar="DIR", help="start from these weights instead of a random init")
+    p.add_argument("--init", default=UNSET, choices=["model", "bert"],
+                   help="random init: the model family's own, or BERT's (normal, std 0.02, on every linear and "
+                        "embedding; fast: bert, which leaves the unigram plateau sooner) (" + BY_RECIPE + ")")
     add_dataclass_arguments(p, TrainOptions, defaults=pretrain_defaults(), title="training",
                             deferred={"lr": BY_RECIPE, "warmup_steps": BY_RECIPE + "; fast: 6 %% of --max-steps"})
     add_common(p)

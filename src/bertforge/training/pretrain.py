@@ -44,6 +44,7 @@ class PretrainConfig:
     span_masking: bool = False               # SpanBERT spans (geometric lengths) instead of single tokens
     dropout: float | None = None             # hidden + attention dropout; None = the model's own (BERT 0.1)
     init_from: str | None = None
+    init: str = "model"                      # random init: "model" (the family's own) or "bert" (normal, std 0.02)
     generator_fraction: float = 0.25         # ELECTRA: the generator's width as a fraction of the discriminator's
     disc_weight: float = 50.0                # ELECTRA: weight of replaced-token detection in the loss
     overwrite: bool = False                  # start again in an OUTPUT that holds another run
@@ -160,6 +161,7 @@ def build_model(cfg: PretrainConfig, tokenizer: Any, max_len: int) -> torch.nn.M
         else:
             config = preset_config(cfg.model, vocab_size=vocab_size, pad_token_id=tokenizer.pad_token_id, **dropout)
         model = family(config.model_type).model_class("pretraining")(config)
+        reinitialise(model, cfg.init)
     if model.config.vocab_size < vocab_size:
         raise ValueError(f"the model has {model.config.vocab_size} token embeddings but the vocab has {vocab_size}")
     longest = getattr(model.config, "max_sequence_length", model.config.max_position_embeddings)
@@ -170,6 +172,20 @@ def build_model(cfg: PretrainConfig, tokenizer: Any, max_len: int) -> torch.nn.M
         raise ValueError(f"objective {cfg.objective} needs a sentence-pair head, which {type(model).__name__} "
                          "lacks; use --objective mlm (or ltr)")
     return model
+
+
+INITS = ("model", "bert")
+
+
+def reinitialise(model: torch.nn.Module, init: str) -> None:
+    """`bert`: BERT's init on every linear and embedding (normal, std `initializer_range`), whatever the family.
+    ModernBERT's own (truncated, output projections scaled down by depth) left the race's mini on the unigram
+    plateau for hundreds of steps longer (docs/RESULTS.md); `model` keeps the family's."""
+    if init not in INITS:
+        raise ValueError(f"--init must be one of {', '.join(INITS)}, got {init!r}")
+    if init == "bert":
+        from bertforge.model.bert import BertPreTrainedModel
+        model.apply(lambda module: BertPreTrainedModel._init_module(model, module))
 
 
 def _build_electra(cfg: PretrainConfig, tokenizer: Any, dropout: dict[str, float]) -> torch.nn.Module:
