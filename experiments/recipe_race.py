@@ -340,18 +340,19 @@ def plot(results: dict, path: Path, runs: dict[str, Path]) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     fig, axes = plt.subplots(1, 3, figsize=(16, 4))
-    for name, r in results.items():
+    for i, (name, r) in enumerate(results.items()):
+        style = {"label": name, "color": f"C{i}"}  # one colour per contender in every panel
         minutes_per_step = r["seconds_per_step"] / 60
         logged = [json.loads(line) for line in (runs[name] / "metrics.jsonl").read_text().splitlines() if line]
         train = [m for m in logged if m.get("split") == "train" and "mlm_loss" in m]
         if train:
-            axes[0].plot([m["step"] * minutes_per_step for m in train], [m["mlm_loss"] for m in train], label=name)
+            axes[0].plot([m["step"] * minutes_per_step for m in train], [m["mlm_loss"] for m in train], **style)
         curve = r["curve"]
         if not curve:
             continue
         minutes = [c["step"] * minutes_per_step for c in curve]
-        axes[1].plot(minutes, [c["mlm_loss"] for c in curve], marker="o", label=name)
-        axes[2].plot(minutes, [c["top5"] for c in curve], marker="o", label=name)
+        axes[1].plot(minutes, [c["mlm_loss"] for c in curve], marker="o", **style)
+        axes[2].plot(minutes, [c["top5"] for c in curve], marker="o", **style)
     axes[0].set(xlabel="budget spent (minutes of one core)", ylabel="training MLM loss (own masking rate)")
     axes[1].set(xlabel="budget spent (minutes of one core)", ylabel="held-out MLM loss (15 %, same masks)")
     axes[2].set(xlabel="budget spent (minutes of one core)", ylabel="fill-mask top-5 hit rate")
