@@ -79,8 +79,13 @@ def run_logged(cmd: list[str], log: Path) -> None:
         raise SystemExit(f"failed ({done.returncode}): {' '.join(cmd)}; see {log}")
 
 
+def config_ref(arg: str) -> str | None:
+    """NAME of a "{config:NAME}" flag value, else None."""
+    return arg[len("{config:"):-1] if arg.startswith("{config:") else None
+
+
 def flags(name: str, warmup: int, out: Path) -> list[str]:
-    return [str(out / "configs" / f"{a[8:-1]}.json") if a.startswith("{config:") else a.replace("{warmup}", str(warmup))
+    return [str(out / "configs" / f"{config_ref(a)}.json") if config_ref(a) else a.replace("{warmup}", str(warmup))
             for a in CONTENDERS[name][1]]
 
 
@@ -90,7 +95,7 @@ def write_configs(names: list[str], data: str, out: Path) -> None:
     from bertforge.model.auto import preset_config
     from bertforge.training.pretrain import resolve_vocab
     from bertforge.training.recipes import layout_overrides
-    wanted = {a[8:-1] for n in names for a in CONTENDERS[n][1] if a.startswith("{config:")}
+    wanted = {config_ref(a) for n in names for a in CONTENDERS[n][1]} - {None}
     tokenizer = load_tokenizer(resolve_vocab(data, None))
     for config_name in wanted:
         preset, recipe = CONFIGS[config_name]

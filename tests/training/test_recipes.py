@@ -66,6 +66,16 @@ def test_bert_init_replaces_modernberts_depth_scaled_init():
         reinitialise(model, "xavier")
 
 
+def test_an_unknown_init_is_refused_even_when_starting_from_weights(tmp_path):
+    """`--init-from` never draws a random init, yet a misspelt `init` is still an error, not ignored."""
+    from types import SimpleNamespace
+
+    from bertforge.training.pretrain import build_model
+    cfg = PretrainConfig(data="d", output="o", init="xavier", init_from=str(tmp_path))
+    with pytest.raises(ValueError, match="--init must be one of model, bert, got 'xavier'"):
+        build_model(cfg, SimpleNamespace(vocab={"a": 0}), 128)
+
+
 def test_unknown_recipe_is_one_line_and_exit_2():
     done = subprocess.run([sys.executable, "-m", "bertforge", "pretrain", "--data", "d", "--output", "o",
                            "--recipe", "quick", "--max-steps", "1"], capture_output=True, text=True)

@@ -143,6 +143,7 @@ def build_model(cfg: PretrainConfig, tokenizer: Any, max_len: int) -> torch.nn.M
     vocab_size = len(tokenizer.vocab)
     if cfg.dropout is not None and not 0.0 <= cfg.dropout < 1.0:
         raise ValueError(f"--dropout must be in [0, 1), got {cfg.dropout}")
+    check_init(cfg.init)  # here too: a run from --init-from never reaches `reinitialise`
     dropout = dropout_overrides(cfg.dropout)
     if cfg.objective == "electra":
         model = _build_electra(cfg, tokenizer, dropout)
@@ -177,12 +178,16 @@ def build_model(cfg: PretrainConfig, tokenizer: Any, max_len: int) -> torch.nn.M
 INITS = ("model", "bert")
 
 
+def check_init(init: str) -> None:
+    if init not in INITS:
+        raise ValueError(f"--init must be one of {', '.join(INITS)}, got {init!r}")
+
+
 def reinitialise(model: torch.nn.Module, init: str) -> None:
     """`bert`: BERT's init on every linear and embedding (normal, std `initializer_range`), whatever the family.
     ModernBERT's own (truncated, output projections scaled down by depth) left the race's mini on the unigram
     plateau for hundreds of steps longer (docs/RESULTS.md); `model` keeps the family's."""
-    if init not in INITS:
-        raise ValueError(f"--init must be one of {', '.join(INITS)}, got {init!r}")
+    check_init(init)
     if init == "bert":
         from bertforge.model.bert import BertPreTrainedModel
         model.apply(lambda module: BertPreTrainedModel._init_module(model, module))
