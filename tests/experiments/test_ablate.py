@@ -126,3 +126,66 @@ def test_cli_rejects_an_unknown_row_before_writing(tmp_path, train_data, capsys)
     assert code != 0
     assert "--rows: no row 'sbo' in table albert-sop; its rows are none, nsp, sop" in capsys.readouterr().err
     assert not (tmp_path / "o").exists()
+
+
+def _fingerprints(train_data, **changes) -> dict[tuple[str, str], str | None]:
+    from bertforge.experiments.ablate import row_fingerprint
+    out = {}
+    for table in TABLES.values():
+        settings = AblationSettings(table=table.name, data=str(train_data), output="unused", steps=600,
+                                    batch_size=32, recipe="fast", **changes)
+        for v in table.variants:
+            out[table.name, v.name] = row_fingerprint(table, v, settings)
+    return out
+
+
+def test_the_same_run_in_two_tables_has_one_fingerprint(train_data):
+    """The rows the papers share (BERT Table 5's MLM + NSP is RoBERTa Table 2's SEGMENT-PAIR row; ALBERT's
+    all-shared E = 128 NSP model sits in three tables) are recognised as one run, and nothing else is."""
+    mini = _fingerprints(train_data, model="mini")
+    albert = _fingerprints(train_data, model="albert-mini")
+    sizes = _fingerprints(train_data)  # bert-sizes names its own sizes
+    assert mini["bert-objectives", "MLM + NSP"] == mini["roberta-inputs", "SEGMENT-PAIR + NSP"]
+    assert mini["bert-objectives", "MLM + NSP"] == mini["roberta-masking", "dynamic (RoBERTa)"]
+    assert mini["bert-objectives", "MLM + NSP"] == sizes["bert-sizes", "mini (L=4, H=256)"]
+    assert mini["bert-objectives", "MLM, no NSP"] == mini["roberta-inputs", "FULL-SENTENCES"]
+    assert (albert["albert-sop", "NSP"] == albert["albert-embedding", "E = 128"]
+            == albert["albert-sharing", "all-shared"])
+    assert mini["distilbert", "student, distilled (L=2)"] is None  # depends on its teacher row, never reused
+    for fingerprints in (mini, albert):
+        for table in TABLES.values():  # within a table every row is a different run
+            own = [fingerprints[table.name, v.name] for v in table.variants if v.kind == "pretrain"]
+            assert len(set(own)) == len(own), table.name
+    # anything that changes the numbers changes the fingerprint
+    assert _fingerprints(train_data, model="mini", seed=1)["bert-objectives", "MLM + NSP"] != mini["bert-objectives", "MLM + NSP"]
+    assert (_fingerprints(train_data, model="mini", finetune_lr=3e-4)["bert-objectives", "MLM + NSP"]
+            != mini["bert-objectives", "MLM + NSP"])
+    assert _fingerprints(train_data, model="tiny")["bert-objectives", "MLM + NSP"] != mini["bert-objectives", "MLM + NSP"]
+
+
+def test_reuse_copies_a_finished_twin_row_and_runs_the_others(train_data, tmp_path, monkeypatch):
+    from bertforge.experiments import ablate
+    common = dict(data=str(train_data), steps=2, model="tiny", batch_size=8, eval_batches=2)
+    source = run_table(AblationSettings(table="bert-objectives", output=str(tmp_path / "bert"), rows=("mlm-nsp",),
+                                        **common), say=lambda _m: None)["rows"][0]
+    trained: list[str] = []
+    real_train_row = ablate.train_row
+    monkeypatch.setattr(ablate, "train_row", lambda table, variant, *a: (trained.append(variant.name),
+                                                                        real_train_row(table, variant, *a)))
+    messages: list[str] = []
+    result = run_table(AblationSettings(table="roberta-inputs", output=str(tmp_path / "roberta"),
+                                        rows=("segment-pair-nsp", "doc-sentences"), reuse=(str(tmp_path / "bert"),),
+                                        **common), say=messages.append)
+    assert trained == ["DOC-SENTENCES"]  # SEGMENT-PAIR + NSP was not trained again
+    copied = tmp_path / "roberta" / "segment-pair-nsp"
+    assert any(f"the same run as {tmp_path / 'bert' / 'mlm-nsp'}: copied" in m for m in messages)
+    row = {r["name"]: r for r in result["rows"]}["SEGMENT-PAIR + NSP"]
+    assert row["perplexity"] == source["perplexity"] and row["run"] == source["run"]
+    assert row["dir"] == str(copied) and row["copied_from"] == str(tmp_path / "bert" / "mlm-nsp")
+    assert (copied / "model.safetensors").read_bytes() == (tmp_path / "bert" / "mlm-nsp" / "model.safetensors").read_bytes()
+    assert not (copied / "checkpoints").exists() and not list((tmp_path / "roberta").glob("*.copying"))
+    # a different seed is a different run: nothing to copy
+    trained.clear()
+    run_table(AblationSettings(table="roberta-inputs", output=str(tmp_path / "seed1"), rows=("segment-pair-nsp",),
+                               reuse=(str(tmp_path / "bert"),), seed=1, **common), say=lambda _m: None)
+    assert trained == ["SEGMENT-PAIR + NSP"]

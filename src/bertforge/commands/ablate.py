@@ -45,6 +45,10 @@ def register(sub) -> None:
     p.add_argument("--rows", default=None, metavar="ROW[,ROW]",
                    help="run only these rows (slugs as in the output folder, e.g. mlm-nsp); other rows finished "
                    "there still appear in the table, so one process per core can each take different rows")
+    p.add_argument("--reuse", action="append", default=[], type=existing_dir, metavar="DIR",
+                   help="another table's output folder (repeatable): a row finished there with exactly this row's "
+                   "pre-training, corpus, probes and fine-tuning is copied instead of run again (e.g. RoBERTa "
+                   "Table 2's SEGMENT-PAIR + NSP row is BERT Table 5's MLM + NSP row)")
     add_common(p)
     p.set_defaults(run=run)
 
@@ -63,7 +67,8 @@ def run(args: argparse.Namespace) -> int:
         finetune_seeds=args.finetune_seeds,
         batch_size=args.batch_size, lr=args.lr, warmup_steps=args.warmup_steps, eval_batches=args.eval_batches,
         seed=args.seed, recipe=args.recipe,
-        rows=tuple(r.strip() for r in args.rows.split(",") if r.strip()) if args.rows else None)
+        rows=tuple(r.strip() for r in args.rows.split(",") if r.strip()) if args.rows else None,
+        reuse=tuple(str(d) for d in args.reuse))
     from bertforge.experiments.ablate import select_rows
     from bertforge.experiments.tables import TABLES
     select_rows(TABLES[args.table], settings.rows)  # a misspelt row fails before anything is written

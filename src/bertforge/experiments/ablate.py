@@ -4,13 +4,18 @@ Every row is scored on the *same* held-out questions, whatever it was trained on
 perplexity (15% masking, FULL-SENTENCES), NSP accuracy and SOP accuracy (segment pairs) — so a model
 trained without NSP is still asked NSP, as in ALBERT's Table 5. Then each row is fine-tuned on the same
 GLUE subsets. Rows that finished are not run again (`row.json`), and a killed pre-training run resumes
-from its checkpoint, so the command can simply be re-run. Writes `TABLE.md`, `TABLE.png`, `results.json`.
+from its checkpoint, so the command can simply be re-run. A row that another table already ran with the same
+settings (`row_fingerprint`) is copied from that table's folder (`reuse`) instead of run again. Writes
+`TABLE.md`, `TABLE.png`, `results.json`.
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
+import os
 import re
+import shutil
 import statistics
 import time
 from dataclasses import dataclass, field
@@ -47,6 +52,7 @@ class AblationSettings:
     seed: int = 0
     extra: dict[str, Any] = field(default_factory=dict)  # any other PretrainConfig field for every row
     rows: tuple[str, ...] | None = None  # run only these rows (names or slugs), e.g. one process per core
+    reuse: tuple[str, ...] = ()      # other tables' output folders: a row finished there with the same run is copied
 
 
 def budget_text(settings: AblationSettings) -> str:
@@ -78,6 +84,12 @@ def run_table(settings: AblationSettings, say: Callable[[str], None] = print) ->
             continue
         if variant.name not in selected:
             continue
+        run = row_fingerprint(table, variant, settings)
+        twin = find_twin(run, settings.reuse) if not row_dir.exists() else None
+        if twin is not None:
+            rows[variant.name] = copy_row(twin, row_dir, variant.name)
+            say(f"[{variant.name}] the same run as {twin}: copied")
+            continue
         say(f"[{variant.name}] pre-training -> {row_dir}")
         started = time.perf_counter()
         train_row(table, variant, settings, row_dir, rows)
@@ -90,6 +102,8 @@ def run_table(settings: AblationSettings, say: Callable[[str], None] = print) ->
                 row.update({f"{task}_{k}": v for k, v in finetune_row(row_dir, task, settings).items()})
                 release_freed_memory()
         row["seconds"] = round(time.perf_counter() - started, 1)
+        if run is not None:
+            row["run"] = run
         atomic_write_text(done, json.dumps(row, indent=2) + "\n")
         rows[variant.name] = row
         say(f"[{variant.name}] " + ", ".join(f"{k} {v:.4g}" for k, v in row.items() if isinstance(v, float)))
@@ -122,9 +136,8 @@ def select_rows(table: Table, wanted: tuple[str, ...] | None) -> list[str]:
 
 
 # ---- one row -----------------------------------------------------------------------------------------------------
-def train_row(table: Table, variant: Variant, settings: AblationSettings, row_dir: Path,
-              rows: dict[str, dict[str, Any]]) -> None:
-    from bertforge.training.pretrain import pretrain
+def row_options(table: Table, variant: Variant, settings: AblationSettings) -> dict[str, Any]:
+    """The `pretrain` options of one row: the table's common settings, the recipe's, then the row's own."""
     lr, warmup_steps = row_schedule(settings)
     options: dict[str, Any] = {
         "objective": "mlm+nsp", "batch_size": settings.batch_size, "lr": lr, "warmup_steps": warmup_steps,
@@ -132,6 +145,14 @@ def train_row(table: Table, variant: Variant, settings: AblationSettings, row_di
         "save_every": 500, "seed": settings.seed, "progress": False, **recipe_training(settings.recipe),
         **settings.extra, **variant.options}
     options.setdefault("model", settings.model or table.model)
+    return options
+
+
+def train_row(table: Table, variant: Variant, settings: AblationSettings, row_dir: Path,
+              rows: dict[str, dict[str, Any]]) -> None:
+    from bertforge.training.pretrain import pretrain
+    lr, warmup_steps = row_schedule(settings)
+    options = row_options(table, variant, settings)
     if variant.kind == "distill":
         teacher = rows.get(variant.teacher or "")
         if teacher is None:
@@ -171,18 +192,68 @@ def recipe_training(name: str) -> dict[str, Any]:
     return {k: v for k, v in RECIPES[name].options.items() if k in ("mask_rate", "dropout")}
 
 
-def _write_config(model: str, overrides: dict[str, Any], settings: AblationSettings, row_dir: Path) -> Path:
-    """A row's config.json: the size preset in the recipe's layout, with the row's changes (E, sharing, depth)."""
+def _row_config(model: str, overrides: dict[str, Any], settings: AblationSettings) -> Any:
+    """A row's model config: the size preset in the recipe's layout, with the row's changes (E, sharing, depth)."""
     from bertforge.data.shards import load_tokenizer
     from bertforge.model.auto import preset_config
     from bertforge.training.pretrain import resolve_vocab
     from bertforge.training.recipes import layout_overrides
     tokenizer = load_tokenizer(resolve_vocab(settings.data, None))
     config = preset_config(model, vocab_size=len(tokenizer.vocab), pad_token_id=tokenizer.pad_token_id)
-    config = config.replace(**layout_overrides(settings.recipe, config.hidden_size), **overrides)
+    return config.replace(**layout_overrides(settings.recipe, config.hidden_size), **overrides)
+
+
+def _write_config(model: str, overrides: dict[str, Any], settings: AblationSettings, row_dir: Path) -> Path:
     path = row_dir.parent / "configs" / row_dir.name / "config.json"  # beside the row's output
-    config.save_pretrained(path.parent)
+    _row_config(model, overrides, settings).save_pretrained(path.parent)
     return path
+
+
+# ---- the same run in another table ---------------------------------------------------------------------------
+def row_fingerprint(table: Table, variant: Variant, settings: AblationSettings) -> str | None:
+    """What a row's numbers depend on: its pre-training options and model config, the corpus, and the probes
+    and fine-tuning that score it. Rows of different tables with one fingerprint are one run (BERT Table 5's
+    MLM + NSP row is RoBERTa Table 2's SEGMENT-PAIR row). None for a distilled row: it depends on its teacher."""
+    if variant.kind != "pretrain":
+        return None
+    from dataclasses import asdict
+
+    from bertforge.training.pretrain import PretrainConfig, data_fingerprint
+    options = row_options(table, variant, settings)
+    resolved = asdict(PretrainConfig.from_options(data=settings.data, output="", **options))  # defaults filled in
+    for unrelated in ("data", "output", "overwrite"):
+        resolved.pop(unrelated)
+    resolved["train"].pop("progress")
+    resolved["model"] = _row_config(options["model"], variant.config, settings).to_dict()
+    scoring = {"eval_batches": settings.eval_batches, "glue": settings.glue and str(Path(settings.glue).resolve()),
+               "tasks": list(settings.tasks) if settings.glue else [], "finetune_samples": settings.finetune_samples,
+               "finetune_epochs": settings.finetune_epochs, "finetune_lr": settings.finetune_lr,
+               "finetune_seeds": settings.finetune_seeds}
+    record = {"pretrain": resolved, "data": data_fingerprint(settings.data), "scoring": scoring}
+    return hashlib.sha256(json.dumps(record, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def find_twin(run: str | None, folders: tuple[str, ...]) -> Path | None:
+    """A finished row with this fingerprint in one of `folders` (other tables' outputs), if any."""
+    if run is None:
+        return None
+    for folder in folders:
+        for done in sorted(Path(folder).glob("*/row.json")):
+            if json.loads(done.read_text(encoding="utf-8")).get("run") == run:
+                return done.parent
+    return None
+
+
+def copy_row(source: Path, row_dir: Path, name: str) -> dict[str, Any]:
+    """Copy a finished row (without its resume checkpoints) under this table's name; the folder appears whole."""
+    partial = row_dir.with_name(row_dir.name + ".copying")
+    shutil.rmtree(partial, ignore_errors=True)
+    shutil.copytree(source, partial, ignore=shutil.ignore_patterns("checkpoints"))
+    row = json.loads((partial / "row.json").read_text(encoding="utf-8"))
+    row.update(name=name, dir=str(row_dir), copied_from=str(source))
+    atomic_write_text(partial / "row.json", json.dumps(row, indent=2) + "\n")
+    os.replace(partial, row_dir)
+    return row
 
 
 def probe(row_dir: Path, settings: AblationSettings, ltr: bool = False) -> dict[str, float]:
