@@ -157,10 +157,9 @@ def test_the_same_run_in_two_tables_has_one_fingerprint(train_data):
             own = [fingerprints[table.name, v.name] for v in table.variants if v.kind == "pretrain"]
             assert len(set(own)) == len(own), table.name
     # anything that changes the numbers changes the fingerprint
-    assert _fingerprints(train_data, model="mini", seed=1)["bert-objectives", "MLM + NSP"] != mini["bert-objectives", "MLM + NSP"]
-    assert (_fingerprints(train_data, model="mini", finetune_lr=3e-4)["bert-objectives", "MLM + NSP"]
-            != mini["bert-objectives", "MLM + NSP"])
-    assert _fingerprints(train_data, model="tiny")["bert-objectives", "MLM + NSP"] != mini["bert-objectives", "MLM + NSP"]
+    row = ("bert-objectives", "MLM + NSP")
+    for change in ({"model": "mini", "seed": 1}, {"model": "mini", "finetune_lr": 3e-4}, {"model": "tiny"}):
+        assert _fingerprints(train_data, **change)[row] != mini[row], change
 
 
 def test_reuse_copies_a_finished_twin_row_and_runs_the_others(train_data, tmp_path, monkeypatch):
@@ -182,7 +181,8 @@ def test_reuse_copies_a_finished_twin_row_and_runs_the_others(train_data, tmp_pa
     row = {r["name"]: r for r in result["rows"]}["SEGMENT-PAIR + NSP"]
     assert row["perplexity"] == source["perplexity"] and row["run"] == source["run"]
     assert row["dir"] == str(copied) and row["copied_from"] == str(tmp_path / "bert" / "mlm-nsp")
-    assert (copied / "model.safetensors").read_bytes() == (tmp_path / "bert" / "mlm-nsp" / "model.safetensors").read_bytes()
+    weights = "model.safetensors"
+    assert (copied / weights).read_bytes() == (tmp_path / "bert" / "mlm-nsp" / weights).read_bytes()
     assert not (copied / "checkpoints").exists() and not list((tmp_path / "roberta").glob("*.copying"))
     # a different seed is a different run: nothing to copy
     trained.clear()
