@@ -239,6 +239,8 @@ def find_twin(run: str | None, folders: tuple[str, ...]) -> Path | None:
         return None
     for folder in folders:
         for done in sorted(Path(folder).glob("*/row.json")):
+            if done.parent.suffix == ".copying":  # a copy that was interrupted: not a finished row
+                continue
             if json.loads(done.read_text(encoding="utf-8")).get("run") == run:
                 return done.parent
     return None
