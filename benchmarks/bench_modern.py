@@ -2,7 +2,8 @@
 
 Every variant is `BertForMaskedLM` at the same shape (`mini` by default: 4 layers, H 256, 4 heads,
 intermediate 1024) with one option of `BertConfig` switched on -- pre-LN, GeGLU, no biases, rotary positions,
-local attention (window 64 every other layer) -- then all of them together, and last `ModernBertForMaskedLM`
+local attention (window 64 every other layer) -- then all of them together, T5's relative position bias in
+place of the position table (not part of "all": ModernBERT has rotary positions), and last `ModernBertForMaskedLM`
 itself (the same options plus ModernBERT's dropout placement, no segment table). All take the same real
 pre-training batches (`bench_model.py`'s Wikipedia sentence pairs, MLM labels only) and the same dropout,
 and take turns with a same-size GEMM in one interleaved loop (medians of `--repeats`).
@@ -43,6 +44,8 @@ OPTIONS = {
     "+ local attention": dict(local_attention=64, global_attn_every_n_layers=2),
 }
 OPTIONS["all options"] = {k: v for opts in OPTIONS.values() for k, v in opts.items()}
+# XLNet/T5's relative positions the other way: T5's learned bias in place of the position table
+OPTIONS["+ T5 relative bias"] = dict(relative_attention_num_buckets=32, relative_attention_max_distance=128)
 
 
 def build(name: str, preset: str, vocab_size: int, pad: int, dropout: float) -> torch.nn.Module:

@@ -52,16 +52,25 @@ CONTENDERS: dict[str, tuple[str, list[str]]] = {
                    ["--model", "modernbert-mini", "--objective", "mlm", "--mask-rate", "0.3", "--dropout", "0",
                     "--batch-size", "16", "--lr", "2e-3"]),
     "fast": ("the `--recipe fast` defaults", ["--recipe", "fast", "--model", "mini"]),
+    "fast-t5": ("`--recipe fast` with T5's relative position bias (32 buckets, max distance 128) instead of rotary "
+                "positions", ["--recipe", "fast", "--model", "{config:fast-t5}"]),
     "electra": ("ELECTRA: generator 1/4 wide, replaced-token detection (weight 50), dropout 0, batch 32, lr 1e-3",
                 ["--model", "mini", "--objective", "electra", "--dropout", "0", "--batch-size", "32",
                  "--lr", "1e-3"]),
+    "electra-half": ("ELECTRA with the paper's larger generator: 1/2 wide, weight 50, dropout 0, batch 32, lr 1e-3",
+                     ["--model", "mini", "--objective", "electra", "--generator-fraction", "0.5", "--dropout", "0",
+                      "--batch-size", "32", "--lr", "1e-3"]),
     "electra-modern": ("ELECTRA in the ModernBERT layout (the `modern` contender's encoder options): generator 1/4 "
                        "wide, weight 50, 15 % masking, dropout 0, batch 32, lr 2e-3",
                        ["--model", "{config:electra-modern}", "--objective", "electra", "--dropout", "0",
                         "--batch-size", "32", "--lr", "2e-3"]),
 }
-# configs a contender names as "{config:NAME}": written into OUT/configs/NAME.json before the race
-CONFIGS = {"electra-modern": ("electra-mini", "fast")}  # (size preset, recipe whose layout it takes)
+# configs a contender names as "{config:NAME}": written into OUT/configs/NAME.json before the race:
+# (size preset, recipe whose layout it takes or None, config fields set on top)
+T5_BIAS = {"rope_theta": None, "local_rope_theta": None, "relative_attention_num_buckets": 32,
+           "relative_attention_max_distance": 128}
+CONFIGS: dict[str, tuple[str, str | None, dict]] = {"electra-modern": ("electra-mini", "fast", {}),
+                                             "fast-t5": ("modernbert-mini", None, T5_BIAS)}
 WARMUP_FRACTION = 0.06
 PROBE_SEQUENCES = 640
 
@@ -98,9 +107,9 @@ def write_configs(names: list[str], data: str, out: Path) -> None:
     wanted = {config_ref(a) for n in names for a in CONTENDERS[n][1]} - {None}
     tokenizer = load_tokenizer(resolve_vocab(data, None))
     for config_name in wanted:
-        preset, recipe = CONFIGS[config_name]
+        preset, recipe, fields = CONFIGS[config_name]
         config = preset_config(preset, vocab_size=len(tokenizer.vocab), pad_token_id=tokenizer.pad_token_id)
-        config = config.replace(**layout_overrides(recipe, config.hidden_size))
+        config = config.replace(**(layout_overrides(recipe, config.hidden_size) if recipe else {}), **fields)
         folder = out / "configs" / config_name
         config.save_pretrained(folder)
         (folder / "config.json").replace(out / "configs" / f"{config_name}.json")
@@ -283,7 +292,7 @@ def main() -> None:
     parser.add_argument("--out", required=True)
     parser.add_argument("--budget", default="20m", help="wall-clock budget per contender, e.g. 20m or 1200s")
     parser.add_argument("--contenders", default="bert,bert-mlm,modern,modern-span,electra")
-    parser.add_argument("--finetune-contenders", default="bert-mlm,modern,electra,electra-modern")
+    parser.add_argument("--finetune-contenders", default="bert-mlm,modern,electra,electra-half,electra-modern")
     parser.add_argument("--jobs", type=int, default=2, help="runs at once (one thread each)")
     parser.add_argument("--calibration-rounds", type=int, default=2)
     parser.add_argument("--calibration-steps", type=int, default=40)

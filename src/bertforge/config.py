@@ -33,7 +33,7 @@ BERTFORGE_ONLY_KEY = "bertforge_only"
 # The modern-encoder options (see `BertConfig`): written to config.json only when set away from BERT's defaults.
 MODERN_OPTIONS = ("pre_norm", "feed_forward_glu", "attention_bias", "mlp_bias", "norm_bias", "rope_theta",
                   "local_rope_theta", "local_attention", "global_attn_every_n_layers", "head_bias", "head_act",
-                  "decoder_bias")
+                  "decoder_bias", "relative_attention_num_buckets", "relative_attention_max_distance")
 
 # An encoder–decoder's decoder options (HF's names), written to config.json only when set.
 DECODER_OPTIONS = ("is_decoder", "add_cross_attention")
@@ -75,6 +75,9 @@ class BertConfig:
     local_rope_theta: float | None = None  # the rotary base of local-attention layers (None: rope_theta)
     local_attention: int | None = None  # local layers see keys within local_attention // 2 positions; None: all global
     global_attn_every_n_layers: int = 1  # with local_attention, layer i is global when i % n == 0
+    # T5's relative position bias (`model/relative_bias.py`) instead of the absolute position table: None = off
+    relative_attention_num_buckets: int | None = None
+    relative_attention_max_distance: int = 128  # offsets this far and beyond share the last bucket
     head_bias: bool = True  # bias of the MLM head's dense transform
     head_act: str | None = None  # the MLM head's activation (None: hidden_act)
     decoder_bias: bool = True  # bias of the MLM vocabulary decoder
@@ -151,6 +154,14 @@ class BertConfig:
         if self.head_act is not None and self.head_act not in SUPPORTED_ACTIVATIONS:
             raise ConfigError(f"config field 'head_act' is {self.head_act!r}; supported: "
                               f"{', '.join(SUPPORTED_ACTIVATIONS)}")
+        buckets, distance = self.relative_attention_num_buckets, self.relative_attention_max_distance
+        if buckets is not None and (not isinstance(buckets, int) or isinstance(buckets, bool) or buckets < 4):
+            raise ConfigError(f"config field 'relative_attention_num_buckets' must be an integer >= 4 (T5: 32) or "
+                              f"null, got {buckets!r}")
+        exact = (buckets or 4) // 4
+        if not isinstance(distance, int) or isinstance(distance, bool) or distance <= exact:
+            raise ConfigError(f"config field 'relative_attention_max_distance' must be an integer above "
+                              f"{exact} (a quarter of the buckets; T5: 128), got {distance!r}")
         if self.rope_theta is not None and self.head_dim % 2:
             raise ConfigError(f"rotary positions need an even head size; hidden_size / num_attention_heads = "
                               f"{self.head_dim}")
@@ -267,6 +278,16 @@ class BertConfig:
     def rotary(self) -> bool:
         """Rotary position embeddings instead of the absolute position table."""
         return self.rope_theta is not None
+
+    @property
+    def relative_bias(self) -> bool:
+        """T5's relative position bias in attention."""
+        return self.relative_attention_num_buckets is not None
+
+    @property
+    def absolute_positions(self) -> bool:
+        """A learned position table added to the embeddings (BERT's), rather than positions inside attention."""
+        return not (self.rotary or self.relative_bias)
 
     def is_global_layer(self, index: int) -> bool:
         """Whether layer `index` attends over the whole sequence (False: within the local window)."""

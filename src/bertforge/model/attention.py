@@ -14,10 +14,11 @@ is slower than its fp32 one, and several times the explicit path's bf16 batched 
 (inference, fp32 training without dropout) SDPA's fused kernel stays, as it never holds the [seq, seq] scores
 of all heads at once.
 
-Two options of modern encoders act here. Rotary positions (`model/rotary.py`) rotate the queries and keys of
-the packed tokens before they are scattered. Local attention (ModernBERT's sliding window) is a mask: each
+Three options of modern encoders act here. Rotary positions (`model/rotary.py`) rotate the queries and keys
+of the packed tokens before they are scattered. Local attention (ModernBERT's sliding window) is a mask: each
 group's grid columns are the sequences' own positions, so `local_attention_batch` narrows each group's mask
-to a band around the diagonal, and the kernels are the same.
+to a band around the diagonal, and the kernels are the same. T5's relative position bias
+(`model/relative_bias.py`) is a mask too: an additive float one, cast here to the queries' dtype.
 """
 from __future__ import annotations
 
@@ -38,7 +39,7 @@ from bertforge.model.rotary import apply_rotary
 def attention_with_dropout(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None,
                            p: float, cheap_dropout: bool = True) -> torch.Tensor:
     """softmax(q k^T / sqrt(d) + mask) with dropout p, times v: what SDPA computes, for `[..., seq, d]` inputs
-    and a boolean "may attend" mask broadcastable to `[..., seq, seq]`."""
+    and a boolean "may attend" mask or an additive float mask, broadcastable to `[..., seq, seq]`."""
     *lead, L, d = q.shape
     n = q.numel() // (L * d)
     q = q.reshape(n, L, d) * (1.0 / math.sqrt(d))  # scaling q costs half a pass over the scores
@@ -46,7 +47,10 @@ def attention_with_dropout(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, ma
     if mask is None:
         scores = torch.bmm(q, kt)
     else:
-        bias = torch.zeros(mask.shape, dtype=q.dtype, device=q.device).masked_fill_(~mask, float("-inf"))
+        if mask.dtype == torch.bool:
+            bias = torch.zeros(mask.shape, dtype=q.dtype, device=q.device).masked_fill_(~mask, float("-inf"))
+        else:
+            bias = mask.to(q.dtype)
         bias = bias.expand(*lead, mask.shape[-2], L).reshape(n, mask.shape[-2], L)
         scores = torch.baddbmm(bias, q, kt)
     probs = dropout(torch.softmax(scores, dim=-1), p, cheap=cheap_dropout)
@@ -160,6 +164,11 @@ def local_attention_batch(batch: PackedBatch, window: int) -> PackedBatch:
     return dataclasses.replace(batch, groups=groups)
 
 
+def _sdpa_mask(mask: torch.Tensor | None, q: torch.Tensor) -> torch.Tensor | None:
+    """SDPA takes a boolean mask as is, an additive one only in the queries' dtype."""
+    return mask if mask is None or mask.dtype == torch.bool else mask.to(q.dtype)
+
+
 class SelfAttention(nn.Module):
     """Fused-QKV multi-head attention over packed tokens, group by group (see the module docstring)."""
 
@@ -207,7 +216,7 @@ class SelfAttention(nn.Module):
             if explicit:
                 y = attention_with_dropout(q, k, v, mask, dropout_p, kernels.cheap_dropout)
             else:
-                y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p)
+                y = F.scaled_dot_product_attention(q, k, v, attn_mask=_sdpa_mask(mask, q), dropout_p=dropout_p)
             y = y.permute(1, 2, 0, 3).reshape(B * L, h * d)
             return self.out(y if rows is None else y[rows])
         qkv = _ScatterToGroups.apply(heads_major, batch.groups)
@@ -217,6 +226,6 @@ class SelfAttention(nn.Module):
             if explicit:
                 ys.append(attention_with_dropout(q, k, v, g.mask, dropout_p, kernels.cheap_dropout))
             else:
-                ys.append(F.scaled_dot_product_attention(q, k, v, attn_mask=g.mask, dropout_p=dropout_p))
+                ys.append(F.scaled_dot_product_attention(q, k, v, attn_mask=_sdpa_mask(g.mask, q), dropout_p=dropout_p))
         y = _GatherFromGroups.apply(batch.groups, *ys)
         return self.out(y if rows is None else y[rows])

@@ -22,6 +22,7 @@ from bertforge.model.heads import MaskedLMHead, NextSentenceHead, Pooler
 from bertforge.model.kernels import FAST, Kernels
 from bertforge.model.outputs import BertForPreTrainingOutput, BertModelOutput, MaskedLMOutput
 from bertforge.model.packing import PackedBatch
+from bertforge.model.relative_bias import RelativePositionBias
 
 
 class BertPreTrainedModel(nn.Module):
@@ -62,6 +63,8 @@ class BertPreTrainedModel(nn.Module):
                 nn.init.zeros_(module.bias)
         elif isinstance(module, MaskedLMHead) and module.bias is not None:
             nn.init.zeros_(module.bias)
+        elif isinstance(module, RelativePositionBias):
+            nn.init.normal_(module.weight, mean=0.0, std=std)
 
     # ---- checkpoints ------------------------------------------------------------------------------------------
     @classmethod

@@ -3,7 +3,8 @@
 With ALBERT's factorised parameterisation the tables are E wide (E << H: the vocabulary costs V x E, not
 V x H) and a projection E -> H feeds the first layer; LayerNorm and dropout act on the E-wide sum, as in ALBERT.
 
-With rotary positions (`config.rope_theta`) there is no position table: positions enter inside attention.
+With rotary positions (`config.rope_theta`) or T5's relative bias there is no position table: positions enter
+inside attention.
 With that and no segments (`type_vocab_size=0`) and a bias-free norm, this is ModernBERT's embedding block.
 """
 from __future__ import annotations
@@ -22,7 +23,8 @@ class Embeddings(nn.Module):
         super().__init__()
         E = config.embedding_dim
         self.word_embeddings = nn.Embedding(config.vocab_size, E, padding_idx=config.pad_token_id)
-        self.position_embeddings = None if config.rotary else nn.Embedding(config.max_position_embeddings, E)
+        self.position_embeddings = (nn.Embedding(config.max_position_embeddings, E) if config.absolute_positions
+                                    else None)
         # DistilBERT-style students have no segments: type_vocab_size = 0 drops the table.
         self.token_type_embeddings = (nn.Embedding(config.type_vocab_size, E) if config.type_vocab_size > 0 else None)
         self.norm = nn.LayerNorm(E, eps=config.layer_norm_eps, bias=config.norm_bias)

@@ -7,7 +7,8 @@ one tensor under two names, and `layer_sharing="none"` keeps BERT's names (`laye
 
 The stack also holds what its layers share per batch under the modern options: the rotary tables (built once
 per forward for global and for local layers, from each packed token's position), the sliding-window masks
-of local layers, and the final LayerNorm of a pre-LN stack.
+of local layers, T5's relative position bias (one table for all layers, added to every layer's masks), and the
+final LayerNorm of a pre-LN stack.
 """
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ from bertforge.model.cross_attention import Memory
 from bertforge.model.kernels import FAST, Kernels
 from bertforge.model.layer import EncoderLayer, Rope, layer_norm
 from bertforge.model.packing import PackedBatch
+from bertforge.model.relative_bias import RelativePositionBias
 from bertforge.model.rotary import RotaryEmbedding
 
 
@@ -62,11 +64,13 @@ class Encoder(nn.Module):
             local_theta = config.local_rope_theta
             if local_theta is not None and local_theta != config.rope_theta and not all(self.global_layer):
                 self.local_rotary = RotaryEmbedding(config.head_dim, local_theta)
+        self.relative_attention_bias = RelativePositionBias(config) if config.relative_bias else None
         self.gradient_checkpointing = False
 
     def _contexts(self, x: torch.Tensor, batch: PackedBatch,
                   positions: Optional[torch.Tensor]) -> dict[bool, tuple[PackedBatch, Rope]]:
-        """(packing with its masks, rotary tables) for global (True) and local (False) layers."""
+        """(packing with its masks, rotary tables) for global (True) and local (False) layers; with a relative
+        position bias, the masks carry it."""
         rope: Rope = None
         heads = self.config.num_attention_heads
         if self.rotary is not None:
@@ -76,6 +80,8 @@ class Encoder(nn.Module):
         if not all(self.global_layer):
             local_rope = self.local_rotary(positions, x.dtype, heads) if self.local_rotary is not None else rope
             contexts[False] = (local_attention_batch(batch, self.config.local_attention), local_rope)
+        if self.relative_attention_bias is not None:
+            contexts = {kind: (self.relative_attention_bias(b), r) for kind, (b, r) in contexts.items()}
         return contexts
 
     def forward(self, x: torch.Tensor, batch: PackedBatch, collect: list[torch.Tensor] | None = None,

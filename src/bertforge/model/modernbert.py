@@ -132,6 +132,8 @@ class ModernBertConfig(BertConfig):
         only = [name for name in ("pre_norm", "feed_forward_glu") if not getattr(self, name)]
         if not self.rotary:
             only.append("rope_theta")
+        if self.relative_bias:
+            only.append("relative_attention_num_buckets")
         if self.type_vocab_size:
             only.append("type_vocab_size")
         if self.embedding_projection or self.layer_sharing != "none":
@@ -191,7 +193,7 @@ class ModernBertConfig(BertConfig):
             out.setdefault(name, None)  # unknown rather than HF's defaults, which may lie outside this vocabulary
         only = self.bertforge_only_options()
         if only:
-            for name in ("pre_norm", "feed_forward_glu", "rope_theta", "type_vocab_size"):
+            for name in ("pre_norm", "feed_forward_glu", "rope_theta", "local_rope_theta", "type_vocab_size"):
                 out[name] = getattr(self, name)
             out[BERTFORGE_ONLY_KEY] = (f"{', '.join(only)}: bertforge options; transformers' ModernBERT classes "
                                        "cannot load this checkpoint")
