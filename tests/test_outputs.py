@@ -149,3 +149,68 @@ def test_an_output_file_is_never_replaced_silently(tmp_path):
     with pytest.raises(OutputError, match="does not exist"):
         claim_output_file(tmp_path / "nowhere" / "x.jsonl", overwrite=False)
     assert target.read_text() == "finished work\n"
+
+
+# ---- finished work is never replaced: settings recorded, compared and marked finished ----------------------------
+def test_own_run_with_other_settings_is_refused_naming_each_difference(tmp_path):
+    from bertforge.outputs import mark_finished
+    write_run_config(tmp_path, "finetune", {"task": "sst2", "train": {"lr": 2e-5, "progress": True}})
+    for finished in (False, True):
+        with pytest.raises(OutputError) as err:
+            claim_output(tmp_path, verb="finetune", overwrite=False, resumable=True,
+                         settings={"task": "conll2003", "train": {"lr": 3e-5, "progress": True}})
+        assert "task: 'sst2' there, 'conll2003' now" in str(err.value) and "lr: 2e-05 there, 3e-05 now" in str(err.value)
+        mark_finished(tmp_path)
+    assert json.loads((tmp_path / "run_config.json").read_text())["status"] == "finished"
+
+
+def test_the_same_finished_run_has_nothing_to_do_and_presentation_may_differ(tmp_path):
+    from bertforge.outputs import RunAlreadyFinished, mark_finished
+    write_run_config(tmp_path, "pretrain", {"lr": 1e-4, "data": str(tmp_path), "progress": True, "save_every": 10})
+    same = {"lr": 1e-4, "data": str(tmp_path), "progress": False, "save_every": 50}
+    assert claim_output(tmp_path, verb="pretrain", overwrite=False, resumable=True, settings=same) == tmp_path
+    mark_finished(tmp_path)
+    with pytest.raises(RunAlreadyFinished, match="already holds this finished pretrain run"):
+        claim_output(tmp_path, verb="pretrain", overwrite=False, resumable=True, settings=same)
+
+
+def test_a_path_spelled_another_way_is_the_same_setting(tmp_path, monkeypatch):
+    from bertforge.outputs import settings_differences
+    (tmp_path / "data").mkdir()
+    monkeypatch.chdir(tmp_path)
+    assert settings_differences({"data": str(tmp_path / "data")}, {"data": "data"}) == []
+    assert settings_differences({"data": str(tmp_path / "data")}, {"data": "other"}) != []
+
+
+def test_an_interrupted_run_of_a_verb_that_cannot_resume_starts_again(tmp_path):
+    from bertforge.outputs import RunAlreadyFinished, fresh_output
+    settings = {"vocab_size": 100}
+    write_run_config(tmp_path, "vocab", settings)   # what a killed `vocab` leaves: its record, half its files
+    (tmp_path / "vocab.txt").write_text("[PAD]\n[UN")
+    with fresh_output(tmp_path, verb="vocab", overwrite=False, settings=settings) as folder:
+        assert not (folder / "vocab.txt").exists()
+        (folder / "vocab.txt").write_text("done")
+    with pytest.raises(RunAlreadyFinished):
+        with fresh_output(tmp_path, verb="vocab", overwrite=False, settings=settings):
+            raise AssertionError("not reached: a finished run is not done again")
+    assert (tmp_path / "vocab.txt").read_text() == "done"
+
+
+@pytest.mark.parametrize("where", ["is", "holds", "inside"])
+def test_overwrite_never_empties_an_input(tmp_path, where, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    model = tmp_path / "model"
+    (model / "sub").mkdir(parents=True)
+    (model / "config.json").write_text("{}")
+    (model / "sub" / "x").write_text("y")
+    output = {"is": model, "holds": tmp_path, "inside": model / "sub"}[where]
+    message = {"is": "is the input", "holds": "holds the input", "inside": "lies inside the input"}[where]
+    with pytest.raises(OutputError, match=message):
+        claim_output(output, verb="finetune", overwrite=True, inputs=(str(model), None, "-"))
+    assert (model / "config.json").exists() and (model / "sub" / "x").exists()
+
+
+def test_a_refusal_says_what_the_folder_holds(tmp_path):
+    (tmp_path / "task.json").write_text("{}")
+    with pytest.raises(OutputError, match="holds a fine-tuned predictor, not a export run"):
+        claim_output(tmp_path, verb="export", overwrite=False)

@@ -14,6 +14,7 @@ import sys
 
 from bertforge.allocator import keep_freed_memory
 from bertforge.commands import add_common
+from bertforge.outputs import RunAlreadyFinished
 
 # verb -> module under bertforge.commands, in pipeline order (what `--help` shows)
 VERBS = {
@@ -105,6 +106,9 @@ def main(argv: list[str] | None = None, hooks=None) -> int:
         return 141
     except SystemExit:
         raise  # argparse's own one-line errors (status 2), --help and --version
+    except RunAlreadyFinished as done:  # the same command on its own finished output: nothing to do
+        print(f"bertforge {verb}: {done}")
+        return 0
     except Exception as err:
         if debug:
             raise

@@ -1,9 +1,16 @@
 """Output folders: claim one safely before a verb writes into it.
 
 A mistyped `--output` must not mix a new run's files into an unrelated folder (or a previous run of another
-verb), and a read-only or impossible path should fail before hours of work, not at the first checkpoint.
-`claim_output` decides once, at the start of a verb: a new or empty folder is used, this verb's own resumable
-run is continued, anything else is refused unless `--overwrite` asks to empty it.
+verb), must never replace finished work, and a read-only or impossible path should fail before hours of work,
+not at the first checkpoint. `claim_output` decides once, at the start of a verb:
+- a new or empty folder is used;
+- this verb's own run with the same settings is continued (or, when it finished, left as it is: the verb has
+  nothing to do, `RunAlreadyFinished`); the same verb with other settings is refused, naming the differences;
+- anything else (another verb's run, a model, a predictor, the user's files) is refused unless `--overwrite`
+  asks to empty it — and `--overwrite` never empties a folder that is, holds or lies inside one of the
+  verb's inputs.
+A run folder records its settings in `run_config.json`; `mark_finished` adds `"status": "finished"` once the
+verb has written everything.
 """
 from __future__ import annotations
 
@@ -15,15 +22,32 @@ import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterable, Mapping
 
-__all__ = ["RUN_CONFIG", "OutputError", "claim_output", "fresh_output", "read_run_config", "write_run_config"]
+__all__ = ["RUN_CONFIG", "OutputError", "RunAlreadyFinished", "claim_output", "claim_output_file", "fresh_output",
+           "is_finished", "mark_finished", "read_run_config", "settings_differences", "write_run_config"]
 
 RUN_CONFIG = "run_config.json"
+FINISHED = "finished"
+# settings that change where a run is, how it shows progress or keeps checkpoints, never what it computes: a
+# re-run may differ in them (or a run folder may have moved) and still be the same run
+PRESENTATION = frozenset({"output", "progress", "show_progress", "no_progress", "overwrite", "tensorboard",
+                          "log_every", "save_every", "keep_checkpoints", "keep_checkpoints_at_end", "device",
+                          "workers", "jobs", "debug", "status", "verb"})
 
 
 class OutputError(ValueError):
     """An --output folder that cannot or may not be used; the message is one line for the user."""
+
+
+class RunAlreadyFinished(Exception):
+    """--output holds this very run (same verb, same settings), finished: there is nothing to do. Not an error:
+    the CLI says so in one line and exits 0; the training verbs return the finished run's result instead."""
+
+    def __init__(self, path: Path, verb: str) -> None:
+        super().__init__(f"{path} already holds this finished {verb} run (same settings); nothing to do "
+                         "(use --overwrite to run it again, or choose another --output)")
+        self.path, self.verb = path, verb
 
 
 def read_run_config(path: str | Path) -> dict[str, Any] | None:
@@ -35,9 +59,95 @@ def read_run_config(path: str | Path) -> dict[str, Any] | None:
     return data if isinstance(data, dict) else None
 
 
-def _is_own_run(path: Path, verb: str) -> bool:
+def is_finished(path: str | Path) -> bool:
+    """Whether the folder holds a run that wrote everything it writes (`mark_finished`)."""
     config = read_run_config(path)
-    return config is not None and config.get("verb") == verb
+    return config is not None and config.get("status") == FINISHED
+
+
+def mark_finished(path: str | Path) -> None:
+    """Record in run_config.json that the run in `path` is complete: a re-run of it has nothing to do."""
+    config = read_run_config(path)
+    if config is not None and config.get("status") != FINISHED:
+        _write_json(Path(path) / RUN_CONFIG, {**config, "status": FINISHED})
+
+
+def settings_differences(stored: Mapping[str, Any], given: Mapping[str, Any]) -> list[str]:
+    """`name: X there, Y now` for each setting that changes what a run computes (not `PRESENTATION`), compared
+    after a JSON round trip (tuples become lists, paths strings); nested settings (a run's engine options) by
+    their own names. Two paths to the same existing file or folder are the same setting."""
+    skip = PRESENTATION
+    a, b = _flat(_json_round_trip(stored)), _flat(_json_round_trip(given))
+    # settings one side does not record (a field a later version added, a verb's own bookkeeping) are not compared
+    return [f"{name}: {a[name]!r} there, {b[name]!r} now" for name in sorted(set(a) & set(b))
+            if name not in skip and _differs(a[name], b[name])]
+
+
+def _json_round_trip(value: Mapping[str, Any]) -> dict[str, Any]:
+    return json.loads(json.dumps(dict(value), default=str))
+
+
+def _flat(settings: Mapping[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in settings.items():
+        if isinstance(value, dict):
+            out.update(_flat(value))
+        else:
+            out[key] = value
+    return out
+
+
+def _differs(a: Any, b: Any) -> bool:
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) != len(b) or any(_differs(x, y) for x, y in zip(a, b))
+    if isinstance(a, (int, float)) and isinstance(b, (int, float)) and not isinstance(a, bool):
+        return float(a) != float(b)
+    if isinstance(a, str) and isinstance(b, str) and a != b:
+        return not _same_path(a, b)
+    return a != b
+
+
+def _same_path(a: str, b: str) -> bool:
+    try:
+        return Path(a).exists() and Path(b).exists() and os.path.samefile(a, b)
+    except (OSError, ValueError):
+        return False
+
+
+def _what_it_holds(path: Path) -> str:
+    """A few words on what a non-empty folder holds, for a refusal message."""
+    config = read_run_config(path)
+    if config is not None and isinstance(config.get("verb"), str):
+        return f"holds a {config['verb']} run"
+    for name, what in (("task.json", "a fine-tuned predictor"), ("model.onnx", "an ONNX export"),
+                       ("config.json", "a model"), ("manifest.json", "prepared pre-training data"),
+                       ("vocab.txt", "a tokenizer"), ("tokenizer.json", "a tokenizer"),
+                       ("metrics.json", "evaluation results")):
+        if (path / name).exists():
+            return f"holds {what}"
+    return "is not empty"
+
+
+def _inside(child: Path, parent: Path) -> bool:
+    return child == parent or parent in child.parents
+
+
+def _check_inputs(path: Path, inputs: Iterable[str | Path | None], overwrite: bool) -> None:
+    """An output that is one of the verb's inputs, or holds one, would destroy what the verb reads; with
+    --overwrite, one that lies inside an input would empty part of it."""
+    target = path.resolve()
+    for given in inputs:
+        if given is None or str(given) in ("", "-"):
+            continue
+        source = Path(given).resolve()
+        if not source.exists():
+            continue  # a preset name, or a file the verb will say is missing
+        if _inside(source, target):
+            what = "is" if source == target else "holds"
+            raise OutputError(f"output folder {path} {what} the input {given}; choose another --output")
+        if overwrite and _inside(target, source) and path.exists() and any(path.iterdir()):
+            raise OutputError(f"refusing to empty output folder {path} with --overwrite: it lies inside the input "
+                              f"{given}; choose another --output")
 
 
 def _protected(path: Path) -> str | None:
@@ -74,34 +184,29 @@ def _check_writable(path: Path) -> None:
     os.unlink(probe)
 
 
-def claim_output(path: str | Path, *, verb: str, overwrite: bool, resumable: bool = False) -> Path:
+def claim_output(path: str | Path, *, verb: str, overwrite: bool, resumable: bool = False,
+                 settings: Mapping[str, Any] | None = None, inputs: Iterable[str | Path | None] = ()) -> Path:
     """Make `path` ready for `verb` to write into and return it.
 
     - missing: created (with parents);
     - an empty folder: used;
-    - a non-empty folder: used only when `resumable` and it is this verb's own run (its run_config.json has
-      "verb": `verb`); emptied first when `overwrite`; refused otherwise;
-    - a file, a folder that cannot be created or written: refused.
+    - a non-empty folder holding this verb's run (its run_config.json has "verb": `verb`): when `settings` are
+      given and differ from the recorded ones (`settings_differences`), refused naming them; when that run
+      finished, `RunAlreadyFinished`; else continued when `resumable`, emptied and started again when not;
+    - any other non-empty folder: emptied first when `overwrite`, refused otherwise;
+    - a folder that is or holds one of `inputs` (or, with `overwrite`, lies inside one), a file, a folder that
+      cannot be created or written: refused.
     Raises OutputError (a ValueError) with a one-line message naming the folder.
     """
     path = Path(path)
     if path.exists() and not path.is_dir():
         raise OutputError(f"output {path} is a file; expected a folder (choose another --output)")
-    if path.is_dir():
-        nonempty = any(path.iterdir())
-        if nonempty and overwrite:
-            reason = _protected(path)
-            if reason:
-                raise OutputError(f"refusing to empty output folder {path} with --overwrite: {reason}")
-            _check_writable(path)
-            try:
-                _empty(path)
-            except PermissionError as err:
-                raise OutputError(f"cannot empty {path} for --overwrite: permission denied on "
-                                  f"{err.filename or path}") from None
-        elif nonempty and not (resumable and _is_own_run(path, verb)):
-            raise OutputError(f"output folder {path} is not empty and is not a {verb} run that can be continued; "
-                              "use --overwrite, or choose another --output")
+    _check_inputs(path, inputs, overwrite)
+    if path.is_dir() and any(path.iterdir()):
+        if overwrite:
+            _empty_for_overwrite(path)
+        else:
+            _continue_own_run(path, verb, resumable, settings)
     created = not path.exists()
     if created:
         try:
@@ -121,18 +226,58 @@ def claim_output(path: str | Path, *, verb: str, overwrite: bool, resumable: boo
     return path
 
 
+def _empty_for_overwrite(path: Path) -> None:
+    reason = _protected(path)
+    if reason:
+        raise OutputError(f"refusing to empty output folder {path} with --overwrite: {reason}")
+    _check_writable(path)
+    try:
+        _empty(path)
+    except PermissionError as err:
+        raise OutputError(f"cannot empty {path} for --overwrite: permission denied on "
+                          f"{err.filename or path}") from None
+
+
+def _continue_own_run(path: Path, verb: str, resumable: bool, settings: Mapping[str, Any] | None) -> None:
+    """A non-empty folder without --overwrite: only this verb's own run of the same settings may go on."""
+    config = read_run_config(path)
+    if config is None or config.get("verb") != verb:
+        raise OutputError(f"output folder {path} {_what_it_holds(path)}, not a {verb} run of these settings; "
+                          "use --overwrite, or choose another --output")
+    if settings is not None:
+        changed = settings_differences(config, settings)
+        if changed:
+            raise OutputError(f"{path} holds a {verb} run with other settings ({'; '.join(changed)}); run it "
+                              "with the same settings, start again with --overwrite, or choose another --output")
+        if config.get("status") == FINISHED:
+            raise RunAlreadyFinished(path, verb)
+    if not resumable:
+        if settings is None:
+            raise OutputError(f"output folder {path} holds a {verb} run that cannot be continued; use --overwrite "
+                              "to replace it, or choose another --output")
+        _check_writable(path)
+        _empty(path)  # this verb's own interrupted run of the same settings: start it again
+
+
 @contextmanager
-def fresh_output(path: str | Path, *, verb: str, overwrite: bool) -> Iterator[Path]:
-    """`claim_output` for a verb that cannot resume: if the verb fails, what it wrote is removed again.
+def fresh_output(path: str | Path, *, verb: str, overwrite: bool, settings: Mapping[str, Any] | None = None,
+                 inputs: Iterable[str | Path | None] = ()) -> Iterator[Path]:
+    """`claim_output` for a verb that cannot resume: if the verb fails, what it wrote is removed again; when it
+    succeeds and `settings` were given, they are recorded and the folder is marked finished, so the same command
+    run again has nothing to do and another one is refused.
 
     The folder was new or empty when claimed, so removing its contents on failure takes nothing of the user's
     and leaves no half-written output behind (a folder this call created is removed as well).
     """
     path = Path(path)
     created = not path.exists()
-    out = claim_output(path, verb=verb, overwrite=overwrite, resumable=False)
+    out = claim_output(path, verb=verb, overwrite=overwrite, resumable=False, settings=settings, inputs=inputs)
     try:
+        if settings is not None:  # first, so that a killed run is known as this verb's own unfinished one
+            write_run_config(out, verb, dict(settings))
         yield out
+        if settings is not None:
+            mark_finished(out)
     except BaseException:
         if out.is_dir():
             try:
@@ -149,11 +294,14 @@ def write_run_config(path: str | Path, verb: str, settings: dict[str, Any]) -> P
 
     Paths and other non-JSON values are stored as strings.
     """
-    from bertforge.atomic import atomic_write_text
     target = Path(path) / RUN_CONFIG
-    data = {"verb": verb, **{k: v for k, v in settings.items() if k != "verb"}}
-    atomic_write_text(target, json.dumps(data, indent=2, default=str) + "\n")
+    _write_json(target, {"verb": verb, **{k: v for k, v in settings.items() if k not in ("verb", "status")}})
     return target
+
+
+def _write_json(target: Path, data: dict[str, Any]) -> None:
+    from bertforge.atomic import atomic_write_text
+    atomic_write_text(target, json.dumps(data, indent=2, default=str) + "\n")
 
 
 def claim_output_file(path: str | Path, *, overwrite: bool, inputs: tuple[str | Path | None, ...] = ()) -> Path:

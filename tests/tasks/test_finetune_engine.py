@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -11,6 +10,7 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
+from run_folders import copy_as_interrupted
 from bertforge import BertConfig, BertModel
 from bertforge.tasks.finetune import EpochBatches, FinetuneSettings, build_model, finetune
 from bertforge.tasks.evaluation import encode, model_inputs
@@ -62,15 +62,14 @@ def settings(model: Path, out: Path, data: Path, **kw) -> FinetuneSettings:
 def test_resume_by_running_the_same_command_again_is_bitwise(no_dropout_model, shared_data, tmp_path):
     data = shared_data / "glue" / "SST-2"
     ref = tmp_path / "ref"
-    finetune(settings(no_dropout_model, ref, data, save_every=3, keep_checkpoints=3, keep="last"),
-             say=lambda _msg: None)
+    finetune(settings(no_dropout_model, ref, data, save_every=3, keep_checkpoints=3, keep="last",
+                      keep_checkpoints_at_end=True), say=lambda _msg: None)
     from bertforge.training.checkpointing import list_checkpoints
     assert [s for s, _ in list_checkpoints(ref)][-1] == 8
     resumed = tmp_path / "resumed"
-    shutil.copytree(ref / "checkpoints" / "step-3", resumed / "checkpoints" / "step-3")
-    shutil.copyfile(ref / "run_config.json", resumed / "run_config.json")
-    finetune(settings(no_dropout_model, resumed, data, save_every=3, keep_checkpoints=3, keep="last"),
-             say=lambda _msg: None)
+    copy_as_interrupted(ref, resumed, 3)
+    finetune(settings(no_dropout_model, resumed, data, save_every=3, keep_checkpoints=3, keep="last",
+                      keep_checkpoints_at_end=True), say=lambda _msg: None)
     a, b = load_file(str(ref / "model.safetensors")), load_file(str(resumed / "model.safetensors"))
     assert all(torch.equal(a[k], b[k]) for k in a)
     with pytest.raises(ValueError, match="other settings"):

@@ -2,12 +2,12 @@
 from __future__ import annotations
 
 import json
-import shutil
 
 import pytest
 import torch
 from safetensors.torch import load_file
 
+from run_folders import copy_as_interrupted
 from bertforge.cli import main
 from bertforge.config import BertConfig
 from bertforge.model.bert import BertForMaskedLM
@@ -138,7 +138,7 @@ def test_distillation_reduces_the_loss_and_resumes_exactly(train_data, vocab_dir
     tiny_teacher(tmp_path / "teacher", layers=2, vocab_dir=vocab_dir)
     student = init_student(tmp_path / "teacher", tmp_path / "student")
     options = dict(batch_size=8, lr=2e-3, max_seq_length=64, max_steps=12, save_every=4, log_every=1,
-                   eval_batches=1, seed=5, progress=False)
+                   eval_batches=1, seed=5, progress=False, keep_checkpoints_at_end=True)
     ref = distill(tmp_path / "teacher", student, train_data, tmp_path / "ref", **options)
     assert ref.step == 12 and ref.stopped_by == "max-steps" and ref.final_eval and ref.teacher_eval
     records = [json.loads(line) for line in (tmp_path / "ref" / "metrics.jsonl").read_text().splitlines()]
@@ -150,8 +150,7 @@ def test_distillation_reduces_the_loss_and_resumes_exactly(train_data, vocab_dir
 
     # interrupted right after the step-4 checkpoint: the resumed run ends with the same weights, bit for bit
     resumed = tmp_path / "resumed"
-    shutil.copytree(tmp_path / "ref" / "checkpoints" / "step-4", resumed / "checkpoints" / "step-4")
-    shutil.copyfile(tmp_path / "ref" / "run_config.json", resumed / "run_config.json")
+    copy_as_interrupted(tmp_path / "ref", resumed, 4)
     again = distill(tmp_path / "teacher", student, train_data, resumed, **options)
     assert again.step == 12
     logged = [json.loads(line)["step"] for line in (resumed / "metrics.jsonl").read_text().splitlines()]

@@ -40,7 +40,7 @@ def test_two_ranks_average_gradients_like_one_process_on_the_union(train_data, v
            "-m", "bertforge", "pretrain", "--data", str(train_data), "--vocab", str(vocab_dir),
            "--model", str(tmp_path / "model"), "--output", str(out), "--batch-size", str(BATCH),
            "--max-steps", "1", "--lr", str(LR), "--seq-len-schedule", "64:1", "--seed", str(SEED),
-           "--eval-batches", "1", "--no-progress", "--device", "cpu", "--debug"]
+           "--eval-batches", "1", "--keep-checkpoints-at-end", "--no-progress", "--device", "cpu", "--debug"]
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=240)
     assert done.returncode == 0, done.stderr[-4000:]

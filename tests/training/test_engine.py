@@ -2,13 +2,13 @@
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 
 import pytest
 import torch
 from safetensors.torch import load_file, save_file
 
+from run_folders import copy_as_interrupted
 from bertforge.training import checkpointing as ckpt
 from bertforge.training.engine import FaultHooks, Session, Stage, TrainOptions, fit
 from bertforge.training.run_output import claim_run_output
@@ -74,8 +74,9 @@ class ToyStage(Stage):
 
 def run(stage: Stage, out: Path, hooks: FaultHooks | None = None, **options):
     opts = TrainOptions(**{"max_steps": 6, "lr": 0.05, "log_every": 1, "progress": False, "device": "cpu",
-                           "save_every": 0, **options})
-    with Session("cpu") as session, claim_run_output(out, "toy", {"steps": opts.max_steps}, session) as folder:
+                           "save_every": 0, "keep_checkpoints_at_end": True, **options})
+    with Session("cpu") as session, claim_run_output(out, "toy", opts, session,
+                                                     keep_checkpoints=opts.keep_checkpoints_at_end) as folder:
         return fit(stage, opts, session, folder, hooks=hooks, say=lambda _msg: None)
 
 
@@ -122,8 +123,7 @@ def test_resume_from_a_checkpoint_is_bitwise_equal(tmp_path):
     ref = run(ToyStage(dropout=0.3), tmp_path / "ref", max_steps=8, save_every=3, keep_checkpoints=5)
     assert ref.step == 8 and [s for s, _ in ckpt.list_checkpoints(tmp_path / "ref")] == [3, 6, 8]
     resumed = tmp_path / "resumed"
-    shutil.copytree(tmp_path / "ref" / "checkpoints" / "step-3", resumed / "checkpoints" / "step-3")
-    shutil.copyfile(tmp_path / "ref" / "run_config.json", resumed / "run_config.json")
+    copy_as_interrupted(tmp_path / "ref", resumed, 3)
     torch.manual_seed(12345)  # whatever the global RNG holds now, the checkpoint's RNG state wins
     again = run(ToyStage(dropout=0.3), resumed, max_steps=8, save_every=3, keep_checkpoints=5)
     assert again.resumed_from is not None and again.step == 8

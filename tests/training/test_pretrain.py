@@ -44,7 +44,8 @@ def test_latest_checkpoint_ignores_incomplete_folders(tmp_path):
 def test_run_writes_a_loadable_model_logs_and_resumes(train_data, vocab_dir, tmp_path):
     out = tmp_path / "run"
     result = pretrain(train_data, out, vocab=str(vocab_dir), objective="mlm+nsp", max_steps=4, save_every=2,
-                      keep_checkpoints=1, eval_every=4, eval_batches=1, grad_accum=2, **FAST)
+                      keep_checkpoints=1, keep_checkpoints_at_end=True, eval_every=4, eval_batches=1, grad_accum=2,
+                      **FAST)
     assert result.step == 4 and result.stopped_by == "max-steps" and result.skipped_steps == 0
     assert result.output == out and not (out / "tensorboard").exists(), "TensorBoard only when asked for"
     # final model + tokenizer in OUTPUT, loadable by bertforge and by transformers
@@ -86,7 +87,8 @@ def test_run_writes_a_loadable_model_logs_and_resumes(train_data, vocab_dir, tmp
     # running the same thing again finds it finished and changes nothing
     before = (out / "model.safetensors").read_bytes()
     again = pretrain(train_data, out, vocab=str(vocab_dir), objective="mlm+nsp", max_steps=4, save_every=2,
-                     keep_checkpoints=1, eval_batches=0, grad_accum=2, **FAST)
+                     keep_checkpoints=1, keep_checkpoints_at_end=True, eval_every=4, eval_batches=1, grad_accum=2,
+                     **FAST)
     assert again.step == 4 and any("nothing to train" in n for n in again.notes)
     assert (out / "model.safetensors").read_bytes() == before
     # ...but a changed setting is refused rather than silently mixed into the old run
@@ -139,7 +141,7 @@ def test_bf16_autocast_runs_on_cpu(train_data, vocab_dir, tmp_path):
 def test_non_finite_steps_are_skipped(train_data, vocab_dir, tmp_path):
     out = tmp_path / "nan"
     result = pretrain(train_data, out, vocab=str(vocab_dir), max_steps=4, eval_batches=0,
-                      hooks=FaultHooks(nan_at=lambda step: step in (2, 3)), **FAST)
+                      keep_checkpoints_at_end=True, hooks=FaultHooks(nan_at=lambda step: step in (2, 3)), **FAST)
     assert result.step == 4 and result.skipped_steps == 2
     weights = load_file(str(out / "model.safetensors"))
     assert all(torch.isfinite(t).all() for t in weights.values())

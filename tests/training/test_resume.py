@@ -24,7 +24,7 @@ def command(data: Path, vocab: Path, output: Path, *faults: str) -> list[str]:
             "--model", "tiny", "--output", str(output), "--objective", "mlm+nsp", "--batch-size", "4",
             "--grad-accum", "2", "--lr", "1e-3", "--warmup-steps", "3", "--max-steps", str(STEPS),
             "--seq-len-schedule", "64:0.5,128:0.5", "--save-every", "2", "--eval-every", "4", "--eval-batches", "1",
-            "--log-every", "1", "--seed", "3", "--no-progress", "--debug"]
+            "--keep-checkpoints-at-end", "--log-every", "1", "--seed", "3", "--no-progress", "--debug"]
 
 
 def env() -> dict[str, str]:

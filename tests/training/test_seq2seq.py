@@ -1,7 +1,6 @@
 """`bertforge seq2seq`: the conditional MLM's stage in the engine — masking, exact resume, bad input."""
 from __future__ import annotations
 
-import shutil
 import subprocess
 import sys
 
@@ -9,6 +8,7 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
+from run_folders import copy_as_interrupted
 from bertforge.training.seq2seq import Pair, PairBatches, collate, read_pairs
 from tests.generation.seq2seq_task import reversal_pairs, tiny_bert, train, write_jsonl
 
@@ -49,11 +49,9 @@ def test_a_run_resumed_from_a_checkpoint_ends_bitwise_equal(tmp_path):
     init = tiny_bert(tmp_path / "init")
     data = write_jsonl(tmp_path / "train.jsonl", reversal_pairs(200, seed=0))
     ref = tmp_path / "ref"
-    train(ref, init, data, steps=12, save_every=6, keep_checkpoints=3)
-    resumed = tmp_path / "resumed"
-    shutil.copytree(ref / "checkpoints" / "step-6", resumed / "checkpoints" / "step-6")
-    shutil.copyfile(ref / "run_config.json", resumed / "run_config.json")
-    train(resumed, init, data, steps=12, save_every=6, keep_checkpoints=3)
+    train(ref, init, data, steps=12, save_every=6, keep_checkpoints=3, keep_checkpoints_at_end=True)
+    resumed = copy_as_interrupted(ref, tmp_path / "resumed", 6)
+    train(resumed, init, data, steps=12, save_every=6, keep_checkpoints=3, keep_checkpoints_at_end=True)
     a, b = load_file(str(ref / "model.safetensors")), load_file(str(resumed / "model.safetensors"))
     assert set(a) == set(b) and all(torch.equal(a[k], b[k]) for k in a)
     assert any(k.startswith("length_predictor.") for k in a)

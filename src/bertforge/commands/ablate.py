@@ -72,7 +72,9 @@ def run(args: argparse.Namespace) -> int:
     from bertforge.experiments.ablate import select_rows
     from bertforge.experiments.tables import TABLES
     select_rows(TABLES[args.table], settings.rows)  # a misspelt row fails before anything is written
-    output = claim_output(args.output, verb="ablate", overwrite=args.overwrite, resumable=True)
+    compared = {k: v for k, v in asdict(settings).items() if k not in ("rows", "reuse")}  # rows: one process each
+    output = claim_output(args.output, verb="ablate", overwrite=args.overwrite, resumable=True, settings=compared,
+                          inputs=(args.data, args.glue, *args.reuse))
     earlier = read_run_config(output)
     if earlier is not None and earlier.get("table") not in (None, args.table):
         raise ValueError(f"{output} holds the ablation table {earlier['table']!r}, not {args.table!r}; use "

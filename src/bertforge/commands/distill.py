@@ -4,6 +4,7 @@ from __future__ import annotations
 import argparse
 
 from bertforge.commands import add_common
+from bertforge.commands.options import add_output_arguments
 from bertforge.commands.dataclass_args import (add_dataclass_arguments, dataclass_from_args, non_negative_int,
                                                positive_int)
 from bertforge.training.options import TrainOptions, distill_defaults
@@ -31,7 +32,7 @@ def register(sub) -> None:
                                         "with half the layers; writes a checkpoint that transformers loads, plus the "
                                         "teacher's tokenizer.")
     init.add_argument("--teacher", required=True, metavar="DIR", help="BERT or DistilBERT checkpoint folder")
-    init.add_argument("--output", required=True, metavar="DIR")
+    add_output_arguments(init, help="folder for the student (new or empty, unless --overwrite)")
     init.add_argument("--layers", type=_layers, metavar="I,J,...", help="teacher layers to keep (default 0,2,4,...)")
     add_common(init)
     init.set_defaults(run=run_init)
@@ -97,7 +98,7 @@ def register(sub) -> None:
 
 def run_init(args: argparse.Namespace) -> int:
     from bertforge.training.distill import INIT_RECORD, init_student
-    out = init_student(args.teacher, args.output, args.layers)
+    out = init_student(args.teacher, args.output, args.layers, overwrite=args.overwrite)
     print(f"student written to {out} (see {out / INIT_RECORD})")
     return 0
 

@@ -22,6 +22,7 @@ def register(sub) -> None:
     p.add_argument("--input", metavar="FILE|-", help="texts, one per line ('-' = stdin)")
     p.add_argument("--text", nargs="+", action="extend", help="texts given on the command line (repeatable)")
     p.add_argument("--output", required=True, metavar="FILE", help="where to write: .npy or .jsonl")
+    p.add_argument("--overwrite", action="store_true", help="replace --output if it exists")
     p.add_argument("--pooling", choices=("mean", "cls", "max"), default=None,
                    help="override the folder's pooling")
     p.add_argument("--normalize", action=argparse.BooleanOptionalAction, default=None,
@@ -52,14 +53,18 @@ def read_texts(input_file: str | None, texts: list[str] | None) -> list[str]:
 
 
 def write_embeddings(path: Path, texts: list[str], vectors) -> None:
+    """Written atomically: a run killed while writing leaves no half-written file."""
     import numpy as np
-    path.parent.mkdir(parents=True, exist_ok=True)
-    if path.suffix == ".npy":
-        np.save(path, vectors.astype(np.float32))
-    else:
-        with path.open("w", encoding="utf-8") as out:
-            for i, (text, vector) in enumerate(zip(texts, vectors)):
-                out.write(json.dumps({"index": i, "text": text, "embedding": vector.tolist()}) + "\n")
+
+    from bertforge.atomic import atomic_path
+    with atomic_path(path) as tmp:
+        if path.suffix == ".npy":
+            with tmp.open("wb") as out:
+                np.save(out, vectors.astype(np.float32))
+        else:
+            with tmp.open("w", encoding="utf-8") as out:
+                for i, (text, vector) in enumerate(zip(texts, vectors)):
+                    out.write(json.dumps({"index": i, "text": text, "embedding": vector.tolist()}) + "\n")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -69,6 +74,8 @@ def run(args: argparse.Namespace) -> int:
         raise ValueError(f"--output {args.output}: expected a file ending in {' or '.join(OUTPUT_KINDS)}")
     if args.batch_size < 1:
         raise ValueError(f"--batch-size must be at least 1, got {args.batch_size}")
+    from bertforge.outputs import claim_output_file
+    claim_output_file(output, overwrite=args.overwrite, inputs=(args.input,))
     texts = read_texts(args.input, args.text)
     encoder = SentenceEncoder.load(args.model, device=args.device, precision=args.precision, backend=args.backend)
     vectors = encoder.encode(texts, batch_size=args.batch_size, pooling=args.pooling, normalize=args.normalize)

@@ -41,8 +41,12 @@ def run(args: argparse.Namespace) -> int:
         raise ValueError(f"--output {args.output}: expected a folder (metrics.json and the per-example "
                          "predictions are written inside it)")
     if args.output:
-        from bertforge.outputs import claim_output
-        claim_output(args.output, verb="evaluate", overwrite=args.overwrite)
+        from bertforge.outputs import claim_output, write_run_config
+        settings = {k: getattr(args, k) for k in ("model", "task", "data", "eval", "split", "max_eval_samples",
+                                                  "skip_bad_rows", "precision")}
+        claim_output(args.output, verb="evaluate", overwrite=args.overwrite, settings=settings,
+                     inputs=(args.model, args.data, args.eval))
+        write_run_config(args.output, "evaluate", settings)
     predictor = Predictor.load(args.model, args.device, args.precision, max_batch_tokens=args.max_batch_tokens)
     predictor.settings.eval_batch_size = args.batch_size
     kept: dict = {} if args.output else None
@@ -53,6 +57,8 @@ def run(args: argparse.Namespace) -> int:
         print(f"NOTE: {report['note']}")
     print(json.dumps(report, indent=2, default=float))
     if args.output:
+        from bertforge.outputs import mark_finished
         files = write_eval_outputs(args.output, get_task(report["task"]), report, kept, predictor.labels)
+        mark_finished(args.output)
         print("wrote " + ", ".join(str(f) for f in files))
     return 0

@@ -5,6 +5,7 @@ import argparse
 import sys
 
 from bertforge.commands import add_common
+from bertforge.commands.options import add_output_arguments
 
 
 def register(sub) -> None:
@@ -15,7 +16,7 @@ def register(sub) -> None:
                                    "--quantize int8 stores onnxruntime's dynamic int8 quantization instead.")
     p.add_argument("--model", required=True, metavar="DIR", help="model folder (encoder or fine-tuned)")
     p.add_argument("--format", choices=("onnx",), default="onnx")
-    p.add_argument("--output", required=True, metavar="DIR", help="new folder for the exported model")
+    add_output_arguments(p, help="folder for the exported model (new or empty, unless --overwrite)")
     p.add_argument("--quantize", choices=("int8",), default=None)
     p.add_argument("--opset", type=int, default=17)
     add_common(p)
@@ -23,8 +24,12 @@ def register(sub) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from bertforge.outputs import fresh_output
     from bertforge.serving.onnx_backend import export_onnx
-    path = export_onnx(args.model, args.output, quantize=args.quantize, opset=args.opset)
+    settings = {"model": args.model, "format": args.format, "quantize": args.quantize, "opset": args.opset}
+    with fresh_output(args.output, verb="export", overwrite=args.overwrite, settings=settings,
+                      inputs=(args.model,)) as output:
+        path = export_onnx(args.model, output, quantize=args.quantize, opset=args.opset)
     size = path.stat().st_size / 2**20
     print(f"wrote {path} ({size:.1f} MiB{', int8' if args.quantize else ''})", file=sys.stderr)
     return 0

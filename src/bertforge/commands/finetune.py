@@ -46,7 +46,8 @@ def register(sub) -> None:
     from bertforge.training.options import TrainOptions
     add_dataclass_arguments(p, TrainOptions, defaults=TrainOptions(save_every=0, keep_checkpoints=1, keep="best"),
                             include=("device", "precision", "grad_accum", "max_grad_norm", "eval_every", "save_every",
-                                     "keep_checkpoints", "keep", "patience", "log_every", "progress", "tensorboard"),
+                                     "keep_checkpoints", "keep_checkpoints_at_end", "keep", "patience", "log_every",
+                                     "progress", "tensorboard"),
                             title="training")
     add_common(p)
     p.set_defaults(run=run)
@@ -65,7 +66,8 @@ def run(args: argparse.Namespace) -> int:
         max_query_length=args.max_query_length, max_answer_length=args.max_answer_length, n_best=args.n_best,
         progress=args.progress, device=args.device, precision=args.precision, grad_accum=args.grad_accum,
         max_grad_norm=args.max_grad_norm, eval_every=args.eval_every, save_every=args.save_every,
-        keep_checkpoints=args.keep_checkpoints, keep=args.keep, patience=args.patience, log_every=args.log_every,
+        keep_checkpoints=args.keep_checkpoints, keep=args.keep,
+        keep_checkpoints_at_end=args.keep_checkpoints_at_end, patience=args.patience, log_every=args.log_every,
         tensorboard=args.tensorboard, overwrite=args.overwrite)
     report = finetune(settings, hooks=getattr(args, "hooks", None))
     shown = {k: v for k, v in report["eval"].items() if not isinstance(v, dict)}

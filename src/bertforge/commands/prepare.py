@@ -39,7 +39,11 @@ def register(sub) -> None:
 def run(args: argparse.Namespace) -> int:
     from bertforge.data import prepare_corpus
     from bertforge.outputs import fresh_output
-    with fresh_output(args.output, verb="prepare", overwrite=args.overwrite) as output:
+    settings = {"input": [str(p) for p in args.input], "vocab": str(args.vocab),
+                "max_seq_length": args.max_seq_length, "input_format": args.input_format,
+                "heldout_fraction": args.heldout_fraction, "heldout_documents": args.heldout_documents}
+    with fresh_output(args.output, verb="prepare", overwrite=args.overwrite, settings=settings,
+                      inputs=(*args.input, args.vocab)) as output:
         manifest = prepare_corpus(args.input, args.vocab, output, max_seq_length=args.max_seq_length,
                                   workers=args.workers, input_format=args.input_format,
                                   heldout_fraction=args.heldout_fraction, heldout_documents=args.heldout_documents,

@@ -44,7 +44,10 @@ def run(args: argparse.Namespace) -> int:
     from bertforge.tokenization import load_tokenizer
     size = args.vocab_size if args.vocab_size is not None else DEFAULT_SIZES[args.kind]
     casing = "cased" if args.cased or args.kind == "bpe" else "uncased"
-    with fresh_output(args.output, verb="vocab", overwrite=args.overwrite) as output:
+    settings = {"input": [str(p) for p in args.input], "kind": args.kind, "vocab_size": size, "cased": args.cased,
+                "min_frequency": args.min_frequency, "unused": args.unused, "skip_bad_lines": args.skip_bad_lines}
+    with fresh_output(args.output, verb="vocab", overwrite=args.overwrite, settings=settings,
+                      inputs=args.input) as output:
         if args.kind == "bpe":
             from bertforge.tokenization.bpe import train_bpe
             out = train_bpe(args.input, output, vocab_size=size, min_frequency=args.min_frequency,

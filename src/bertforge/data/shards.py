@@ -31,6 +31,7 @@ from typing import Any, Iterable, Sequence
 
 import numpy as np
 
+from bertforge.outputs import RUN_CONFIG
 from bertforge.data.corpus import (FORMATS, MAX_DAMAGED_SHARE, LineCounts, detect_format, document_sentences,
                                    iter_raw_documents, read_lines)
 from bertforge.data.hashing import combine
@@ -277,7 +278,8 @@ def prepare_corpus(
         raise ValueError(f"max_seq_length must be at least 8, got {max_seq_length}")
     paths = _expand_inputs(inputs)
     output_dir = Path(output_dir)
-    if output_dir.exists() and any(output_dir.iterdir()) and not (output_dir / MANIFEST).is_file():
+    if output_dir.exists() and any(p.name != RUN_CONFIG for p in output_dir.iterdir()) \
+            and not (output_dir / MANIFEST).is_file():
         raise CorpusError(f"{output_dir} exists and is not an earlier prepared corpus; refusing to overwrite it")
 
     tokenizer = load_tokenizer(vocab_dir)
@@ -303,6 +305,8 @@ def prepare_corpus(
         manifest = _prepare_into(paths, formats, tokenizer, source, tmp_dir, dtype, workers,
                                  max_seq_length, max_sentence_tokens, heldout_fraction, heldout_documents,
                                  shard_tokens, chunk_bytes, show_progress)
+        if (output_dir / RUN_CONFIG).is_file():  # the verb's record of this run stays with its output
+            shutil.copy2(output_dir / RUN_CONFIG, tmp_dir / RUN_CONFIG)
         if output_dir.exists():
             shutil.rmtree(output_dir)
         os.replace(tmp_dir, output_dir)

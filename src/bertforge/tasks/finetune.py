@@ -23,6 +23,7 @@ import torch
 
 from bertforge.atomic import atomic_write_text
 from bertforge.device import Precision, move_to
+from bertforge.outputs import is_finished
 from bertforge.tasks.evaluation import default_seq_length, encode, evaluate_examples, main_value, model_inputs
 from bertforge.tasks.features import Feature, collate, feature_length, length_bucketed_batches
 from bertforge.tasks.registry import TaskSpec, get_task
@@ -72,6 +73,7 @@ class FinetuneSettings:
     eval_every: int = 0                   # steps between evaluations; 0: after every epoch
     save_every: int = 0                   # steps between checkpoints (OUTPUT/checkpoints/step-N); 0: none
     keep_checkpoints: int = 1
+    keep_checkpoints_at_end: bool = False  # a finished run's folder holds the predictor, not its checkpoints
     keep: str = "best"                    # the predictor holds the best evaluation's weights, or the last step's
     patience: int | None = None           # stop a run after this many evaluations without a better score
     log_every: int = 10
@@ -265,10 +267,14 @@ def finetune(settings: FinetuneSettings, say: Callable[[str], None] = print, hoo
 
     spec = get_task(settings.data_options.task if settings.data_options else settings.task)
     _check_settings(settings)
-    with Session(settings.device) as session, claim_run_output(settings.output, "finetune", _record(settings),
-                                                                 session, overwrite=settings.overwrite) as out:
+    with Session(settings.device) as session, claim_run_output(
+            settings.output, "finetune", _record(settings), session, overwrite=settings.overwrite,
+            inputs=_inputs(settings), keep_checkpoints=settings.keep_checkpoints_at_end) as out:
         main = session.is_main
         say = say if main else (lambda msg: None)
+        if is_finished(out):
+            say(f"{out} already holds this finished finetune run; nothing to do")
+            return json.loads((out / "metrics.json").read_text(encoding="utf-8")) if main else {}
         data = load_task_data(None, settings.data_options or DataOptions(
             task=settings.task, data=settings.data, train_file=settings.train_file, eval_file=settings.eval_file,
             skip_bad_rows=settings.skip_bad_rows))
@@ -328,6 +334,13 @@ def _check_settings(s: FinetuneSettings) -> None:
             raise ValueError(f"{flag} is out of range")
     if s.keep not in ("best", "last"):
         raise ValueError(f"--keep must be best or last, got {s.keep!r}")
+
+
+def _inputs(settings: FinetuneSettings) -> tuple[str | None, ...]:
+    """What a fine-tuning run reads: `--overwrite` must never empty one of them."""
+    d = settings.data_options
+    return (settings.model, settings.data, settings.train_file, settings.eval_file,
+            *((d.data, d.train_file, d.eval_file) if d is not None else ()))
 
 
 def _record(settings: FinetuneSettings) -> dict[str, Any]:

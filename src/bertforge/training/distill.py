@@ -32,6 +32,7 @@ from bertforge.model.distilbert import LAYER_NORM_EPS, DistilBertConfig, DistilB
 from bertforge.training.engine import FaultHooks, Session, fit
 from bertforge.training.pretrain import CorpusStage
 from bertforge.training.options import TrainOptions, distill_defaults
+from bertforge.outputs import fresh_output, is_finished
 from bertforge.training.run_output import claim_run_output
 
 INIT_RECORD = "distill_init.json"
@@ -86,7 +87,8 @@ def copy_teacher_weights(teacher, student, layers: Sequence[int], copy_head: boo
         student.mlm.load_state_dict(teacher.mlm.state_dict())
 
 
-def init_student(teacher_dir: str | Path, output_dir: str | Path, layers: Optional[Sequence[int]] = None) -> Path:
+def init_student(teacher_dir: str | Path, output_dir: str | Path, layers: Optional[Sequence[int]] = None, *,
+                 overwrite: bool = False) -> Path:
     """Write a DistilBERT student of `teacher_dir` to `output_dir`: teacher layers 0, 2, 4, ... (or `layers`).
 
     The teacher is a BERT or DistilBERT checkpoint (pre-trained, or a fine-tuned predictor folder: its task
@@ -106,15 +108,22 @@ def init_student(teacher_dir: str | Path, output_dir: str | Path, layers: Option
         raise ValueError(f"student layers {chosen} must be a non-empty list of teacher layers 0..{n - 1}")
     student = DistilBertForMaskedLM(student_config(teacher.config, len(chosen)))
     copy_teacher_weights(teacher, student, chosen, copy_head=has_head)
-    out = Path(output_dir)
-    student.save_pretrained(out)
-    load_tokenizer(folder).save_pretrained(out)
+    settings = {"teacher": str(teacher_dir), "layers": chosen}
+    with fresh_output(output_dir, verb="distill-init", overwrite=overwrite, settings=settings,
+                      inputs=(teacher_dir,)) as out:
+        student.save_pretrained(out)
+        load_tokenizer(folder).save_pretrained(out)
+        _write_init_record(out, teacher_dir, teacher, student, n, chosen, has_head)
+    return out
+
+
+def _write_init_record(out: Path, teacher_dir: str | Path, teacher, student, n: int, chosen: list[int],
+                       has_head: bool) -> None:
     record = {"teacher": str(teacher_dir), "teacher_layers": n, "student_layers": chosen,
               "token_type_embeddings": "segment 0 folded into word_embeddings" if teacher.config.type_vocab_size
               else "none in the teacher", "mlm_head": "copied" if has_head else "new (the teacher has none)",
               "parameters": {"teacher": teacher.num_parameters(), "student": student.num_parameters()}}
     atomic_write_text(out / INIT_RECORD, json.dumps(record, indent=2) + "\n")
-    return out
 
 
 # ---- (b) pre-training distillation ----------------------------------------------------------------------------
@@ -278,8 +287,10 @@ def run_distillation(cfg: DistillConfig, hooks: FaultHooks | None = None) -> Dis
 
     opts = cfg.train
     opts.check()
+    inputs = (cfg.teacher, cfg.student, cfg.data, cfg.vocab)
     with Session(opts.device) as session, claim_run_output(cfg.output, "distill-pretrain", cfg, session,
-                                                             overwrite=cfg.overwrite) as out:
+                                                             overwrite=cfg.overwrite, inputs=inputs,
+                                                             keep_checkpoints=opts.keep_checkpoints_at_end) as out:
         device = session.device
         tokenizer = load_tokenizer(resolve_vocab(cfg.data, cfg.vocab))
         torch.manual_seed(opts.seed)
@@ -537,8 +548,13 @@ def distill_task(settings: TaskDistillSettings, say: Callable[[str], None] = pri
     seed = settings.seed if settings.seed is not None else int(previous.get("seed", 42))
     max_train = settings.max_train_samples if settings.max_train_samples is not None else \
         previous.get("max_train_samples")
+    inputs = (settings.teacher, settings.student, *settings.unlabeled, settings.data, settings.train_file,
+              settings.eval_file)
     with Session(settings.device) as session, claim_run_output(settings.output, "distill-task", settings, session,
-                                                                 overwrite=settings.overwrite) as out:
+                                                                 overwrite=settings.overwrite, inputs=inputs) as out:
+        if is_finished(out):
+            say(f"{out} already holds this finished distill-task run; nothing to do")
+            return json.loads((out / REPORT_FILE).read_text(encoding="utf-8")) if session.is_main else {}
         return _distill_task(settings, say, session, out, teacher, spec, labels, seed, max_train, hooks)
 
 

@@ -33,6 +33,7 @@ import torch
 
 from bertforge.atomic import atomic_directory, atomic_path, atomic_write_text
 from bertforge.device import Precision
+from bertforge.outputs import is_finished
 from bertforge.training import checkpointing as ckpt
 from bertforge.training import distributed as dist_
 from bertforge.training.metrics_log import MetricsLog
@@ -147,7 +148,11 @@ class Session:
 
 def fit(stage: Stage, options: TrainOptions, session: Session, output: str | Path, *,
         hooks: FaultHooks | None = None, say: Callable[[str], None] | None = None) -> FitResult:
-    """Train `stage` to the end of its budget in `output` (resuming from its newest checkpoint); see the module."""
+    """Train `stage` to the end of its budget in `output` (resuming from its newest checkpoint); see the module.
+    An `output` that holds this run finished (`claim_run_output` checked its settings) is not trained again: its
+    recorded result is returned."""
+    if is_finished(output):
+        return _finished_result(Path(output))
     run = _Run(stage, options, session, Path(output), hooks or FaultHooks(), say)
     while not run.finished():
         stage.set_progress(run.fraction_done())
@@ -157,6 +162,19 @@ def fit(stage: Stage, options: TrainOptions, session: Session, output: str | Pat
         run.maybe_evaluate()
         run.maybe_checkpoint()
     return run.finish()
+
+
+def _finished_result(out: Path) -> FitResult:
+    """The result a finished run recorded in its training_summary.json."""
+    try:
+        summary = json.loads((out / "training_summary.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        summary = {}
+    return FitResult(output=out, step=int(summary.get("step") or 0), stopped_by=summary.get("stopped_by") or "max-steps",
+                     skipped_steps=int(summary.get("skipped_steps") or 0), final_eval=summary.get("final_eval") or {},
+                     best=summary.get("best"), elapsed=float(summary.get("elapsed_seconds") or 0.0),
+                     tokens_seen=int(summary.get("tokens_seen") or 0),
+                     notes=[f"nothing to train: {out} already holds this finished run"])
 
 
 # ---- the machinery behind the loop -------------------------------------------------------------------------------

@@ -25,7 +25,9 @@ class TrainOptions:
     max_grad_norm: float = _opt(1.0, "clip the gradient norm to this", positive=True)
     max_bad_steps: int = _opt(20, "stop after this many steps in a row with a non-finite loss", positive=True)
     save_every: int = _opt(1000, "checkpoint every N steps (0: only at the end)", non_negative=True)
-    keep_checkpoints: int = _opt(3, "how many newest checkpoints to keep", positive=True)
+    keep_checkpoints: int = _opt(3, "how many newest checkpoints to keep while the run goes on", positive=True)
+    keep_checkpoints_at_end: bool = _opt(False, "keep OUTPUT/checkpoints when the run has finished (by default they "
+                                         "are removed: the finished model is in OUTPUT itself)")
     eval_every: int = _opt(0, "evaluate every N steps (0: at the end only)", non_negative=True)
     log_every: int = _opt(10, "log training metrics every N steps", positive=True)
     keep: str = _opt("last", "which weights the final model holds: the last step's, or the best evaluation's",

@@ -417,8 +417,10 @@ def run_pretraining(cfg: PretrainConfig, hooks: FaultHooks | None = None) -> Fit
     phases = parse_schedule(cfg.seq_len_schedule)
     if cfg.eval_batches < 0:
         raise ValueError(f"--eval-batches must be 0 or more, got {cfg.eval_batches}")
-    with Session(opts.device) as session, claim_run_output(cfg.output, "pretrain", cfg, session,
-                                                             overwrite=cfg.overwrite) as out:
+    inputs = (cfg.data, cfg.vocab, cfg.init_from, cfg.model)
+    keep = opts.keep_checkpoints_at_end
+    with Session(opts.device) as session, claim_run_output(cfg.output, "pretrain", cfg, session, overwrite=cfg.overwrite,
+                                                             inputs=inputs, keep_checkpoints=keep) as out:
         tokenizer = load_tokenizer(resolve_vocab(cfg.data, cfg.vocab))
         if cfg.init_from:
             check_init_vocab(cfg.init_from, cfg.data, tokenizer)

@@ -1,8 +1,11 @@
-"""A training run's output folder: claimed before anything is written, cleaned up if the run fails early.
+"""A training run's output folder: claimed before anything is written, marked finished when the run is done,
+cleaned up if the run fails early.
 
-A run writes into OUTPUT only when OUTPUT is new, empty, or holds a run of the same verb (which it then resumes,
-after the engine checks that the settings agree); anything else needs `--overwrite` (`bertforge.outputs`). A
-run that fails before its first checkpoint leaves no half-written folder behind. Under torchrun, rank 0 claims.
+A run writes into OUTPUT only when OUTPUT is new, empty, or holds a run of the same verb with the same settings
+(which it then resumes; a finished one is left as it is); anything else needs `--overwrite`, which never empties
+one of the run's inputs (`bertforge.outputs`). A run that fails before its first checkpoint leaves no
+half-written folder behind. A finished run's folder holds the model, not the training checkpoints it resumed
+from, unless asked to keep them. Under torchrun, rank 0 decides and every rank follows.
 """
 from __future__ import annotations
 
@@ -10,33 +13,55 @@ import contextlib
 import shutil
 from dataclasses import asdict, is_dataclass
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Iterable, Iterator
 
-from bertforge.outputs import claim_output, write_run_config
+from bertforge.outputs import RunAlreadyFinished, claim_output, mark_finished, write_run_config
 from bertforge.training import checkpointing as ckpt
 from bertforge.training import distributed as dist_
 
 
 @contextlib.contextmanager
 def claim_run_output(output: str | Path, verb: str, settings: Any, session: Any = None, *,
-                     overwrite: bool = False) -> Iterator[Path]:
-    """Claim OUTPUT for `verb` (rank 0), record the run's settings in it unless it resumes, yield it; if the run
-    fails before its first checkpoint in a folder that was new or empty, remove what it wrote."""
+                     overwrite: bool = False, inputs: Iterable[str | Path | None] = (),
+                     keep_checkpoints: bool = False) -> Iterator[Path]:
+    """Claim OUTPUT for `verb` (rank 0), record the run's settings in it, yield it; on success mark it finished
+    and remove its training checkpoints unless `keep_checkpoints`; if the run fails before its first checkpoint
+    in a folder that was new or empty, remove what it wrote. When OUTPUT holds this very run finished, it is
+    yielded untouched (`outputs.is_finished` tells the stage: the engine then returns the recorded result)."""
     path = Path(output)
     info = session.info if session is not None else None
     main = info is None or info.is_main
-    fresh = False
+    record = asdict(settings) if is_dataclass(settings) else dict(settings)
+    fresh = finished = False
+    outcome: tuple[str, str] = ("ok", "")
     if main:
         fresh = not path.exists() or (path.is_dir() and not any(path.iterdir())) or overwrite
-        claim_output(path, verb=verb, overwrite=overwrite, resumable=True)
-        if fresh or not ckpt.list_checkpoints(path):  # a resumed run keeps the record it started with
-            record = asdict(settings) if is_dataclass(settings) else dict(settings)
+        try:
+            claim_output(path, verb=verb, overwrite=overwrite, resumable=True, settings=record, inputs=inputs)
             write_run_config(path, verb, record)
-    if info is not None:
-        dist_.barrier(info)
+        except RunAlreadyFinished:
+            outcome = ("finished", "")
+        except ValueError as err:
+            outcome = ("error", str(err))
+    if info is not None and info.enabled:
+        outcome = dist_.broadcast_object(outcome, info)  # every rank stops, or goes on, together
+    if outcome[0] == "error":
+        raise ValueError(outcome[1])
+    finished = outcome[0] == "finished"
     try:
         yield path
     except BaseException:
         if main and fresh and not ckpt.list_checkpoints(path):
             shutil.rmtree(path, ignore_errors=True)
         raise
+    if main and not finished:
+        mark_finished(path)
+        if not keep_checkpoints:
+            drop_checkpoints(path)
+
+
+def drop_checkpoints(path: Path) -> None:
+    """Remove the training checkpoints of a finished run (its own, and those of a grid's runs under runs/)."""
+    for folder in (path / ckpt.CHECKPOINTS, *path.glob(f"runs/*/{ckpt.CHECKPOINTS}")):
+        if folder.is_dir() and not folder.is_symlink():
+            shutil.rmtree(folder, ignore_errors=True)
