@@ -17,6 +17,8 @@ from bertforge.serving.served_model import ServedModel
 
 from .conftest import running
 
+from needs import require_module
+
 pytestmark = pytest.mark.slow
 KEY = "test-key"
 AUTH = {"Authorization": f"Bearer {KEY}"}
@@ -57,7 +59,7 @@ def test_openai_embeddings_match_sentence_transformers(encoder_url, st_model, mi
     assert [d["index"] for d in body["data"]] == list(range(len(TEXTS)))
     ours = np.array([d["embedding"] for d in body["data"]])
     np.testing.assert_allclose(ours, st_model.encode(TEXTS), atol=1e-5)
-    transformers = pytest.importorskip("transformers")
+    transformers = require_module("transformers")
     tok = transformers.AutoTokenizer.from_pretrained(str(minilm_dir))
     assert body["usage"]["prompt_tokens"] == body["usage"]["total_tokens"] == sum(
         len(ids) for ids in tok(TEXTS)["input_ids"])
@@ -76,7 +78,7 @@ def test_tei_embed_normalize_flag(encoder_url, st_model):
 
 
 def test_tokenize_health_info_metrics(encoder_url, minilm_dir):
-    transformers = pytest.importorskip("transformers")
+    transformers = require_module("transformers")
     tok = transformers.AutoTokenizer.from_pretrained(str(minilm_dir))
     r = post(encoder_url, "/tokenize", {"inputs": ["Hello, world!"]})
     assert r.status_code == 200
@@ -199,7 +201,7 @@ def test_predictor_predict_and_500_without_traceback(sst2_folder, monkeypatch):
 
 
 def test_fill_mask_matches_transformers(mlm_folder):
-    transformers = pytest.importorskip("transformers")
+    transformers = require_module("transformers")
     served = ServedModel(mlm_folder, device="cpu", precision="fp32")
     pipe = transformers.pipeline("fill-mask", model=str(mlm_folder), device="cpu", top_k=3)
     text = "paris is the [MASK] of france."

@@ -13,6 +13,8 @@ from bertforge.training import checkpointing as ckpt
 from bertforge.training.engine import FaultHooks, Session, Stage, TrainOptions, fit
 from bertforge.training.run_output import claim_run_output
 
+from needs import require_module
+
 
 class ToyStage(Stage):
     """Linear regression on a fixed data set; evaluation returns a scripted score sequence and records the
@@ -161,7 +163,7 @@ def test_options_are_checked(tmp_path):
 
 
 def test_tensorboard_only_when_asked(tmp_path):
-    pytest.importorskip("tensorboard")
+    require_module("tensorboard")
     run(ToyStage(), tmp_path / "tb", tensorboard=True)
     assert any((tmp_path / "tb" / "tensorboard").iterdir())
     run(ToyStage(), tmp_path / "plain")

@@ -201,7 +201,7 @@ def test_electra_pretrains_and_its_halves_load_in_transformers(train_data, vocab
     assert result.step == 3 and math.isfinite(result.final_eval["mlm_loss"])
     records = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     assert {"disc_loss", "disc_acc", "replaced", "mlm_loss"} <= set(records[0])
-    transformers = pytest.importorskip("transformers")
+    transformers = require_module("transformers")
     disc = transformers.ElectraForPreTraining.from_pretrained(out)
     gen = transformers.ElectraForMaskedLM.from_pretrained(out / "generator")
     assert gen.config.hidden_size == disc.config.hidden_size // 4
