@@ -112,6 +112,10 @@ def optimizer_inputs() -> Iterator[list[dict[int, torch.Tensor]]]:
         handle.remove()
 
 
+def assert_close(got: torch.Tensor, expected: torch.Tensor, what: str) -> None:
+    torch.testing.assert_close(got, expected, rtol=1e-5, atol=1e-7, msg=lambda detail: f"{what}: {detail}")
+
+
 def reference_step(rows: int) -> tuple[torch.nn.Module, float, dict[str, torch.Tensor]]:
     """Plain PyTorch, independent of the engine: the toy model at its starting weights, the mean squared error over
     the first `rows` rows of its data as ONE batch, and that loss's gradient by parameter name."""
@@ -152,7 +156,7 @@ def test_accumulated_gradient_is_the_gradient_of_the_whole_batch_mean(tmp_path, 
     _, loss, expected = reference_step(rows=8)
     got = {name: steps[0][id(p)] for name, p in stage.model.named_parameters()}
     for name, grad in expected.items():
-        torch.testing.assert_close(got[name], grad, rtol=1e-5, atol=1e-7, msg=name)
+        assert_close(got[name], grad, name)
     logged = train_records(tmp_path / "run")[0]
     norm = torch.linalg.vector_norm(torch.cat([g.flatten() for g in expected.values()]))
     assert logged["loss"] == pytest.approx(loss, rel=1e-6) and logged["grad_norm"] == pytest.approx(float(norm), rel=1e-5)
@@ -172,7 +176,7 @@ def test_two_ranks_average_gradients_like_one_process_on_both_ranks_rows(tmp_pat
     for rank in range(2):
         got = load_file(str(out / f"optimizer-input-rank{rank}.safetensors"))
         for name, grad in expected.items():
-            torch.testing.assert_close(got[name], grad, rtol=1e-5, atol=1e-7, msg=f"rank {rank}: {name}")
+            assert_close(got[name], grad, f"rank {rank}: {name}")
     logged = train_records(out / "run")[0]
     assert logged["grad_norm"] == pytest.approx(float(norm), rel=1e-5), "the norm of the averaged gradient"
     assert logged["loss"] == pytest.approx(loss, rel=1e-6), "the loss over both ranks' rows"
@@ -210,7 +214,7 @@ def test_one_lamb_step_of_a_real_run_is_the_papers_update(tmp_path):
         w_norm, r_norm = w.double().norm(), r.norm()
         trusts[name] = float(w_norm / r_norm) if w_norm > 0 and r_norm > 0 else 1.0
         expected = w.double() - lr * trusts[name] * r
-        torch.testing.assert_close(got[name].double(), expected, rtol=1e-5, atol=1e-7, msg=name)
+        assert_close(got[name].double(), expected, name)
     assert abs(trusts["1.weight"] - 1) > 0.5, "the trust ratio is far from 1 here, so an update without it differs"
 
 
