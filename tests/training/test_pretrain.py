@@ -44,7 +44,7 @@ def test_latest_checkpoint_ignores_incomplete_folders(tmp_path):
 def test_run_writes_a_loadable_model_logs_and_resumes(train_data, vocab_dir, tmp_path):
     out = tmp_path / "run"
     result = pretrain(train_data, out, vocab=str(vocab_dir), objective="mlm+nsp", max_steps=4, save_every=2,
-                      keep_checkpoints=1, eval_every=4, eval_batches=1, grad_accum=2, **FAST)
+                      keep_checkpoints=1, eval_every=4, eval_batches=1, grad_accum=2, warmup_steps=2, **FAST)
     assert result.step == 4 and result.stopped_by == "max-steps" and result.skipped_steps == 0
     assert result.output == out and not (out / "tensorboard").exists(), "TensorBoard only when asked for"
     # final model + tokenizer in OUTPUT, loadable by bertforge and by transformers
@@ -66,6 +66,8 @@ def test_run_writes_a_loadable_model_logs_and_resumes(train_data, vocab_dir, tmp
     # logs: train records every step, an eval record with perplexity = exp(mean MLM loss), the curves
     records = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     assert [r["step"] for r in records if r["split"] == "train"] == [1, 2, 3, 4]
+    # the lr each step used: 1/2 and 2/2 of the peak while warming up, then down a line that reaches 0 at step 5
+    assert [r["lr"] for r in records if r["split"] == "train"] == pytest.approx([5e-4, 1e-3, 1e-3, 5e-4], rel=1e-12)
     evals = [r for r in records if r["split"] == "eval"]
     assert len(evals) == 1 and math.isclose(evals[0]["perplexity"], math.exp(evals[0]["mlm_loss"]), rel_tol=1e-9)
     # ...whose numbers are those of the saved model on the first held-out batch, as transformers computes them
@@ -86,7 +88,7 @@ def test_run_writes_a_loadable_model_logs_and_resumes(train_data, vocab_dir, tmp
     # running the same thing again finds it finished and changes nothing
     before = (out / "model.safetensors").read_bytes()
     again = pretrain(train_data, out, vocab=str(vocab_dir), objective="mlm+nsp", max_steps=4, save_every=2,
-                     keep_checkpoints=1, eval_batches=0, grad_accum=2, **FAST)
+                     keep_checkpoints=1, eval_batches=0, grad_accum=2, warmup_steps=2, **FAST)
     assert again.step == 4 and any("nothing to train" in n for n in again.notes)
     assert (out / "model.safetensors").read_bytes() == before
     # ...but a changed setting is refused rather than silently mixed into the old run
