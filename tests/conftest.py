@@ -1,17 +1,21 @@
 """Shared test fixtures: where the real data and the real pre-trained weights live.
 
 Missing data or packages skip the tests that need them, except under ``CI=true`` where they fail
-(see `needs.py`, whose helpers test modules import).
+(see `needs.py`, whose helpers test modules import). Under ``CI=true`` any other skip fails too, unless its
+reason says root-only or platform-only (the report hooks imported from `needs.py`).
 """
 from __future__ import annotations
 
 import lzma
+import os
+import re
 import sys
 from pathlib import Path
 
 import pytest
 
 from needs import in_ci, missing, require_module, require_path  # noqa: E402
+from needs import pytest_make_collect_report, pytest_runtest_makereport  # noqa: E402,F401  (CI skip policy)
 
 if str(Path(__file__).resolve().parent) not in sys.path:  # `from needs import ...` in any import mode
     sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -20,6 +24,42 @@ __all__ = ["in_ci", "missing", "require_module", "require_path"]
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 SHARED_DATA = REPO_ROOT.parent / "shared" / "data"
+
+
+# ---- which files of ../shared/data the tests open: each must be listed in tests/README.md ------------------------
+_SHARED_PREFIXES = tuple({str(SHARED_DATA) + os.sep, str(SHARED_DATA.resolve()) + os.sep})
+_shared_opened: set[str] = set()
+
+
+def _record_shared_open(event: str, args: tuple) -> None:
+    if event == "open" and isinstance(args[0], (str, os.PathLike)):
+        path = os.path.abspath(os.fspath(args[0]))
+        for prefix in _SHARED_PREFIXES:
+            if path.startswith(prefix):
+                _shared_opened.add("data/" + path[len(prefix):].replace(os.sep, "/"))
+
+
+def pytest_sessionstart(session) -> None:
+    sys.addaudithook(_record_shared_open)  # lasts for the process, which is this test session
+
+
+def _unlisted_shared_files() -> list[str]:
+    readme = (REPO_ROOT / "tests" / "README.md").read_text(encoding="utf-8")
+    listed = set(re.findall(r"^\| `(data/[^`]+)`", readme, flags=re.M))  # the first column of its table
+    return sorted(p for p in _shared_opened if p not in listed and (SHARED_DATA / p[len("data/"):]).is_file())
+
+
+def pytest_sessionfinish(session, exitstatus) -> None:
+    """Under CI, a test run that opened a file of ../shared/data that tests/README.md does not list fails."""
+    if in_ci() and _unlisted_shared_files() and session.exitstatus == 0:
+        session.exitstatus = 1
+
+
+def pytest_terminal_summary(terminalreporter) -> None:
+    unlisted = _unlisted_shared_files()
+    if unlisted:
+        terminalreporter.write_line("files of ../shared/data that tests opened but tests/README.md does not list: "
+                                    + ", ".join(unlisted), red=in_ci(), yellow=not in_ci())
 
 
 @pytest.fixture(scope="session")

@@ -3,7 +3,7 @@ import os
 import subprocess
 import sys
 
-import pytest
+from needs import only_on
 
 PROBE = """
 import ctypes
@@ -27,7 +27,7 @@ print(was_set, mapped_while_live >= 100 << 20, kept >= 100 << 20)
 """
 
 
-@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc only")
+@only_on(sys.platform.startswith("linux"), "glibc's heap")
 def test_a_freed_large_block_stays_in_the_heap_unless_opted_out():
     env = {k: v for k, v in os.environ.items() if k != "BERTFORGE_MALLOC"}
 
@@ -68,7 +68,7 @@ print(held, rss_mib())
 """
 
 
-@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc only")
+@only_on(sys.platform.startswith("linux"), "glibc's heap")
 def test_release_gives_the_free_heap_back_between_jobs():
     env = {k: v for k, v in os.environ.items() if k != "BERTFORGE_MALLOC"}
     out = subprocess.run([sys.executable, "-c", TRIM_PROBE], capture_output=True, text=True, env=env, check=True)

@@ -14,6 +14,8 @@ import pytest
 
 from bertforge.cli import main
 
+from needs import skip_as_root, skip_privileged
+
 # `bertforge vocab` without a progress bar (its lines would mix with the error line) and a small vocabulary
 VOCAB = ("vocab", "--no-progress", "--vocab-size", "200")
 CORPUS = "\n".join(f"the cat number {i} sat on the mat and looked at the dog ." for i in range(300)) + "\n"
@@ -198,14 +200,14 @@ def test_non_empty_output_needs_overwrite(corpus, tmp_path, capsys):
     assert "notes.txt" not in files_in(out) and "vocab.txt" in files_in(out)
 
 
-@pytest.mark.skipif(os.geteuid() == 0, reason="root writes into read-only folders")
+@skip_as_root("root writes into read-only folders")
 def test_read_only_output_folder(corpus, tmp_path, capsys):
     ro = tmp_path / "ro"
     ro.mkdir()
     ro.chmod(0o555)
     try:
         if os.access(ro, os.W_OK):
-            pytest.skip("this user can write into a chmod 555 folder")
+            skip_privileged("this user can write into a chmod 555 folder")
         code, _, err = run_cli(capsys, *VOCAB, "--input", corpus, "--output", ro)
         assert code == 1 and f"cannot write {ro}: permission denied" in one_error_line(err, "vocab")
         code, _, err = run_cli(capsys, *VOCAB, "--input", corpus, "--output", ro / "new")
@@ -302,7 +304,7 @@ def test_undecodable_config_names_file_and_line(tmp_path, capsys):
     assert code == 1 and f"{path}: not valid UTF-8 at line 3 (byte 0xe9" in line
 
 
-@pytest.mark.skipif(os.geteuid() == 0, reason="root reads unreadable files")
+@skip_as_root("root reads unreadable files")
 def test_unreadable_input(corpus, tmp_path, capsys):
     corpus.chmod(0)
     try:

@@ -10,6 +10,8 @@ import pytest
 from bertforge import outputs
 from bertforge.outputs import OutputError, claim_output, write_run_config
 
+from needs import skip_as_root, skip_privileged
+
 
 def test_missing_folder_is_created_with_parents(tmp_path):
     out = tmp_path / "a" / "b"
@@ -84,14 +86,14 @@ def test_overwrite_refuses_the_working_folder(tmp_path, monkeypatch):
     assert (tmp_path / "src").is_dir()
 
 
-@pytest.mark.skipif(os.geteuid() == 0, reason="root writes into read-only folders")
+@skip_as_root("root writes into read-only folders")
 def test_read_only_folder(tmp_path):
     ro = tmp_path / "ro"
     ro.mkdir()
     ro.chmod(0o555)
     try:
         if os.access(ro, os.W_OK):
-            pytest.skip("this user can write into a chmod 555 folder")
+            skip_privileged("this user can write into a chmod 555 folder")
         with pytest.raises(OutputError, match="cannot write .*permission denied"):
             claim_output(ro, verb="vocab", overwrite=False)
         with pytest.raises(OutputError, match="cannot create output folder .*permission denied"):

@@ -74,6 +74,86 @@ def test_nsp_is_balanced(nsp_epoch):
     assert abs(labels.mean().item() - 0.5) < 0.04
 
 
+class SourceText:
+    """The raw articles the corpus was prepared from, tokenized whole (one id sequence per article), and a way to
+    find where a run of ids occurs in them: the oracle for what a pair's label claims about A and B."""
+
+    K = 4  # ids hashed per lookup key
+
+    def __init__(self, articles: list[list[str]], tokenizer) -> None:
+        docs = tokenizer.encode_batch_ids(["\n".join(lines) for lines in articles])
+        self.ids = np.concatenate([np.asarray(d, dtype=np.int64) for d in docs])
+        self.doc = np.repeat(np.arange(len(docs)), [len(d) for d in docs])
+        self.order, self.sorted_keys = self._index(self.ids)
+
+    def _keys(self, ids: np.ndarray) -> np.ndarray:
+        windows = np.lib.stride_tricks.sliding_window_view(ids.astype(np.uint64), self.K)
+        return windows @ (np.uint64(1_000_003) ** np.arange(self.K, dtype=np.uint64))
+
+    def _index(self, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        keys = self._keys(ids)
+        order = np.argsort(keys, kind="stable")
+        return order, keys[order]
+
+    def find(self, run: np.ndarray) -> list[tuple[int, int]]:
+        """(article, start) of every place `run` occurs inside one article."""
+        key = self._keys(run[:self.K])[0]
+        lo, hi = np.searchsorted(self.sorted_keys, [key, key + np.uint64(1)])
+        found = []
+        for start in self.order[lo:hi].tolist():
+            end = start + len(run)
+            if end <= len(self.ids) and self.doc[start] == self.doc[end - 1] \
+                    and np.array_equal(self.ids[start:end], run):
+                found.append((int(self.doc[start]), start))
+        return found
+
+
+def continues(source: SourceText, first: np.ndarray, second: np.ndarray, slack: int) -> bool:
+    """Whether `second` occurs after `first` in the same article, at most `slack` ids after it ends (BERT's pair
+    truncation may cut the end of the first segment and the start of the second)."""
+    after = source.find(second)
+    return any(d == e and 0 <= q - (p + len(first)) <= slack
+               for d, p in source.find(first) for e, q in after)
+
+
+def served_pairs(dataset, batches: int):
+    """(A, B, label) of the examples `dataset` serves, A and B as their original (unmasked) ids."""
+    sep = dataset.tokenizer.sep_token_id
+    for batch in itertools.islice(iter(dataset), batches):
+        ids = originals(batch).numpy()
+        for row, n, label in zip(ids, batch["attention_mask"].sum(1).tolist(), batch["next_sentence_label"].tolist()):
+            first_sep = int(np.flatnonzero(row[:n] == sep)[0])
+            yield row[1:first_sep], row[first_sep + 1:n - 1], label
+
+
+@pytest.fixture(scope="module")
+def source_text(wiki_articles, tokenizer):
+    return SourceText(wiki_articles, tokenizer)
+
+
+@pytest.mark.parametrize("objective", ["mlm+nsp", "mlm+sop"])
+def test_pair_labels_say_what_the_corpus_text_shows(wiki_data, tokenizer, source_text, objective):
+    """transformers' convention (BertForPreTraining's next_sentence_label, AlbertForPreTraining's
+    sentence_order_label): 0 = B follows A in the same document; NSP 1 = B is a random other text, SOP 1 = the
+    two segments are swapped (A follows B). Checked by finding A and B in the articles the corpus was made of."""
+    ds = make(wiki_data, tokenizer, objective=objective, seed=2, max_seq_length=128)
+    slack = ds.max_seq_length
+    checked, labels = 0, []
+    for a, b, label in served_pairs(ds, batches=4):
+        if min(len(a), len(b)) < SourceText.K:
+            continue  # too short to look up unambiguously
+        assert source_text.find(a) and source_text.find(b), "A and B are runs of the source text"
+        in_order = continues(source_text, a, b, slack)
+        if objective == "mlm+nsp":
+            assert in_order == (label == 0), (label, tokenizer.decode(a.tolist()), tokenizer.decode(b.tolist()))
+        else:  # (a segment may also occur elsewhere, e.g. a title repeated in its article: test only the claim)
+            assert in_order if label == 0 else continues(source_text, b, a, slack), \
+                (label, tokenizer.decode(a.tolist()), tokenizer.decode(b.tolist()))
+        checked += 1
+        labels.append(label)
+    assert checked > 0.9 * 4 * 64 and 0.35 < np.mean(labels) < 0.65, (checked, np.mean(labels))
+
+
 def test_full_sentences_cross_documents_only_with_a_sep(wiki_data, tokenizer):
     sep = tokenizer.sep_token_id
     for packing in ("full-sentences", "doc-sentences"):

@@ -7,6 +7,8 @@ import torch
 
 from bertforge.data.masking import MaskingConfig, VocabTables, mask_tokens, select_spans
 
+from needs import require_module
+
 # A toy vocab: 0-4 special, 5-59 word starts, 60-99 "##" pieces.
 TOKENS = (["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + [f"w{i}" for i in range(5, 60)]
           + [f"##p{i}" for i in range(60, 100)])
@@ -109,7 +111,7 @@ def long_rows(n_rows=64, width=2000, seed=0, continuation_rate=0.0):
 
 
 def test_span_lengths_are_spanbert_truncated_geometric():
-    scipy_stats = pytest.importorskip("scipy.stats")
+    scipy_stats = require_module("scipy.stats")
     config = MaskingConfig(spans=True)
     k = np.arange(1, 11)
     reference = scipy_stats.geom(0.2).pmf(k) / scipy_stats.geom(0.2).cdf(10)
@@ -123,7 +125,7 @@ def test_span_lengths_are_spanbert_truncated_geometric():
 
 @pytest.mark.parametrize("rate", [0.15, 0.3])
 def test_span_masking_spends_the_budget_in_spans_of_the_clipped_mean_length(rate):
-    scipy_stats = pytest.importorskip("scipy.stats")
+    scipy_stats = require_module("scipy.stats")
     ids, lengths, keys = long_rows()
     config = MaskingConfig(rate=rate, spans=True)
     starts = select_spans(ids, lengths, keys, config, 10 ** 6, TABLES)

@@ -10,7 +10,9 @@ import torch
 
 from bertforge.generation import generate, load_mlm, pseudo_log_likelihood
 
-transformers = pytest.importorskip("transformers")
+from needs import require_module
+
+transformers = require_module("transformers")
 CORPUS = "\n".join(f"the cat number {i} sat on the mat and looked at the dog ." for i in range(200))
 
 

@@ -7,7 +7,9 @@ import torch
 from bertforge.generation import pseudo_log_likelihood
 from tests.generation.conftest import sentence
 
-transformers = pytest.importorskip("transformers")
+from needs import require_module
+
+transformers = require_module("transformers")
 
 TEXTS = [sentence(0), sentence(3, 2, 6), "k5w0 k1w1 k5w2", sentence(7, 0, 1), "k2w3 k2w4 k6w5 k2w6 k2w7 k4w0"]
 

@@ -15,7 +15,9 @@ from bertforge.model.electra import (ElectraConfig, ElectraForMaskedLM, ElectraF
                                      ElectraForPreTraining, ElectraForQuestionAnswering,
                                      ElectraForSequenceClassification, ElectraForTokenClassification, ElectraModel)
 
-transformers = pytest.importorskip("transformers")
+from needs import require_module
+
+transformers = require_module("transformers")
 TOL = 1e-5
 
 

@@ -12,7 +12,9 @@ from bertforge.model.electra import (ElectraConfig, ElectraForMaskedLM, ElectraF
 from bertforge.model.electra_pretraining import (ElectraPretrainingModel, build_electra_pretraining,
                                                  generator_config, replace_with_samples)
 
-transformers = pytest.importorskip("transformers")
+from needs import require_module
+
+transformers = require_module("transformers")
 
 V = 69  # 0-4 special, 5-68 words
 TOKENS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + [f"w{i}" for i in range(5, V)]

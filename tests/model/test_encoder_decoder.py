@@ -9,7 +9,9 @@ import torch
 from bertforge import BertConfig
 from bertforge.model.encoder_decoder import BertLMHeadModel, EncoderDecoderConfig, EncoderDecoderModel
 
-transformers = pytest.importorskip("transformers")
+from needs import require_module
+
+transformers = require_module("transformers")
 
 SIZES = dict(vocab_size=99, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=37,
              max_position_embeddings=64, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)

@@ -16,7 +16,9 @@ from bertforge.model.modernbert import (ModernBertConfig, ModernBertForMaskedLM,
                                         ModernBertForTokenClassification, ModernBertModel)
 from bertforge.model.packing import PackedBatch
 
-transformers = pytest.importorskip("transformers")
+from needs import require_module
+
+transformers = require_module("transformers")
 
 SPECIAL = {"bos_token_id": 1, "eos_token_id": 2, "cls_token_id": 1, "sep_token_id": 2}
 

@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from needs import require_module
+
 TOKENIZER_FILES = ("vocab.txt", "tokenizer_config.json", "special_tokens_map.json")
 TASKS = {"sequence_classification": ("sst2", ["negative", "positive"], 128),
          "question_answering": ("squad", None, 384),
@@ -79,5 +81,5 @@ def running(app, timeout: float = 30.0):
 @pytest.fixture(scope="session")
 def st_model(minilm_dir):
     """The reference: sentence-transformers' own pipeline on the same folder."""
-    st = pytest.importorskip("sentence_transformers")
+    st = require_module("sentence_transformers")
     return st.SentenceTransformer(str(minilm_dir), device="cpu")

@@ -71,7 +71,8 @@ def test_export_then_serve_onnx_and_sigterm_drains(sst2_folder, tmp_path):
                     break
             except httpx.TransportError:
                 pass
-            assert time.monotonic() < deadline, "server did not come up"
+            if time.monotonic() > deadline:  # a guard against a hang, not a claim about speed
+                raise TimeoutError("the server did not answer /health within 90 s")
             time.sleep(0.2)
         assert httpx.get(url + "/info", timeout=5).json()["backend"] == "onnx"
         texts = ["a gorgeous, witty film", "flat and dull"]

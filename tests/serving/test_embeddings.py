@@ -6,6 +6,8 @@ import pytest
 
 from bertforge.serving.embeddings import Pooling, SentenceEncoder
 
+from needs import require_module
+
 pytestmark = pytest.mark.slow  # real weights and sentence-transformers
 
 TEXTS = ["A man is playing a guitar.", "The new movie is awesome!",
@@ -31,7 +33,7 @@ def test_matches_sentence_transformers(encoder, st_model):
 
 @pytest.mark.parametrize("mode", ["cls", "max"])
 def test_other_poolings_match_transformers_hidden_states(encoder, minilm_dir, mode):
-    transformers = pytest.importorskip("transformers")
+    transformers = require_module("transformers")
     import torch
     tok = transformers.AutoTokenizer.from_pretrained(str(minilm_dir))
     model = transformers.AutoModel.from_pretrained(str(minilm_dir)).eval()

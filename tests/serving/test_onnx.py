@@ -9,7 +9,9 @@ import pytest
 from bertforge.serving.embeddings import SentenceEncoder
 from bertforge.serving.onnx_backend import OnnxModel, export_onnx
 
-pytest.importorskip("onnxruntime")
+from needs import require_module
+
+require_module("onnxruntime")
 pytestmark = pytest.mark.slow
 
 TEXTS = ["The movie was a delight from start to finish, funny and warm.", "dull", "It is not bad at all.",
@@ -28,7 +30,7 @@ def test_encoder_export_matches_transformers(encoder_onnx, minilm_dir):
     than the traced one."""
     import onnx
     import torch
-    transformers = pytest.importorskip("transformers")
+    transformers = require_module("transformers")
     graph = onnx.load(str(encoder_onnx / "model.onnx"), load_external_data=False).graph
     assert [i.name for i in graph.input] == ["input_ids", "attention_mask", "token_type_ids"]
     assert graph.output[0].name == "last_hidden_state"

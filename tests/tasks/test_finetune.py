@@ -11,6 +11,8 @@ from bertforge import BertConfig, BertModel
 from bertforge.commands.finetune import parse_lrs
 from bertforge.tasks.finetune import LR_GRID, FinetuneSettings, finetune
 
+from needs import require_module
+
 
 @pytest.fixture(scope="module")
 def tiny_model(tmp_path_factory, minilm_dir) -> Path:
@@ -50,7 +52,7 @@ def test_glue_runs_restarts_and_writes_a_predictor(tiny_model, shared_data, tmp_
     s = report["summary"]
     assert s["min"] <= s["median"] <= s["max"] and s["n_runs"] == 4
     # the reported numbers are sklearn's on the saved predictor's answers to the first 24 dev pairs
-    sk = pytest.importorskip("sklearn.metrics")
+    sk = require_module("sklearn.metrics")
     from bertforge.tasks.predictor import Predictor
     rows = glue_rows(shared_data / "glue" / "MRPC" / "dev.tsv", 24)
     gold = [int(r[0]) for r in rows]
@@ -71,7 +73,7 @@ def test_stsb_regression(tiny_model, shared_data, tmp_path):
                             data=str(shared_data / "glue" / "STS-B"), epochs=1, batch_size=16, learning_rates=[1e-4],
                             max_train_samples=64, max_eval_samples=40), say=lambda *_: None)
     # the reported correlations are scipy's on the saved predictor's scores for the first 40 dev pairs
-    stats = pytest.importorskip("scipy.stats")
+    stats = require_module("scipy.stats")
     from bertforge.tasks.predictor import Predictor
     rows = glue_rows(shared_data / "glue" / "STS-B" / "dev.tsv", 40)
     gold = [float(r[9]) for r in rows]
@@ -124,7 +126,7 @@ def test_conll_end_to_end(tiny_model, shared_data, tmp_path):
     m = report["eval"]
     assert 0.0 <= m["f1"] <= 1.0 and 0.0 <= m["accuracy"] <= 1.0
     # every gold entity of the first 40 validation sentences is counted, as seqeval finds them
-    seqeval = pytest.importorskip("seqeval.metrics.sequence_labeling")
+    seqeval = require_module("seqeval.metrics.sequence_labeling")
     blocks = (shared_data / "conll2003" / "valid.txt").read_text(encoding="utf-8").split("\n\n")
     sentences = [[line.split()[-1] for line in b.strip().splitlines()] for b in blocks
                  if b.strip() and "-DOCSTART-" not in b][:40]

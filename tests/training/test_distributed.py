@@ -1,6 +1,7 @@
 """Two CPU processes under torchrun: gradients are averaged over disjoint data slices; rank 0 alone writes."""
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -52,16 +53,24 @@ def test_two_ranks_average_gradients_like_one_process_on_the_union(train_data, v
     model = BertForPreTraining(config)
     initial = {k: v.clone() for k, v in internal_to_hf_state_dict(model).items()}
     optimizer = build_optimizer(model, LR)
-    seen = []
+    seen, loss = [], 0.0
     for rank in range(2):
         data = PretrainingDataset(train_data, str(vocab_dir), batch_size=BATCH, max_seq_length=64, seed=SEED,
                                   rank=rank, world_size=2)
         batch = next(iter(data))
         seen.append({tuple(row.tolist()) for row in batch["input_ids"]})
-        (model(**batch).loss / 2).backward()
+        rank_loss = model(**batch).loss / 2
+        rank_loss.backward()
+        loss += float(rank_loss.detach())
     assert not seen[0] & seen[1], "the ranks trained on different examples"
-    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+    grad_norm = float(torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0))
     optimizer.step()
+    # Clipping and Adam undo a gradient's scale, so the weights alone cannot tell an average over ranks from a
+    # sum: the logged norm (before clipping) and loss can.
+    logged = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()][0]
+    assert logged["split"] == "train" and logged["step"] == 1
+    assert logged["grad_norm"] == pytest.approx(grad_norm, rel=1e-4) and grad_norm > 1.0, "norm of the mean gradient"
+    assert logged["loss"] == pytest.approx(loss, rel=1e-5), "the mean of both ranks' losses"
 
     expected = internal_to_hf_state_dict(model)
     got = load_file(str(out / "model.safetensors"))

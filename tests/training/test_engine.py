@@ -1,17 +1,25 @@
 """The training engine on a toy stage: accumulation, precision, best weights, early stopping, resume, outputs."""
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
+from typing import Iterator
 
 import pytest
 import torch
 from safetensors.torch import load_file, save_file
+from torch.optim.optimizer import register_optimizer_step_pre_hook
 
 from run_folders import copy_as_interrupted
 from bertforge.training import checkpointing as ckpt
 from bertforge.training.engine import FaultHooks, Session, Stage, TrainOptions, fit
 from bertforge.training.run_output import claim_run_output
+
+from needs import require_module
 
 
 class ToyStage(Stage):
@@ -20,17 +28,19 @@ class ToyStage(Stage):
 
     name = "toy"
 
-    def __init__(self, rows: int = 8, scores: list[float] | None = None, dropout: float = 0.0) -> None:
+    def __init__(self, rows: int = 8, scores: list[float] | None = None, dropout: float = 0.0, rank: int = 0,
+                 world_size: int = 1) -> None:
         g = torch.Generator().manual_seed(0)
         self.x = torch.randn(64, 6, generator=g)
         self.y = self.x @ torch.randn(6, 1, generator=g) + 0.1 * torch.randn(64, 1, generator=g)
         torch.manual_seed(1)
         self.model = torch.nn.Sequential(torch.nn.Dropout(dropout), torch.nn.Linear(6, 1))
         self.rows, self.index = rows, 0
+        self.rank, self.world_size = rank, world_size  # rank r serves micro-batches r, r + w, ...: disjoint rows
         self.scores, self.evals = list(scores or []), []
 
     def next_batch(self):
-        i = self.index % (64 // self.rows)
+        i = (self.index * self.world_size + self.rank) % (64 // self.rows)
         self.index += 1
         return {"x": self.x[i * self.rows:(i + 1) * self.rows], "y": self.y[i * self.rows:(i + 1) * self.rows]}
 
@@ -84,6 +94,39 @@ def weights(folder: Path) -> dict[str, torch.Tensor]:
     return load_file(str(folder / "model.safetensors"))
 
 
+def train_records(folder: Path) -> list[dict]:
+    records = [json.loads(line) for line in (folder / "metrics.jsonl").read_text().splitlines()]
+    return [r for r in records if r["split"] == "train"]
+
+
+@contextlib.contextmanager
+def optimizer_inputs() -> Iterator[list[dict[int, torch.Tensor]]]:
+    """The gradients every optimizer step is handed (after accumulation, DDP and clipping), by parameter id."""
+    steps: list[dict[int, torch.Tensor]] = []
+
+    def record(optimizer, args, kwargs):
+        steps.append({id(p): p.grad.clone() for g in optimizer.param_groups for p in g["params"] if p.grad is not None})
+    handle = register_optimizer_step_pre_hook(record)
+    try:
+        yield steps
+    finally:
+        handle.remove()
+
+
+def assert_close(got: torch.Tensor, expected: torch.Tensor, what: str) -> None:
+    torch.testing.assert_close(got, expected, rtol=1e-5, atol=1e-7, msg=lambda detail: f"{what}: {detail}")
+
+
+def reference_step(rows: int) -> tuple[torch.nn.Module, float, dict[str, torch.Tensor]]:
+    """Plain PyTorch, independent of the engine: the toy model at its starting weights, the mean squared error over
+    the first `rows` rows of its data as ONE batch, and that loss's gradient by parameter name."""
+    stage = ToyStage(rows=rows)
+    model = stage.model
+    loss = torch.nn.functional.mse_loss(model(stage.x[:rows]), stage.y[:rows])
+    loss.backward()
+    return model, float(loss.detach()), {name: p.grad.clone() for name, p in model.named_parameters()}
+
+
 def test_the_loss_falls_and_a_train_only_run_draws_its_curves(tmp_path):
     result = run(ToyStage(), tmp_path / "run", max_steps=30)
     records = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
@@ -102,6 +145,78 @@ def test_gradient_accumulation_equals_the_big_batch(tmp_path):
     a, b = weights(tmp_path / "big"), weights(tmp_path / "small")
     for key in a:
         assert torch.allclose(a[key], b[key], atol=1e-6), key
+
+
+@pytest.mark.parametrize("accum", [2, 4])
+def test_accumulated_gradient_is_the_gradient_of_the_whole_batch_mean(tmp_path, accum):
+    # Compared before the optimizer, not after it: clipping and Adam both undo a gradient's scale, so weights after
+    # a step cannot tell a mean from a sum over micro-batches.
+    stage = ToyStage(rows=8 // accum)
+    with optimizer_inputs() as steps:
+        run(stage, tmp_path / "run", grad_accum=accum, max_steps=1, max_grad_norm=1e9)
+    _, loss, expected = reference_step(rows=8)
+    got = {name: steps[0][id(p)] for name, p in stage.model.named_parameters()}
+    for name, grad in expected.items():
+        assert_close(got[name], grad, name)
+    logged = train_records(tmp_path / "run")[0]
+    norm = torch.linalg.vector_norm(torch.cat([g.flatten() for g in expected.values()]))
+    assert logged["loss"] == pytest.approx(loss, rel=1e-6) and logged["grad_norm"] == pytest.approx(float(norm), rel=1e-5)
+
+
+@pytest.mark.slow
+def test_two_ranks_average_gradients_like_one_process_on_both_ranks_rows(tmp_path):
+    # 2 ranks x 2 micro-batches of 2 rows = the first 8 rows; DDP must average (not sum) the ranks' gradients.
+    out = tmp_path / "ddp"
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
+           str(Path(__file__).with_name("ddp_toy_runner.py")), str(out)]
+    done = subprocess.run(cmd, env={**os.environ, "OMP_NUM_THREADS": "1"}, capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, done.stderr[-4000:]
+    model, loss, expected = reference_step(rows=8)
+    norm = torch.linalg.vector_norm(torch.cat([g.flatten() for g in expected.values()]))
+    for rank in range(2):
+        got = load_file(str(out / f"optimizer-input-rank{rank}.safetensors"))
+        for name, grad in expected.items():
+            assert_close(got[name], grad, f"rank {rank}: {name}")
+    logged = train_records(out / "run")[0]
+    assert logged["grad_norm"] == pytest.approx(float(norm), rel=1e-5), "the norm of the averaged gradient"
+    assert logged["loss"] == pytest.approx(loss, rel=1e-6), "the loss over both ranks' rows"
+
+
+@pytest.mark.parametrize("budget", [None, 1e6], ids=["steps", "time-budget"])
+def test_the_logged_lr_is_warmup_then_linear_decay_computed_by_hand(tmp_path, budget):
+    peak, warmup, total = 0.05, 3, 8
+    run(ToyStage(), tmp_path / "run", lr=peak, warmup_steps=warmup, max_steps=total, time_budget=budget)
+    logged = [r["lr"] for r in train_records(tmp_path / "run")]
+    # the lr the s-th update uses (s = 1..total): s/warmup of the peak while warming up, then a straight line
+    # from the peak down to 0 at step total + 1
+    by_hand = [peak * s / warmup if s <= warmup else peak * (total + 1 - s) / (total + 1 - (warmup + 1))
+               for s in range(1, total + 1)]
+    assert logged[:warmup] == pytest.approx(by_hand[:warmup], rel=1e-12)
+    if budget is None:
+        assert logged == pytest.approx(by_hand, rel=1e-12)
+    else:  # after warmup the lr decays with the time spent: a few steps of a 1e6 s budget leave it at the peak
+        assert logged[warmup:] == pytest.approx([peak] * (total - warmup), rel=1e-3)
+
+
+def test_one_lamb_step_of_a_real_run_is_the_papers_update(tmp_path):
+    # You et al. 2019, Algorithm 2, first step (m = (1-b1) g, v = (1-b2) g^2, bias-corrected), weight decay 0.01 on
+    # the matrix, none on the bias; each tensor's update is rescaled by ||w|| / ||r|| (1 when a norm is 0).
+    stage, lr, decay = ToyStage(rows=8), 0.05, 0.01
+    start = {name: p.detach().clone() for name, p in stage.model.named_parameters()}
+    run(stage, tmp_path / "lamb", optimizer="lamb", lr=lr, weight_decay=decay, max_steps=1, max_grad_norm=1e9)
+    _, _, grads = reference_step(rows=8)
+    got, trusts = weights(tmp_path / "lamb"), {}
+    for name, w in start.items():
+        g, b1, b2, eps = grads[name].double(), 0.9, 0.999, 1e-6
+        m_hat = (1 - b1) * g / (1 - b1)
+        v_hat = (1 - b2) * g * g / (1 - b2)
+        r = m_hat / (v_hat.sqrt() + eps) + (decay if w.ndim >= 2 else 0.0) * w.double()
+        w_norm, r_norm = w.double().norm(), r.norm()
+        trusts[name] = float(w_norm / r_norm) if w_norm > 0 and r_norm > 0 else 1.0
+        expected = w.double() - lr * trusts[name] * r
+        assert_close(got[name].double(), expected, name)
+    assert abs(trusts["1.weight"] - 1) > 0.5, "the trust ratio is far from 1 here, so an update without it differs"
 
 
 def test_keep_best_restores_the_best_evaluation_and_patience_stops(tmp_path):
@@ -161,7 +276,7 @@ def test_options_are_checked(tmp_path):
 
 
 def test_tensorboard_only_when_asked(tmp_path):
-    pytest.importorskip("tensorboard")
+    require_module("tensorboard")
     run(ToyStage(), tmp_path / "tb", tensorboard=True)
     assert any((tmp_path / "tb" / "tensorboard").iterdir())
     run(ToyStage(), tmp_path / "plain")

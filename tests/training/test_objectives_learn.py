@@ -25,7 +25,9 @@ from bertforge.config import BertConfig
 from bertforge.data import MaskingConfig, PretrainingDataset, prepare_corpus
 from bertforge.training.pretrain import pretrain
 
-transformers = pytest.importorskip("transformers")
+from needs import require_module, require_path
+
+transformers = require_module("transformers")
 
 WIKI = Path("corpus") / "wikipedia-en-2018" / "wiki_en.txt.xz"
 SEED = 0
@@ -48,9 +50,7 @@ def _article_heads(path: Path, articles: int, lines: int) -> str:
 
 
 def _tiny_corpus(shared_data: Path, vocab_dir: Path, root: Path, articles: int, lines: int) -> Path:
-    source = shared_data / WIKI
-    if not source.is_file():
-        pytest.skip(f"{WIKI} is not in the shared data")
+    source = require_path(shared_data / WIKI, f"the Wikipedia slice ../shared/data/{WIKI}")
     root.mkdir(parents=True, exist_ok=True)
     text = root / "wiki.txt"
     text.write_text(_article_heads(source, articles, lines), encoding="utf-8")

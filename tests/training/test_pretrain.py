@@ -45,7 +45,7 @@ def test_run_writes_a_loadable_model_logs_and_resumes(train_data, vocab_dir, tmp
     out = tmp_path / "run"
     result = pretrain(train_data, out, vocab=str(vocab_dir), objective="mlm+nsp", max_steps=4, save_every=2,
                       keep_checkpoints=1, keep_checkpoints_at_end=True, eval_every=4, eval_batches=1, grad_accum=2,
-                      **FAST)
+                      warmup_steps=2, **FAST)
     assert result.step == 4 and result.stopped_by == "max-steps" and result.skipped_steps == 0
     assert result.output == out and not (out / "tensorboard").exists(), "TensorBoard only when asked for"
     # final model + tokenizer in OUTPUT, loadable by bertforge and by transformers
@@ -67,6 +67,8 @@ def test_run_writes_a_loadable_model_logs_and_resumes(train_data, vocab_dir, tmp
     # logs: train records every step, an eval record with perplexity = exp(mean MLM loss), the curves
     records = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     assert [r["step"] for r in records if r["split"] == "train"] == [1, 2, 3, 4]
+    # the lr each step used: 1/2 and 2/2 of the peak while warming up, then down a line that reaches 0 at step 5
+    assert [r["lr"] for r in records if r["split"] == "train"] == pytest.approx([5e-4, 1e-3, 1e-3, 5e-4], rel=1e-12)
     evals = [r for r in records if r["split"] == "eval"]
     assert len(evals) == 1 and math.isclose(evals[0]["perplexity"], math.exp(evals[0]["mlm_loss"]), rel_tol=1e-9)
     # ...whose numbers are those of the saved model on the first held-out batch, as transformers computes them
@@ -88,7 +90,7 @@ def test_run_writes_a_loadable_model_logs_and_resumes(train_data, vocab_dir, tmp
     before = (out / "model.safetensors").read_bytes()
     again = pretrain(train_data, out, vocab=str(vocab_dir), objective="mlm+nsp", max_steps=4, save_every=2,
                      keep_checkpoints=1, keep_checkpoints_at_end=True, eval_every=4, eval_batches=1, grad_accum=2,
-                     **FAST)
+                     warmup_steps=2, **FAST)
     assert again.step == 4 and any("nothing to train" in n for n in again.notes)
     assert (out / "model.safetensors").read_bytes() == before
     # ...but a changed setting is refused rather than silently mixed into the old run
@@ -203,7 +205,7 @@ def test_electra_pretrains_and_its_halves_load_in_transformers(train_data, vocab
     assert result.step == 3 and math.isfinite(result.final_eval["mlm_loss"])
     records = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     assert {"disc_loss", "disc_acc", "replaced", "mlm_loss"} <= set(records[0])
-    transformers = pytest.importorskip("transformers")
+    transformers = require_module("transformers")
     disc = transformers.ElectraForPreTraining.from_pretrained(out)
     gen = transformers.ElectraForMaskedLM.from_pretrained(out / "generator")
     assert gen.config.hidden_size == disc.config.hidden_size // 4

@@ -231,6 +231,7 @@ class _Run:
         self.elapsed_before = self.state["elapsed"]
         self.loss_sum = 0.0
         self.grad_norm = 0.0
+        self.lr = 0.0
         self.bar = progress(opts.max_steps, bar=opts.progress, initial=self.start_step, desc=stage.name,
                             silent=not self.main, dynamic_ncols=True)
         model.train()
@@ -346,6 +347,7 @@ class _Run:
         else:
             state["bad_in_row"] = 0
         self.optimizer.zero_grad(set_to_none=True)
+        self.lr = self.optimizer.param_groups[0]["lr"]  # the lr this step used (logged), before the schedule moves
         if self.budget is None:
             self.scheduler.step()
         state["step"] += 1
@@ -357,17 +359,19 @@ class _Run:
         if step % self.opts.log_every and step != self.max_steps:
             return
         keys = sorted(self.window)
-        sums = dict(zip(keys, dist_.all_sum([self.window[k] for k in keys], self.info)))
+        *totals, loss_total = dist_.all_sum([self.window[k] for k in keys] + [self.loss_sum], self.info)
+        sums = dict(zip(keys, totals))
+        loss = loss_total / self.info.world_size  # the step's loss over every rank's batch, as DDP's gradient
         now = time.perf_counter()
         self.state["tokens_seen"] += int(sums.get("tokens", 0))
-        values = {**self.stage.summarize(sums), "loss": self.loss_sum, "lr": self.optimizer.param_groups[0]["lr"],
+        values = {**self.stage.summarize(sums), "loss": loss, "lr": self.lr,
                   "grad_norm": self.grad_norm, "skipped": self.state["skipped"]}
         if sums.get("tokens"):
             values["tokens_per_s"] = sums["tokens"] / max(now - self.window_start, 1e-9)
         if self.main:
             self.log_file.log(step, "train", **values)
             self._tensorboard_add("train", values, step)
-            shown = {"loss": f"{self.loss_sum:.4f}", **self.stage.postfix(values)}
+            shown = {"loss": f"{loss:.4f}", **self.stage.postfix(values)}
             if "tokens_per_s" in values:
                 shown["tok/s"] = f"{values['tokens_per_s']:.0f}"
             if self.budget is not None:
