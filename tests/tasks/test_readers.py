@@ -253,7 +253,7 @@ def test_generic_missing_fields_regression_and_unlabeled(tmp_path: Path) -> None
         read_classification(write(tmp_path / "n.csv", "review,label\na,1\n"))
     with pytest.raises(DataError, match=r"line 2, field 'label': expected 2 fields"):
         read_classification(write(tmp_path / "short.csv", "text,label\nonly text\n"))
-    with pytest.raises(ValueError, match="cannot tell the format"):
+    with pytest.raises(ValueError, match=r"data.txt: expected a .csv, .tsv or .jsonl file"):
         read_classification(write(tmp_path / "data.txt", "text\n"))
     with pytest.raises(DataError, match="empty file"):
         read_classification(write(tmp_path / "e.jsonl", ""))
@@ -512,3 +512,95 @@ def test_generic_regression_metrics() -> None:
     ranks = [np.argsort(np.argsort(a)) for a in (preds, gold)]
     assert got["spearman"] == pytest.approx(np.corrcoef(*ranks)[0, 1], abs=1e-9)
     assert got["mse"] == pytest.approx(float(np.mean((gold - preds) ** 2)), abs=1e-12)
+
+
+# --------------------------------------------------------------------------- label spelling, headers, labeled files
+
+
+def test_label_whitespace_is_dropped_in_train_eval_and_glue(tmp_path: Path) -> None:
+    """"pos " and "pos" are one class: a trailing space from a spreadsheet export must not make a third class that
+    no prediction can ever match (it gave eval accuracy 0.000)."""
+    train = read_classification(write(tmp_path / "train.csv", "text,label\na,pos \nb,neg\nc, pos\nd,neg\t\n"))
+    assert [ex.label for ex in train] == ["pos", "neg", "pos", "neg"] and train.labels == ["neg", "pos"]
+    dev = read_classification(write(tmp_path / "dev.tsv", "text\tlabel\ne\tpos  \n"), label_list=train.labels)
+    assert dev[0].label == "pos"
+    jsonl = read_classification(write(tmp_path / "t.jsonl", '{"text": "a", "label": "pos\\u00a0"}\n'))
+    assert jsonl[0].label == "pos"  # any surrounding Unicode whitespace, not only ASCII spaces
+    with pytest.raises(DataError, match=r"line 2, field 'label': expected a label name .*, got ' '"):
+        read_classification(write(tmp_path / "blank.csv", "text,label\na, \n"))
+    assert read_glue("sst2", write(tmp_path / "sst.tsv", "sentence\tlabel\ngood .\t1 \n"))[0].label == "1"
+
+
+def test_labels_differing_only_by_case_are_refused_naming_both_spellings(tmp_path: Path) -> None:
+    path = write(tmp_path / "train.csv", "text,label\na,pos\nb,neg\nc,Pos\n")
+    with pytest.raises(DataError) as info:
+        read_classification(path, skip_bad_rows=True)  # a file-level problem: not skipped as a bad row
+    message = str(info.value)
+    assert str(path) in message and "line 4, field 'label'" in message
+    assert "'Pos' here and 'pos' on line 2" in message and "differ only by case" in message
+    given = write(tmp_path / "dev.csv", "text,label\nd,NEG\n")
+    with pytest.raises(DataError, match=r"line 2, field 'label': expected one of \['neg', 'pos'\] \(the labels of "
+                                        r"train.csv\), got 'NEG', which differs only by case from 'neg'"):
+        read_classification(given, label_list=["neg", "pos"], label_source="train.csv")
+    assert read_classification(path, regression=False, labeled=False)[2].label is None  # unlabeled: nothing to check
+
+
+def test_ner_tags_follow_the_same_spelling_rule(tmp_path: Path) -> None:
+    jsonl = write(tmp_path / "t.jsonl", '{"tokens": ["Ann", "sang"], "tags": ["B-PER ", "O"]}\n')
+    assert read_ner(jsonl)[0].tags == ("B-PER", "O")
+    conll = write(tmp_path / "t.conll", "Ann B-PER\nsang O\n\nBob B-per\n")
+    with pytest.raises(DataError, match=r"t.conll, line 4, field 'NER tag': expected one spelling per tag, got "
+                                        r"'B-per' here and 'B-PER' on line 1"):
+        read_ner(conll)
+    dev = write(tmp_path / "dev.conll", "Ann b-PER\n")
+    with pytest.raises(DataError, match=r"got 'b-PER', which differs only by case from 'B-PER'"):
+        read_ner(dev, label_list=["O", "B-PER", "I-PER"])
+
+
+@pytest.mark.parametrize("name, content, column", [
+    ("dup.csv", "text,label,text\ngood,pos,bad\n", "text"),
+    ("dup.tsv", "label\ttext\tlabel\ngood\tpos\tneg\n", "label"),
+    ("dup.jsonl", '{"text": "good", "label": "pos", "label": "neg"}\n', "label"),
+])
+def test_a_column_named_twice_is_refused(tmp_path: Path, name: str, content: str, column: str) -> None:
+    """A row read by name takes one of the two same-named columns: the file is refused, naming the column."""
+    path = write(tmp_path / name, content)
+    with pytest.raises(DataError) as info:
+        read_classification(path)
+    assert info.value.field == column and info.value.line == 1 and str(path) in str(info.value)
+    assert f"{column!r} as " in str(info.value)
+
+
+def test_glue_and_swag_headers_naming_a_column_twice_are_refused(tmp_path: Path) -> None:
+    sst = write(tmp_path / "train.tsv", "sentence\tlabel\tsentence\ngood .\t1\tbad .\n")
+    with pytest.raises(DataError, match=r"line 1, field 'sentence': expected each column name once, got 'sentence' "
+                                        r"as columns 1 and 3"):
+        read_glue("sst2", sst)
+    header = "video-id,fold-ind,startphrase,sent1,sent2,gold-source,ending0,ending1,ending2,ending3,label,label\n"
+    swag = write(tmp_path / "train.csv", header + "v,0,s,A,B,gold,e0,e1,e2,e3,0,1\n")
+    with pytest.raises(DataError, match=r"field 'label': expected each column name once"):
+        read_swag(swag)
+
+
+def test_a_file_declared_labeled_needs_its_label_column(tmp_path: Path) -> None:
+    path = write(tmp_path / "train.csv", "text\ngood\nbad\n")
+    assert read_classification(path)[0].label is None  # predict reads it: no labels needed
+    with pytest.raises(DataError) as info:
+        read_classification(path, labeled=True)
+    assert (info.value.line, info.value.field) == (1, "label") and str(path) in str(info.value)
+    assert "got columns ['text']" in str(info.value)
+    with pytest.raises(DataError, match=r"line 1, field 'stars': expected a label column 'stars'"):
+        read_classification(write(tmp_path / "t2.csv", "text,label\ngood,pos\n"), label_column="stars", labeled=True)
+
+
+def test_a_file_with_no_good_row_does_not_suggest_skipping(tmp_path: Path) -> None:
+    """--skip-bad-rows would leave nothing: the message asks whether the file, task or columns are right."""
+    path = write(tmp_path / "r.csv", "text,label\na,pos\nb,neg\n")
+    with pytest.raises(DataError) as info:
+        read_classification(path, regression=True)
+    assert "no good rows in this file (2 bad)" in str(info.value) and "--skip-bad-rows" not in str(info.value)
+    mixed = write(tmp_path / "m.csv", "text,label\na,0.5\nb,neg\n")
+    with pytest.raises(DataError, match=r"--skip-bad-rows skips and counts them"):
+        read_classification(mixed, regression=True)
+    with pytest.raises(DataError, match=r"expected NER data: CoNLL columns .* got a .csv table"):
+        read_ner(write(tmp_path / "ner.csv", "word,tag\nAnn,B-PER\n"))

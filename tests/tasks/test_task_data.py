@@ -214,6 +214,26 @@ def test_malformed_rows_name_file_line_and_field(tmp_path: Path) -> None:
         load("classification", train_file=str(jsonl))
 
 
+@pytest.mark.parametrize("name, content", [
+    ("train.csv", "text\ngood\nbad\nfine\nawful\n"),
+    ("train.jsonl", '{"text": "good"}\n{"text": "bad"}\n{"text": "fine"}\n'),
+    ("train.tsv", "text\tstars\ngood\t5\nbad\t1\n"),  # the labels are there, under a name not asked for
+])
+def test_train_or_eval_data_without_labels_is_refused_before_training(tmp_path: Path, name: str, content: str) -> None:
+    """Read as unlabeled, such a file trained a head on no labels and failed only at the end of training."""
+    path = write(tmp_path / name, content)
+    for task in ("classification", "regression"):
+        with pytest.raises(DataError) as info:
+            load(task, train_file=str(path))
+        assert (info.value.field, info.value.line) == ("label", 1) and str(path) in str(info.value)
+    (tmp_path / "labeled").mkdir()
+    labeled = make_classification(tmp_path / "labeled", 12)
+    with pytest.raises(DataError, match=rf"{name}, line 1, field 'label': expected a label"):
+        load("classification", train_file=str(labeled), eval_file=str(path))
+    if name == "train.tsv":
+        assert load("classification", train_file=str(path), label_column="stars", eval_fraction=0.5).labels == ["1", "5"]
+
+
 def test_regression_detected_from_every_label(tmp_path: Path) -> None:
     train = write(tmp_path / "train.jsonl", "".join(json.dumps({"text": f"t{i}", "label": v}) + "\n"
                                                     for i, v in enumerate([0.5, "3.8", 2, 4.25, "1"] * 4)))

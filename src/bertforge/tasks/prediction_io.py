@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 from typing import Any, Iterable, Sequence, TextIO
 
-from bertforge.tasks.readers import DataError, read_classification
+from bertforge.tasks.readers import BadRowsError, DataError, read_classification
 
 TABLE_SUFFIXES = (".csv", ".tsv", ".jsonl", ".json")
 
@@ -41,8 +41,11 @@ def read_inputs(path: str | Path, head: str, *, text_column: str | None = None,
         raise ValueError(f"{path}: a multiple_choice predictor reads .txt or .jsonl input, not .{fmt}")
     if head == "question_answering":
         text_column, text_pair_column = text_column or "question", text_pair_column or "context"
-    result = read_classification(path, text_column=text_column, text_pair_column=text_pair_column,
-                                 labeled=False, format=fmt)
+    try:
+        result = read_classification(path, text_column=text_column, text_pair_column=text_pair_column,
+                                     labeled=False, format=fmt)
+    except BadRowsError as err:  # predict answers every input in order: there is no skipping to suggest
+        raise ValueError(err.without_hint()) from None
     if head == "question_answering":
         return [(ex.text, ex.text_pair) for ex in result.examples]
     if head == "token_classification":

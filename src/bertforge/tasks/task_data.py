@@ -158,8 +158,10 @@ class _Loader:
         opts: dict[str, Any] = {"skip_bad_rows": self.o.skip_bad_rows}
         if self.spec.generic:
             if self.spec.head in ("sequence_classification", "regression"):
+                # every file read here is trained or scored on: one without its label column is refused at once
+                # (read as unlabeled, it would fail only after training, or score nothing)
                 opts.update(text_column=self.o.text_column, text_pair_column=self.o.text_pair_column,
-                            label_column=self.o.label_column)
+                            label_column=self.o.label_column, labeled=True)
             elif self.spec.head == "token_classification":
                 opts.update(text_column=self.o.text_column, label_column=self.o.label_column)
             if labels is not None and self.spec.head in ("sequence_classification", "token_classification"):
@@ -211,6 +213,8 @@ class _Loader:
     # -- the whole job -----------------------------------------------------------------------------------------
     def load(self) -> TaskData:
         spec, o = self.spec, self.o
+        if o.data and not Path(o.data).exists():  # said here, not as "give --data" further down
+            raise FileNotFoundError(f"--data {o.data}: no such file or folder")
         if spec.head == "question_answering" and not spec.generic and o.data and Path(o.data).is_file() \
                 and not o.train_file and not o.eval_file:
             return self.squad_article_split()

@@ -74,11 +74,12 @@ class BadRows:
         if len(self.samples) < MAX_SKIP_SAMPLES:
             self.samples.append(error)
 
-    def raise_if_failing(self) -> None:
-        """Without ``skip``, any bad row fails the read: one line, the first bad row plus the count."""
+    def raise_if_failing(self, every: bool = False) -> None:
+        """Without ``skip``, any bad row fails the read: one line, the first bad row plus the count (``every``:
+        no row was good, which says more about the file than about its rows)."""
         if self.skip or not self.count:
             return
-        raise BadRowsError(self.samples[0], self.count, self.unit, self.samples[1:])
+        raise BadRowsError(self.samples[0], self.count, self.unit, self.samples[1:], every=every)
 
 
 @dataclass
@@ -116,7 +117,7 @@ def finish(path: str | Path, examples: list[E], labels: list[str] | None, bad: B
            *, saw_rows: bool, result_type: type = ReadResult, **extra: object) -> ReadResult[E]:
     """Build the result; an empty file or a file whose every row was bad is an error, not an empty dataset."""
     path = Path(path)
-    bad.raise_if_failing()
+    bad.raise_if_failing(every=not examples)
     if not examples:
         if not saw_rows:
             raise DataError(path, None, None, "at least one data row", "an empty file")

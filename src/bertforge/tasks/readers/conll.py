@@ -7,6 +7,7 @@ from typing import Iterable, Sequence
 
 from bertforge.tasks.readers.base import BadRows, ReadResult, finish, iter_lines, split_name
 from bertforge.tasks.readers.errors import DataError, show
+from bertforge.tasks.readers.labels import refuse_case_variants, unknown_label
 
 #: Fixed id order, so a checkpoint's label ids mean the same thing whatever file it was trained on.
 CONLL2003_LABELS: list[str] = ["O", "B-PER", "I-PER", "B-ORG", "I-ORG", "B-LOC", "I-LOC", "B-MISC", "I-MISC"]
@@ -53,6 +54,8 @@ def read_conll(
     error: DataError | None = None
     document = -1
     saw_rows = False
+    tag_lines: list[tuple[str, int]] = []  # (tag, line) of every word kept, for the spelling check
+    lines: list[int] = []
 
     def close() -> None:
         nonlocal error
@@ -61,8 +64,10 @@ def read_conll(
         elif words:
             sentences.append(NerSentence(f"{split}-{len(sentences) + bad.count}", tuple(words), tuple(tags),
                                          start, max(document, 0)))
+            tag_lines.extend(zip(tags, lines))
         words.clear()
         tags.clear()
+        lines.clear()
         error = None
 
     for lineno, line in iter_lines(path):
@@ -85,13 +90,14 @@ def read_conll(
         elif infer and tag_problem(cols[-1]):
             error = DataError(path, lineno, "NER tag", tag_problem(cols[-1]), show(cols[-1]))
         elif not infer and cols[-1] not in allowed:
-            origin = f" (the tags of {label_source})" if label_source else ""
-            error = DataError(path, lineno, "NER tag", f"one of {labels}{origin}", show(cols[-1]))
+            error = unknown_label(path, lineno, "NER tag", cols[-1], labels, label_source, what="tag")
         else:
             words.append(cols[0])
             tags.append(cols[-1])
+            lines.append(lineno)
     close()
     if infer:
+        refuse_case_variants(path, "NER tag", tag_lines, "tag")
         labels = ner_label_list(tag for s in sentences for tag in s.tags)
     return finish(path, sentences, labels, bad, saw_rows=saw_rows)
 

@@ -59,17 +59,27 @@ class BadRowsError(DataError):
     """
 
     def __init__(self, first: DataError, count: int, unit: str = "rows",
-                 others: Sequence[DataError] = ()) -> None:
+                 others: Sequence[DataError] = (), *, every: bool = False) -> None:
         super().__init__(first.path, first.line, first.field, first.expected, first.got, where=first.where)
         self.first = first
         self.count = count
-        more = ""
+        self.unit = unit
+        self.every = every
+        self.places = ""
         if count > 1:
             places = ["this one"] + [e.place for e in others]
             rest = count - len(places)
-            more = (f"{count} bad {unit} in this file: {', '.join(places)}"
-                    + (f" and {rest} more" if rest > 0 else "") + "; ")
-        self.args = (f"{first} [{more}--skip-bad-rows skips and counts them]",)
+            self.places = (f"{count} bad {unit} in this file: {', '.join(places)}"
+                           + (f" and {rest} more" if rest > 0 else ""))
+        if every:  # skipping would leave nothing: the file, the task or the column flags are what is wrong
+            hint = f"no good {unit} in this file ({count} bad): is it the right file for this task, with these columns?"
+        else:
+            hint = (self.places + "; " if self.places else "") + "--skip-bad-rows skips and counts them"
+        self.args = (f"{first} [{hint}]",)
+
+    def without_hint(self) -> str:
+        """The message for a reader that cannot skip rows (`predict` answers every input, in order)."""
+        return f"{self.first}" + (f" [{self.places}]" if self.places else "")
 
     def __str__(self) -> str:
         return str(self.args[0])

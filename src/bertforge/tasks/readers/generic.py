@@ -8,12 +8,14 @@ from __future__ import annotations
 import csv
 import json
 import math
+from functools import partial
 from pathlib import Path
 from typing import Any, Iterator, Sequence
 
 from bertforge.tasks.readers.base import BadRows, ReadResult, finish, iter_decoded, iter_lines, split_name
 from bertforge.tasks.readers.errors import DataError, show
 from bertforge.tasks.readers.examples import TextExample
+from bertforge.tasks.readers.labels import check_header, clean_label, refuse_case_variants, unknown_label
 
 TEXT_ALIASES = ("text", "sentence", "sentence1")
 PAIR_ALIASES = ("text_pair", "sentence2")
@@ -48,15 +50,18 @@ def read_classification(
     as JSON numbers become strings. `regression=True` parses labels as floats. `label_source` names
     where `label_list` came from (the train file) in the message for a label outside it. Empty or
     blank texts are bad rows. `labeled=None` decides from the first row/header whether labels are
-    present; a file that is labeled must have a label on every row. The format comes from the
-    suffix (`.json` is read as JSON Lines) unless `format` says "csv", "tsv" or "jsonl". Without
-    `label_column` the column is `label`.
+    present; `labeled=True` (data to train or score on) refuses a file without the label column; a
+    file that is labeled must have a label on every row. Labels follow `readers.labels`: surrounding
+    whitespace is dropped, spellings that differ only by case are refused. A header or JSON object
+    naming a column twice is refused. The format comes from the suffix (`.json` is read as JSON
+    Lines) unless `format` says "csv", "tsv" or "jsonl". Without `label_column` the column is `label`.
     """
     path = Path(path)
     label_column = label_column or "label"
     fmt = format or FORMATS.get(Path(path.name.removesuffix(".gz")).suffix.lower())
     if fmt not in ("csv", "tsv", "jsonl"):
-        raise ValueError(f"{path}: cannot tell the format from the name; pass format='csv'|'tsv'|'jsonl'")
+        raise ValueError(f"{path}: expected a .csv, .tsv or .jsonl file (with a header row or JSON keys naming "
+                         f"the text and label columns), got a {path.suffix or 'suffix-less'} file")
     bad = BadRows(skip_bad_rows)
     examples: list[TextExample] = []
     known = list(label_list) if label_list is not None else None
@@ -84,8 +89,10 @@ def read_classification(
             bad.handle(err)
             continue
         examples.append(TextExample(f"{split}-{len(examples) + bad.count}", text, pair, label, lineno))
-    if known is None and not regression and columns is not None and columns[2] is not None:
-        known = infer_label_list([ex.label for ex in examples])  # type: ignore[misc]
+    if not regression and columns is not None and columns[2] is not None:
+        refuse_case_variants(path, columns[2], ((ex.label, ex.line) for ex in examples))  # type: ignore[misc]
+        if known is None:
+            known = infer_label_list([ex.label for ex in examples])  # type: ignore[misc]
     return finish(path, examples, None if regression else known, bad, saw_rows=saw_rows)
 
 
@@ -96,9 +103,12 @@ def _records(path: Path, fmt: str) -> Iterator[tuple[int, dict[str, Any] | DataE
             if not line.strip():
                 continue
             try:
-                obj = json.loads(line)
+                obj = json.loads(line, object_pairs_hook=partial(_object, path, lineno))
             except json.JSONDecodeError as exc:
                 yield lineno, DataError(path, lineno, None, "one JSON object per line", f"invalid JSON ({exc.msg})")
+                continue
+            except DataError as err:  # a key written twice
+                yield lineno, err
                 continue
             if not isinstance(obj, dict):
                 yield lineno, DataError(path, lineno, None, "a JSON object", type(obj).__name__)
@@ -113,6 +123,7 @@ def _records(path: Path, fmt: str) -> Iterator[tuple[int, dict[str, Any] | DataE
     for lineno, fields in rows:
         if header is None:
             header = [h.strip() for h in fields]
+            check_header(path, lineno, header)
             yield lineno, {name: None for name in header}  # the header row: columns are chosen from it
             continue
         if len(fields) != len(header):
@@ -121,6 +132,12 @@ def _records(path: Path, fmt: str) -> Iterator[tuple[int, dict[str, Any] | DataE
                                     str(len(fields)))
             continue
         yield lineno, dict(zip(header, fields))
+
+
+def _object(path: Path, line: int, pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """A JSON object, refused when it names a key twice (a dict would silently keep the last value)."""
+    check_header(path, line, [key for key, _ in pairs], unit="key")
+    return dict(pairs)
 
 
 def _csv_rows(path: Path) -> Iterator[tuple[int, list[str]]]:
@@ -149,7 +166,9 @@ def _pick_columns(record: dict[str, Any], path: Path, line: int, text: str | Non
         raise DataError(path, line, pair_key, f"a {'column' if header else 'key'} {pair_key!r}", show(keys))
     has_label = label in record and labeled is not False
     if labeled and not has_label:
-        raise DataError(path, line, label, "a label column/key (the file was declared labeled)", show(keys))
+        kind = "column" if header else "key"
+        raise DataError(path, line, label, f"a label {kind} {label!r} (data to train or score on needs a label on "
+                        f"every row; --label-column names another {kind})", f"{kind}s {show(keys)}")
     return text_key, pair_key, label if has_label else None
 
 
@@ -175,12 +194,12 @@ def _label(record: dict[str, Any], key: str, path: Path, line: int, regression: 
         return score
     if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
         value = str(value)  # JSON 3 -> "3", 3.5 -> "3.5": class names, or numbers for regression detection
-    if not isinstance(value, str) or value == "":
+    if not isinstance(value, str) or not value.strip():
         raise DataError(path, line, key, "a label name (string or number)",
-                        "nothing" if value in (None, "") else show(value))
+                        "nothing" if value is None or value == "" else show(value))
+    value = clean_label(value)
     if known is not None and value not in known:
-        origin = f" (the labels of {source})" if source else ""
-        raise DataError(path, line, key, f"one of {known}{origin}", show(value))
+        raise unknown_label(path, line, key, value, known, source)
     return value
 
 

@@ -12,6 +12,7 @@ from pathlib import Path
 from bertforge.tasks.readers.base import BadRows, ReadResult, finish, iter_lines, split_name
 from bertforge.tasks.readers.errors import DataError, show
 from bertforge.tasks.readers.examples import TextExample
+from bertforge.tasks.readers.labels import check_header, clean_label, unknown_label
 
 
 @dataclass(frozen=True)
@@ -62,8 +63,9 @@ def _format(task: str) -> GlueFormat:
 def parse_label(value: str, fmt: GlueFormat, path: Path, line: int, column: str) -> str | float:
     """Check a label against the task: a known class name, or a finite score inside the range."""
     if fmt.labels is not None:
+        value = clean_label(value)
         if value not in fmt.labels:
-            raise DataError(path, line, column, f"one of {list(fmt.labels)}", show(value))
+            raise unknown_label(path, line, column, value, fmt.labels, None)
         return value
     try:
         score = float(value)
@@ -135,10 +137,12 @@ def read_glue(
 
 def _columns(fmt: GlueFormat, header: list[str], path: Path, labeled: bool | None) -> tuple[int, int, int, int]:
     """Column indices of text, pair, label, id (-1 = absent); a missing text column is fatal."""
+    check_header(path, 1, header)
     wanted = [fmt.text] + ([fmt.pair] if fmt.pair else [])
     for name in wanted:
         if name not in header:
-            raise DataError(path, 1, name, f"a header containing {wanted + [fmt.label]}", show("\t".join(header)))
+            raise DataError(path, 1, name, f"a header containing {wanted + [fmt.label]} (the GLUE task's columns; "
+                            "for your own data use --task classification or regression)", show("\t".join(header)))
     has_label = fmt.label in header and labeled is not False
     if labeled and not has_label:
         raise DataError(path, 1, fmt.label, "a labeled file (label column in the header)", show("\t".join(header)))

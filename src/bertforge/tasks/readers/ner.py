@@ -12,6 +12,7 @@ from typing import Any, Sequence
 from bertforge.tasks.readers.base import BadRows, ReadResult, finish, iter_lines, split_name
 from bertforge.tasks.readers.conll import NerSentence, ner_label_list, read_conll, tag_problem
 from bertforge.tasks.readers.errors import DataError, show
+from bertforge.tasks.readers.labels import clean_label, refuse_case_variants, unknown_label
 
 TOKEN_KEYS = ("tokens", "words")
 TAG_KEYS = ("tags", "ner_tags", "labels")
@@ -37,8 +38,11 @@ def read_ner(
     is a bad sentence.
     """
     path = Path(path)
-    fmt = format or ("jsonl" if Path(path.name.removesuffix(".gz")).suffix.lower() in (".jsonl", ".json")
-                     else "conll")
+    suffix = Path(path.name.removesuffix(".gz")).suffix.lower()
+    if format is None and suffix == ".csv":
+        raise DataError(path, None, None, "NER data: CoNLL columns (one word per line, its tag last; .txt, .conll, "
+                        ".tsv) or JSON Lines of tokens and tags (.jsonl)", "a .csv table")
+    fmt = format or ("jsonl" if suffix in (".jsonl", ".json") else "conll")
     if fmt not in ("conll", "jsonl"):
         raise ValueError(f"NER format must be 'conll' or 'jsonl', got {fmt!r}")
     if fmt == "conll":
@@ -60,13 +64,14 @@ def read_ner(
                 if problem:
                     raise DataError(path, lineno, label_column or "tags", problem, show(tag))
                 if allowed is not None and tag not in allowed:
-                    origin = f" (the tags of {label_source})" if label_source else ""
-                    raise DataError(path, lineno, label_column or "tags", f"one of {list(label_list or [])}{origin}",
-                                    show(tag))
+                    raise unknown_label(path, lineno, label_column or "tags", tag, list(label_list or []),
+                                        label_source, what="tag")
         except DataError as err:
             bad.handle(err)
             continue
         sentences.append(NerSentence(f"{split}-{len(sentences) + bad.count}", words, tags, lineno, 0))
+    if label_list is None:
+        refuse_case_variants(path, label_column or "tags", ((t, s.line) for s in sentences for t in s.tags), "tag")
     labels = list(label_list) if label_list is not None else ner_label_list(
         t for s in sentences for t in s.tags)
     return finish(path, sentences, labels, bad, saw_rows=saw_rows)
@@ -81,7 +86,7 @@ def _sentence(line: str, path: Path, lineno: int, text_key: str | None,
     if not isinstance(obj, dict):
         raise DataError(path, lineno, None, "a JSON object", type(obj).__name__)
     words = _strings(obj, text_key, TOKEN_KEYS, path, lineno)
-    tags = _strings(obj, tag_key, TAG_KEYS, path, lineno)
+    tags = [clean_label(tag) for tag in _strings(obj, tag_key, TAG_KEYS, path, lineno)]
     if not words:
         raise DataError(path, lineno, text_key or "tokens", "at least one token", "an empty list")
     if len(words) != len(tags):

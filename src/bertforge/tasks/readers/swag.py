@@ -12,6 +12,7 @@ from pathlib import Path
 
 from bertforge.tasks.readers.base import BadRows, ReadResult, finish, iter_decoded, split_name
 from bertforge.tasks.readers.errors import DataError, show
+from bertforge.tasks.readers.labels import check_header
 
 NUM_CHOICES = 4
 REQUIRED = ("sent1", "sent2") + tuple(f"ending{i}" for i in range(NUM_CHOICES))
@@ -50,6 +51,7 @@ def read_swag(
         header = next(reader, None)
         if header is None:
             raise DataError(path, None, None, "a SWAG CSV header and rows", "an empty file")
+        check_header(path, 1, header)
         missing = [c for c in REQUIRED if c not in header]
         if missing:
             raise DataError(path, 1, missing[0], f"a header with columns {list(REQUIRED) + ['label']}",
