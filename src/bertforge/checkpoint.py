@@ -207,8 +207,23 @@ def read_state_dict(folder: Path) -> tuple[dict[str, torch.Tensor], Path]:
         return _read_torch(folder / TORCH_WEIGHTS), folder / TORCH_WEIGHTS
     if (folder / TORCH_INDEX).exists():
         return _read_index(folder / TORCH_INDEX, _read_torch), folder / TORCH_INDEX
+    if (folder / "model.onnx").is_file():
+        raise CheckpointError(onnx_export_message(folder))
     raise CheckpointError(f"{folder}: no weights file; expected one of {SAFE_WEIGHTS}, {SAFE_INDEX}, "
                           f"{TORCH_WEIGHTS}, {TORCH_INDEX}")
+
+
+def onnx_export_message(folder: Path) -> str:
+    """What to do with an ONNX export given where PyTorch weights are needed: which verbs run it, and which
+    folder to give instead (the one `export` read, named in its onnx.json)."""
+    source = None
+    with contextlib.suppress(OSError, ValueError):
+        info = json.loads((folder / "onnx.json").read_text(encoding="utf-8")[:65536])
+        source = info.get("exported_from") if isinstance(info, dict) else None
+    origin = f" (its onnx.json names {source!r})" if isinstance(source, str) and 0 < len(source) < 200 else ""
+    return (f"{folder} is an ONNX export (model.onnx, no PyTorch weights): `bertforge serve --model {folder} "
+            f"--backend onnx` runs it, and `bertforge embed --backend onnx` for an encoder; every other command "
+            f"needs the model folder it was exported from{origin}")
 
 
 def _read_safetensors(path: Path) -> dict[str, torch.Tensor]:

@@ -86,12 +86,14 @@ def test_jsonl_output_file(sst2, reference, tmp_path, capsys):
     ("bad.jsonl", '{"text": "fine"}\n{"text": "x"\n', "bad.jsonl, line 2: expected one JSON object per line"),
     ("bad.csv", "body\nhello\n", "bad.csv, line 1, field 'text'"),
     ("bad.tsv", "text\tother\nhello\n", "bad.tsv, line 2, field 'other': expected 2 fields"),
+    ("bad.csv", "text,label,text\na,1,b\n", "bad.csv, line 1, field 'text': expected each column name once"),
 ])
 def test_bad_input_is_one_line_naming_file_line_and_field(sst2, tmp_path, capsys, name, content, message):
     (tmp_path / name).write_text(content, encoding="utf-8")
     assert main(["predict", "--model", str(sst2), "--input", str(tmp_path / name)]) == 1
     err = capsys.readouterr().err.strip()
     assert "\n" not in err and "Traceback" not in err and message in err
+    assert "--skip-bad-rows" not in err  # predict answers every input in order: it has no such flag
 
 
 def test_max_chars_is_in_help_and_cuts_long_lines(sst2, tmp_path, capsys):

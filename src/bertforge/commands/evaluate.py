@@ -37,6 +37,9 @@ def run(args: argparse.Namespace) -> int:
     from bertforge.tasks.prediction_files import write_eval_outputs
     from bertforge.tasks.predictor import Predictor
     from bertforge.tasks.registry import get_task
+    if args.eval and args.split != "dev":
+        raise ValueError(f"--split {args.split} picks a file of a --data folder; --eval {args.eval} is the file "
+                         "scored (give one of them)")
     if args.output and args.output.lower().endswith(".json"):
         raise ValueError(f"--output {args.output}: expected a folder (metrics.json and the per-example "
                          "predictions are written inside it)")

@@ -32,6 +32,11 @@ def load_mlm(path: str | Path, device: str = "cpu") -> tuple[Any, Any]:
     with quiet_loading():  # the missing head is reported below as an error instead
         model = AutoModelForMaskedLM.from_pretrained(folder)
     head_missing = [name for name in model.loading_info.get("newly_initialized", []) if "pooler" not in name]
+    if head_missing and (folder / "task.json").is_file():
+        raise MissingMLMHeadError(
+            f"{folder} is a fine-tuned predictor (it has task.json): its head predicts the task's labels, not "
+            "masked tokens -- `bertforge predict` runs it; this command needs a folder with a trained masked-LM "
+            "head, such as `bertforge pretrain`'s output")
     if head_missing:
         raise MissingMLMHeadError(
             f"{folder} has no trained masked-LM head ({head_missing[0]} is not in the checkpoint): its "

@@ -24,6 +24,9 @@ JSON_MODEL_TYPES = {
 
 def tokenizer_class_for(directory: str | Path) -> type:
     folder = Path(directory)
+    if folder.is_file():
+        raise NotADirectoryError(f"{directory} is a file; expected a model or tokenizer folder (the folder that "
+                                 "holds config.json and vocab.txt, tokenizer.json or spiece.model)")
     if not folder.is_dir():
         raise FileNotFoundError(f"{directory}: no such tokenizer folder")
     for name, target in TOKENIZER_FILES:
