@@ -71,4 +71,32 @@ def test_bad_targets_and_top_k_are_clear_errors(tmp_path, capsys):
     assert "--targets: 'zebra' is not in this vocabulary" in err and "Traceback" not in err
     with pytest.raises(SystemExit):
         main(["fill-mask", "--model", str(folder), "--top-k", "0", "the cat [MASK] on the mat"])
-    assert "--top-k: expected a whole number of at least 1, got '0'" in capsys.readouterr().err
+    assert "--top-k: expected a whole number from 1 to 1,000, got '0'" in capsys.readouterr().err
+
+
+def test_text_flag_reads_like_positional_sentences(tmp_path, capsys):
+    """`--text` (the flag every verb takes) gives the same output as positional sentences, after them."""
+    folder, _, _ = _bert_folder(tmp_path)
+    first, second = "the cat [MASK] on the mat", "the [MASK] looked at the dog ."
+    capsys.readouterr()
+    assert main(["fill-mask", "--model", str(folder), first, second]) == 0
+    positional = capsys.readouterr().out
+    assert main(["fill-mask", "--model", str(folder), first, "--text", second]) == 0
+    assert capsys.readouterr().out == positional
+    assert main(["fill-mask", "--model", str(folder), "--text", first, "--text", second]) == 0
+    assert capsys.readouterr().out == positional
+    assert main(["fill-mask", "--model", str(folder)]) == 1
+    assert "nothing to fill" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["fill-mask", "--model", str(folder), "--top-k", "100000000", first])
+    assert "--top-k: expected a whole number from 1 to 1,000, got '100000000'" in capsys.readouterr().err
+
+
+def test_a_fine_tuned_predictor_is_named_as_such(tmp_path, minilm_dir, capsys):
+    """Its head predicts labels: the remedy is `predict`, not continuing pre-training from it."""
+    from predictor_folders import tiny_predictor
+    folder = tiny_predictor(tmp_path / "clf", minilm_dir, "sst2", "sequence_classification", ["0", "1"])
+    assert main(["fill-mask", "--model", str(folder), "the [MASK] is blue ."]) == 1
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(f"bertforge fill-mask: error: {folder} is a fine-tuned predictor (it has task.json)")
+    assert "`bertforge predict` runs it" in err and "pretrain --init-from" not in err

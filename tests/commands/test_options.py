@@ -68,3 +68,12 @@ def test_output_arguments():
     assert parser.parse_args(["--output", "o", "--overwrite"]).overwrite is True
     with pytest.raises(SystemExit):
         parser.parse_args([])  # --output is required
+
+
+def test_bounded_int_takes_both_ends_and_names_the_range():
+    from bertforge.commands.options import bounded_int
+    parse = bounded_int(1, 1_000)
+    assert parse("1") == 1 and parse(" 1000 ") == 1_000
+    for text in ("0", "1001", "1e3", "10.0", "many"):
+        with pytest.raises(argparse.ArgumentTypeError, match=rf"expected a whole number from 1 to 1,000, got '{text}'"):
+            parse(text)

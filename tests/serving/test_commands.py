@@ -36,10 +36,10 @@ def test_embed_cli_matches_sentence_transformers(minilm_dir, st_model, tmp_path)
 
 
 def test_embed_cli_bad_input_is_one_line(minilm_dir, tmp_path, capsys):
-    source = tmp_path / "texts.txt"
-    source.write_text("fine\n\nthird\n", encoding="utf-8")
+    source = tmp_path / "texts.csv"
+    source.write_text("text,label\nfine,1\n", encoding="utf-8")
     assert main(["embed", "--model", str(minilm_dir), "--input", str(source), "--output", str(tmp_path / "e.npy")]) == 1
-    assert f"{source}:2: empty line" in capsys.readouterr().err
+    assert f"--input {source}: embed reads plain text, one text per line" in capsys.readouterr().err
     assert main(["embed", "--model", str(minilm_dir), "--text", "x", "--output", str(tmp_path / "e.txt")]) == 1
     err = capsys.readouterr().err
     assert "--output" in err and ".npy" in err and "Traceback" not in err

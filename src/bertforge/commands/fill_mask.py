@@ -5,12 +5,13 @@ import argparse
 from dataclasses import dataclass
 
 from bertforge.commands import add_common
-from bertforge.commands.options import existing_dir, positive_int
+from bertforge.device import DEVICES
+from bertforge.commands.options import add_text_argument, bounded_int, existing_dir, positive_int
 
 # A sentence to fill is short; a megabyte of text is a mistake (a file pasted as an argument) that would only
 # cost minutes of tokenizing before being truncated to the model's length anyway.
 MAX_CHARS = 100_000
-# weight-name prefixes of the masked-LM head of each family: BERT, RoBERTa, ALBERT, DistilBERT
+MAX_TOP_K = 1_000  # a longer list is unreadable; --targets gives the rank of any word instead
 
 
 def register(sub) -> None:
@@ -22,15 +23,28 @@ def register(sub) -> None:
                                    "written [MASK]).")
     p.add_argument("--model", required=True, type=existing_dir, metavar="DIR",
                    help="a checkpoint folder with a trained MLM head and its tokenizer")
-    p.add_argument("text", nargs="+", help='sentences such as "the man went to the [MASK] ."')
-    p.add_argument("--top-k", type=positive_int, default=5, help="how many predictions to print per mask")
+    p.add_argument("sentences", nargs="*", metavar="TEXT", help='sentences such as "the man went to the [MASK] ."')
+    add_text_argument(p, "sentences given with a flag, as every verb takes them (repeatable; read after the "
+                         "positional ones)")
+    p.add_argument("--top-k", type=bounded_int(1, MAX_TOP_K), default=5,
+                   help=f"how many predictions to print per mask (1-{MAX_TOP_K:,})")
     p.add_argument("--targets", metavar="WORD,...", default="",
                    help="comma-separated words to rank at every mask (a word that splits into several "
                         "pieces is ranked by its first piece, as transformers' fill-mask pipeline does)")
     p.add_argument("--max-chars", type=positive_int, default=MAX_CHARS, metavar="N",
                    help="refuse a text longer than this many characters (checked before tokenizing)")
+    p.add_argument("--device", default="auto", choices=DEVICES, help="where the model runs (auto: CUDA when present)")
     add_common(p)
     p.set_defaults(run=run)
+
+
+def sentences(args: argparse.Namespace) -> list[str]:
+    """The positional sentences, then the --text ones; at least one."""
+    texts = list(args.sentences or []) + list(args.text or [])
+    if not texts:
+        raise ValueError('nothing to fill: give sentences, e.g. fill-mask --model DIR "the [MASK] is blue ." '
+                         '(or --text "...")')
+    return texts
 
 
 def check_lengths(texts: list[str], max_chars: int) -> None:
@@ -51,14 +65,18 @@ def fill_mask(model, tokenizer, texts: list[str], top_k: int = 5,
               targets: list[str] = ()) -> list[list[dict]]:
     """For each text, for each mask in it: {"top": [(token, probability)] * top_k, "targets": [TargetScore]}."""
     import torch
+
+    from bertforge.generation.mlm import check_finite
     texts = [t.replace("[MASK]", tokenizer.mask_token) for t in texts]
     target_ids = [_first_piece(tokenizer, w) for w in targets]
     enc = tokenizer(texts, padding=True, truncation=True, return_tensors="pt")
     positions = enc["input_ids"] == tokenizer.mask_token_id
-    inputs = {k: enc[k] for k in ("input_ids", "attention_mask", "token_type_ids") if k in enc}
+    device = next(model.parameters()).device
+    inputs = {k: enc[k].to(device) for k in ("input_ids", "attention_mask", "token_type_ids") if k in enc}
     model.eval()
     with torch.no_grad():
-        logits = model(**inputs, prediction_positions=positions).logits
+        logits = model(**inputs, prediction_positions=positions.to(device)).logits.cpu()
+    check_finite(logits)
     probs = logits.float().softmax(-1)
     top = probs.topk(min(top_k, probs.shape[-1]), dim=-1)
     results: list[list[dict]] = []
@@ -92,11 +110,17 @@ def _first_piece(tokenizer, word: str) -> int:
 
 def run(args: argparse.Namespace) -> int:
     from bertforge.generation.loading import load_mlm
-    check_lengths(args.text, args.max_chars)
-    model, tokenizer = load_mlm(args.model)
+    from bertforge.generation.mlm import NonFiniteScoresError
+    texts = sentences(args)
+    check_lengths(texts, args.max_chars)
+    model, tokenizer = load_mlm(args.model, device=args.device)
     targets = [w.strip() for w in args.targets.split(",") if w.strip()]
+    try:
+        filled = fill_mask(model, tokenizer, texts, args.top_k, targets)
+    except NonFiniteScoresError as err:
+        raise NonFiniteScoresError(f"{args.model}: {err}") from None
     vocab = tokenizer.vocab_size
-    for text, masks in zip(args.text, fill_mask(model, tokenizer, args.text, args.top_k, targets)):
+    for text, masks in zip(texts, filled):
         print(text)
         if not masks:
             alt = "" if tokenizer.mask_token == "[MASK]" else f" or {tokenizer.mask_token}"

@@ -2,10 +2,24 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+from collections.abc import Iterator
 
 from bertforge.commands import add_common
-from bertforge.commands.options import existing_file, non_negative_int, positive_int
+from bertforge.commands.options import add_text_argument, bounded_int, existing_file, non_negative_float
+
+# Upper bounds of the counts, checked at parse time: each is far beyond any useful run (mask-predict uses T=10,
+# Gibbs sampling a few hundred sweeps), and a slip of the keyboard past it would otherwise run for days or
+# allocate without limit.
+MAX_ITERATIONS = 1_000
+MAX_SAMPLES = 10_000
+MAX_BATCH = 1_024
+MAX_LENGTH = 8_192       # the longest position table of any family (ModernBERT); the model's own limit is checked too
+MAX_LENGTH_BEAM = 100
+MAX_TOP_K = 1_000_000    # beyond every vocabulary: "all tokens"
+MAX_SEED = 2**32 - 1
+MAX_TOKENS = 1 << 20
 
 
 def register(sub) -> None:
@@ -24,24 +38,32 @@ def register(sub) -> None:
     p.add_argument("--source", action="append", help="encoder-decoder: a source text (repeat for more)")
     p.add_argument("--input", type=existing_file, metavar="FILE",
                    help='encoder-decoder: sources, one per line (.txt) or {"source": ...} per line (.jsonl)')
-    p.add_argument("--length-beam", type=positive_int, default=3,
-                   help="encoder-decoder: target lengths tried per source (the most likely ones)")
-    p.add_argument("--max-source-length", type=positive_int, default=256, help="encoder-decoder: source tokens kept")
-    p.add_argument("--text", help='text with masks, e.g. "the [MASK] [MASK] sat on the mat ."')
-    p.add_argument("--span-lengths", metavar="N,...", help="expand the i-th mask of --text into N masks")
-    p.add_argument("--length", type=int, help="generate this many tokens (unconditional generation)")
+    p.add_argument("--length-beam", type=bounded_int(1, MAX_LENGTH_BEAM), default=3,
+                   help=f"encoder-decoder: target lengths tried per source, the most likely ones (1-{MAX_LENGTH_BEAM})")
+    p.add_argument("--max-source-length", type=bounded_int(1, MAX_LENGTH), default=256,
+                   help=f"encoder-decoder: source tokens kept (1-{MAX_LENGTH:,})")
+    add_text_argument(p, 'masked LM: a text with masks, e.g. "the [MASK] [MASK] sat on the mat ." (repeatable: '
+                         '--num-samples samples of each; every sample\'s "input" is the index of its --text)')
+    p.add_argument("--span-lengths", metavar="N,...", help="expand the i-th mask of each --text into N masks")
+    p.add_argument("--length", type=bounded_int(1, MAX_LENGTH),
+                   help=f"generate this many tokens (unconditional generation; 1-{MAX_LENGTH:,}, and at most "
+                        "what the model takes)")
     p.add_argument("--prefix", help="with --length: text the generated tokens follow")
     p.add_argument("--sampler", default="mask-predict", help="mask-predict (default), gibbs, mh or left-to-right")
-    p.add_argument("--iterations", type=int, help="mask-predict: T; gibbs and mh: sweeps over the targets "
-                                          "(default 10)")
-    p.add_argument("--num-samples", type=int, default=1)
-    p.add_argument("--batch-size", type=int, default=8, help="samples run together")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--temperature", type=float, help="default 0 (greedy) for mask-predict and left-to-right, "
-                                             "1 for gibbs and mh")
-    p.add_argument("--top-k", type=non_negative_int, default=0, help="sample from the k most likely tokens (0: all)")
-    p.add_argument("--burn-in", type=non_negative_int, default=0, help="gibbs: sweeps drawn from the full distribution "
-                                                  "before --top-k applies")
+    p.add_argument("--iterations", type=bounded_int(1, MAX_ITERATIONS),
+                   help=f"mask-predict: T; gibbs and mh: sweeps over the targets (default 10; 1-{MAX_ITERATIONS:,})")
+    p.add_argument("--num-samples", type=bounded_int(1, MAX_SAMPLES), default=1,
+                   help=f"samples per --text (1-{MAX_SAMPLES:,})")
+    p.add_argument("--batch-size", type=bounded_int(1, MAX_BATCH), default=8,
+                   help=f"samples run together (1-{MAX_BATCH:,})")
+    p.add_argument("--seed", type=bounded_int(0, MAX_SEED), default=0,
+                   help=f"the same seed gives the same samples (0-{MAX_SEED:,})")
+    p.add_argument("--temperature", type=non_negative_float, help="default 0 (greedy) for mask-predict and "
+                                                                 "left-to-right, 1 for gibbs and mh")
+    p.add_argument("--top-k", type=bounded_int(0, MAX_TOP_K), default=0,
+                   help=f"sample from the k most likely tokens (0: all; at most {MAX_TOP_K:,})")
+    p.add_argument("--burn-in", type=bounded_int(0, MAX_ITERATIONS - 1), default=0,
+                   help="gibbs: sweeps drawn from the full distribution before --top-k applies (below --iterations)")
     p.add_argument("--parallel", action="store_true", help="gibbs: re-draw all targets at once each sweep")
     add_mlm_run_arguments(p)
     p.set_defaults(run=run)
@@ -49,8 +71,10 @@ def register(sub) -> None:
 
 def add_mlm_run_arguments(p) -> None:
     """How a masked LM runs, for `generate` and `score` alike: batch size in tokens, device, precision."""
-    p.add_argument("--max-tokens", type=positive_int, default=8192, help="padded tokens per model call")
-    p.add_argument("--device", default="cpu", choices=["auto", "cpu", "cuda"], help="where the model runs")
+    p.add_argument("--max-tokens", type=bounded_int(1, MAX_TOKENS), default=8192,
+                   help=f"padded tokens per model call (1-{MAX_TOKENS:,})")
+    p.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"],
+                   help="where the model runs (auto: CUDA when present)")
     p.add_argument("--precision", default="auto", choices=["auto", "fp32", "bf16"],
                    help="auto: bf16 on CUDA, fp32 on CPU; bf16 is faster on CPUs with native bf16 but moves "
                         "log-probabilities by about 1e-2")
@@ -58,13 +82,27 @@ def add_mlm_run_arguments(p) -> None:
     add_common(p)
 
 
+@contextlib.contextmanager
+def naming_the_model(args: argparse.Namespace) -> Iterator[None]:
+    """NaN/inf scores are reported with the model folder they came from (and the flag that may help)."""
+    from bertforge.generation.mlm import NonFiniteScoresError
+    try:
+        yield
+    except NonFiniteScoresError as err:
+        hint = "" if args.precision == "fp32" else "; --precision fp32 rules out an overflow"
+        raise NonFiniteScoresError(f"{args.model}: {err}{hint}") from None
+
+
 def parse_lengths(text: str | None, flag: str = "--span-lengths") -> list[int] | None:
     if not text:
         return None
     try:
-        return [int(part) for part in text.split(",")]
+        lengths = [int(part) for part in text.split(",")]
     except ValueError:
         raise ValueError(f"{flag}: expected comma-separated whole numbers such as 2,3, got {text!r}") from None
+    if not all(1 <= n <= MAX_LENGTH for n in lengths):
+        raise ValueError(f"{flag}: expected lengths from 1 to {MAX_LENGTH:,}, got {text!r}")
+    return lengths
 
 
 def run(args: argparse.Namespace) -> int:
@@ -77,17 +115,25 @@ def run(args: argparse.Namespace) -> int:
     if args.source or args.input:
         raise ValueError(f"--source/--input need an encoder-decoder folder; {args.model} is a masked LM (give "
                          "--text, or --length)")
+    if not args.text and args.length is None:
+        raise ValueError("give --text with mask tokens (infilling) or --length N (unconditional generation)")
+    if args.sampler == "gibbs" and args.burn_in >= (args.iterations or 10):
+        raise ValueError(f"--burn-in {args.burn_in} must be below --iterations ({args.iterations or 10})")
     lengths = parse_lengths(args.span_lengths)
     model, tokenizer = load_mlm(args.model, device=args.device)
     bar = None if args.no_progress else (lambda total: progress(total, bar=True, desc="generate", unit="call"))
-    results = generate(model, tokenizer, text=args.text, span_lengths=lengths, length=args.length,
-                       prefix=args.prefix, sampler=args.sampler, iterations=args.iterations,
-                       num_samples=args.num_samples, batch_size=args.batch_size, seed=args.seed,
-                       temperature=args.temperature, top_k=args.top_k, burn_in=args.burn_in,
-                       parallel=args.parallel, max_tokens=args.max_tokens, precision=args.precision,
-                       progress=bar)
-    for result in results:
-        print(json.dumps(result, ensure_ascii=False), flush=True)
+    samples = []  # every text's samples, printed once all are drawn: a bad --text never leaves half an output
+    for index, text in enumerate(args.text or [None]):
+        with naming_the_model(args):
+            results = generate(model, tokenizer, text=text, span_lengths=lengths, length=args.length,
+                               prefix=args.prefix, sampler=args.sampler, iterations=args.iterations,
+                               num_samples=args.num_samples, batch_size=args.batch_size, seed=args.seed,
+                               temperature=args.temperature, top_k=args.top_k, burn_in=args.burn_in,
+                               parallel=args.parallel, max_tokens=args.max_tokens, precision=args.precision,
+                               progress=bar)
+        samples += [result if text is None else {"input": index, **result} for result in results]
+    for sample in samples:
+        print(json.dumps(sample, ensure_ascii=False), flush=True)
     return 0
 
 

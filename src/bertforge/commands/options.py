@@ -11,9 +11,13 @@ import argparse
 import math
 import re
 from pathlib import Path
+from typing import Callable
 
 __all__ = [
     "add_output_arguments",
+    "add_text_argument",
+    "bounded_int",
+    "check_plain_text",
     "duration",
     "existing_dir",
     "existing_file",
@@ -61,6 +65,22 @@ def non_negative_int(text: str) -> int:
     if value < 0:
         raise argparse.ArgumentTypeError(f"expected a whole number of at least 0, got {text!r}")
     return value
+
+
+def bounded_int(low: int, high: int) -> Callable[[str], int]:
+    """A whole number from `low` to `high`: counts whose cost grows with the value (iterations, samples,
+    lengths) get an upper bound, so a slip such as `--iterations 1000000000` stops at parse time instead of
+    running for days. The bound belongs in the flag's help."""
+    what = f"a whole number from {low:,} to {high:,}"
+
+    def parse(text: str) -> int:
+        value = _int(text, what)
+        if not low <= value <= high:
+            raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}")
+        return value
+
+    parse.__name__ = f"int {low}..{high}"  # what argparse shows if it ever names the type
+    return parse
 
 
 def positive_float(text: str) -> float:
@@ -156,3 +176,20 @@ def add_output_arguments(parser: argparse.ArgumentParser, help: str = "output fo
     parser.add_argument("--output", required=required, metavar="DIR", help=help)
     parser.add_argument("--overwrite", action="store_true",
                         help="empty an existing, non-empty --output folder first (default: refuse it)")
+
+
+def add_text_argument(parser: argparse.ArgumentParser, help: str, **kwargs) -> argparse.Action:
+    """`--text TEXT [TEXT ...]`, repeatable: the one way every verb that reads sentences takes them on the
+    command line (`--text a --text b` and `--text a b` mean the same)."""
+    return parser.add_argument("--text", nargs="+", action="extend", metavar="TEXT", help=help, **kwargs)
+
+
+TABLE_SUFFIXES = (".csv", ".tsv", ".jsonl", ".json")
+
+
+def check_plain_text(path: str | None, verb: str, flag: str = "--input") -> None:
+    """Refuse a table (.csv/.tsv/.jsonl) given to a verb that reads one text per line: its header and every
+    other column would be read as text."""
+    if path and path != "-" and str(path).lower().removesuffix(".gz").endswith(TABLE_SUFFIXES):
+        raise ValueError(f"{flag} {path}: {verb} reads plain text, one text per line; this is a table "
+                         "(.csv/.tsv/.jsonl): give its text column as a .txt file, or the texts with --text")

@@ -4,7 +4,8 @@ from __future__ import annotations
 import argparse
 import json
 
-from bertforge.commands.generate import add_mlm_run_arguments
+from bertforge.commands.generate import add_mlm_run_arguments, naming_the_model
+from bertforge.commands.options import add_text_argument, check_plain_text
 
 
 def register(sub) -> None:
@@ -14,9 +15,8 @@ def register(sub) -> None:
                                    "log-probabilities of the true tokens are summed. All masked copies of many "
                                    "sentences run together in batches of --max-tokens padded tokens.")
     p.add_argument("--model", required=True, metavar="DIR", help="a checkpoint folder with a trained MLM head")
-    source = p.add_mutually_exclusive_group(required=True)
-    source.add_argument("--input", metavar="FILE", help="one sentence per line (.txt/.gz/.xz); blank lines skipped")
-    source.add_argument("--text", action="append", help="a sentence (repeatable)")
+    p.add_argument("--input", metavar="FILE", help="one sentence per line (.txt/.gz/.xz); blank lines skipped")
+    add_text_argument(p, "sentences given on the command line (repeatable; scored before --input's)")
     p.add_argument("--per-token", action="store_true", help="also print the tokens and their log-probabilities")
     add_mlm_run_arguments(p)
     p.set_defaults(run=run)
@@ -39,17 +39,19 @@ def run(args: argparse.Namespace) -> int:
     from bertforge.generation import load_mlm, pseudo_log_likelihood
     from bertforge.training.progress import progress
 
-    if args.max_tokens < 1:
-        raise ValueError(f"--max-tokens must be at least 1, got {args.max_tokens}")
+    if not args.text and not args.input:
+        raise ValueError("nothing to score: give --input FILE or --text")
+    texts, labels = list(args.text or []), [f"--text #{i + 1}" for i in range(len(args.text or []))]
     if args.input:
-        texts, labels = read_sentences(args.input)
-    else:
-        texts, labels = args.text, [f"--text #{i + 1}" for i in range(len(args.text))]
+        check_plain_text(args.input, "score")
+        more, where = read_sentences(args.input)
+        texts, labels = texts + more, labels + where
     model, tokenizer = load_mlm(args.model, device=args.device)
     bar = None if args.no_progress else (lambda total: progress(total, bar=True, desc="score", unit="copy"))
-    results = pseudo_log_likelihood(model, tokenizer, texts, per_token=args.per_token,
-                                    max_tokens=args.max_tokens, precision=args.precision, labels=labels,
-                                    progress=bar)
+    with naming_the_model(args):
+        results = pseudo_log_likelihood(model, tokenizer, texts, per_token=args.per_token,
+                                        max_tokens=args.max_tokens, precision=args.precision, labels=labels,
+                                        progress=bar)
     for result in results:
         print(json.dumps(result, ensure_ascii=False), flush=True)
     return 0

@@ -10,6 +10,17 @@ from typing import Any
 import torch
 
 
+class NonFiniteScoresError(ValueError):
+    """The model gives NaN or inf logits (broken weights, or a precision that overflowed): anything ranked, sampled
+    or scored from them would be garbage, so it is an error rather than an output."""
+
+
+def check_finite(logits: torch.Tensor) -> None:
+    if not bool(torch.isfinite(logits).all()):
+        raise NonFiniteScoresError("the model's scores are not finite (NaN or inf): its weights are broken, or its "
+                                   "precision overflowed")
+
+
 class MaskedLM:
     """A model with an MLM head and its tokenizer, seen as `p(token | sequence)` at chosen positions."""
 
@@ -49,6 +60,7 @@ class MaskedLM:
             with self.precision.autocast():
                 logits = self.model(input_ids=ids[chunk].to(self.device), attention_mask=mask.to(self.device),
                                     prediction_positions=pos.to(self.device)).logits
+            check_finite(logits)
             out.append(logits.float().log_softmax(-1).cpu())
         if not out:
             return torch.empty(0, self.vocab_size)
