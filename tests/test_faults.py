@@ -78,7 +78,9 @@ def test_a_real_process_exits_non_zero_without_traceback(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "bertforge", "info", "--model", str(tmp_path / "config.json")],
                           check=False, capture_output=True, text=True, env=env, timeout=120)
     assert proc.returncode == 1
-    assert one_error_line(proc.stderr, "info").endswith("nor an existing path")
+    assert one_error_line(proc.stderr, "info").endswith("config.json: no such file or folder; expected a preset "
+                                                        "(tiny, mini, small, medium, base, large, or e.g. "
+                                                        "albert-base), a config.json or a checkpoint folder")
 
 
 def test_flag_mistake_is_exactly_one_line(capsys):

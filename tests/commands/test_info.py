@@ -50,3 +50,16 @@ def test_unknown_family_preset_is_one_line(capsys):
     assert main(["info", "--model", "albert-huge"]) == 1
     err = capsys.readouterr().err
     assert "unknown ALBERT preset 'huge'" in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize("name, content", [("texts.txt", "hello world\n"), ("other.json", '{"a": 1}')])
+def test_a_file_that_is_not_a_config_is_named_as_such(tmp_path, capsys, name, content):
+    """Not "not valid JSON", and never a BERT-base config made of defaults for a JSON that describes no model."""
+    (tmp_path / name).write_text(content)
+    assert main(["info", "--model", str(tmp_path / name)]) == 1
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err.strip() == (
+        f"bertforge info: error: --model {tmp_path / name}: {tmp_path / name} is not a model's config.json (no "
+        "model_type or hidden_size); expected a preset (tiny, mini, small, medium, base, large, or e.g. "
+        "albert-base), a config.json or a checkpoint folder")

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 from pathlib import Path
 
 from bertforge.commands import add_common
@@ -24,12 +25,31 @@ def load_config(spec: str):
     from bertforge.config import PRESETS
     from bertforge.model.auto import AutoConfig, preset_config
     path = Path(spec)
+    kinds = f"a preset ({', '.join(PRESETS)}, or e.g. albert-base), a config.json or a checkpoint folder"
     if path.exists():
+        _check_config_file(path / "config.json" if path.is_dir() else path, spec, kinds)
         return AutoConfig.from_pretrained(path)
     if "/" in spec or "\\" in spec or spec.endswith(".json"):
-        raise FileNotFoundError(f"--model {spec}: neither a preset ({', '.join(PRESETS)}, or e.g. albert-base) "
-                                "nor an existing path")
+        raise FileNotFoundError(f"--model {spec}: no such file or folder; expected {kinds}")
     return preset_config(spec)
+
+
+def _check_config_file(file: Path, spec: str, kinds: str) -> None:
+    """A file that is not a model's config.json (a text file, some other JSON) is named as such, instead of
+    failing as bad JSON or, worse, being read as a BERT-base config with every field at its default. A .json
+    file that does not parse is left to the loader, which names the line."""
+    if not file.is_file():
+        return  # a folder without config.json: the loader names what is missing
+    try:
+        with open(file, "rb") as handle:
+            data = json.loads(handle.read(1 << 20))
+    except (OSError, ValueError):
+        if file.suffix.lower() == ".json":
+            return
+        data = None
+    if not isinstance(data, dict) or not ({"model_type", "hidden_size"} & set(data)):
+        raise ValueError(f"--model {spec}: {file} is not a model's config.json (no model_type or hidden_size); "
+                         f"expected {kinds}")
 
 
 def _millions(n: int) -> str:

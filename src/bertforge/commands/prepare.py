@@ -39,6 +39,10 @@ def register(sub) -> None:
 def run(args: argparse.Namespace) -> int:
     from bertforge.data import prepare_corpus
     from bertforge.outputs import fresh_output
+    for path in args.input:
+        if path.is_dir() and (path / "manifest.json").is_file():
+            raise ValueError(f"--input {path} is a folder written by `bertforge prepare` (it has manifest.json): "
+                             "give it to `bertforge pretrain --data`; prepare reads raw text files")
     settings = {"input": [str(p) for p in args.input], "vocab": str(args.vocab),
                 "max_seq_length": args.max_seq_length, "input_format": args.input_format,
                 "heldout_fraction": args.heldout_fraction, "heldout_documents": args.heldout_documents}

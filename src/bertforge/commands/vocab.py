@@ -39,10 +39,26 @@ def register(sub) -> None:
     p.set_defaults(run=run)
 
 
+def check_size(kind: str, size: int, unused: int) -> None:
+    """Refuse a --vocab-size that the reserved ids fill up, naming the flags (before any file is read)."""
+    if kind == "wordpiece":
+        from bertforge.tokenization.train import SPECIAL_TOKENS
+        reserved, what = len(SPECIAL_TOKENS) + unused, f"{len(SPECIAL_TOKENS)} special tokens and --unused {unused}"
+    elif kind == "bpe":
+        from bertforge.tokenization.bpe import LEADING_SPECIALS
+        reserved, what = 256 + len(LEADING_SPECIALS) + 1, f"256 byte symbols and {len(LEADING_SPECIALS) + 1} special tokens"
+    else:
+        reserved, what = 5, "5 special tokens"
+    if size <= reserved:
+        raise ValueError(f"--vocab-size {size} leaves no room for learned pieces after the {reserved} reserved ids "
+                         f"of --type {kind} ({what}); give more than {reserved}")
+
+
 def run(args: argparse.Namespace) -> int:
     from bertforge.outputs import fresh_output
     from bertforge.tokenization import load_tokenizer
     size = args.vocab_size if args.vocab_size is not None else DEFAULT_SIZES[args.kind]
+    check_size(args.kind, size, args.unused)
     casing = "cased" if args.cased or args.kind == "bpe" else "uncased"
     settings = {"input": [str(p) for p in args.input], "kind": args.kind, "vocab_size": size, "cased": args.cased,
                 "min_frequency": args.min_frequency, "unused": args.unused, "skip_bad_lines": args.skip_bad_lines}
