@@ -1,0 +1,69 @@
+"""`bertforge finetune` on a user's CSV/JSONL: data that would train on the wrong thing is refused before
+training, naming the file and the column; labels that differ by surrounding spaces are one class."""
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+from bertforge.cli import main
+
+ROWS = [("a gripping , funny film", "pos"), ("it 's a bore", "neg"), ("not bad at all", "pos"),
+        ("the plot goes nowhere", "neg"), ("an unexpected delight", "pos"), ("flat and dull", "neg"),
+        ("a joy to watch", "pos"), ("two hours lost", "neg")]
+
+
+@pytest.fixture(scope="module")
+def encoder(tmp_path_factory, minilm_dir):
+    """A tiny random BERT with the real MiniLM vocabulary: what the data checks need, trained in seconds."""
+    from bertforge import BertConfig, BertModel
+    from bertforge.tokenization import BertTokenizer
+    tok = BertTokenizer.from_pretrained(minilm_dir)
+    folder = tmp_path_factory.mktemp("tiny")
+    torch.manual_seed(0)
+    BertModel(BertConfig.preset("tiny", vocab_size=tok.vocab_size)).save_pretrained(folder)
+    tok.save_pretrained(folder)
+    return folder
+
+
+@pytest.mark.parametrize("name, content, message", [
+    ("train.csv", "text\n" + "".join(f'"{t}"\n' for t, _ in ROWS),
+     "train.csv, line 1, field 'label': expected a label column 'label'"),
+    ("train.jsonl", "".join(json.dumps({"text": t}) + "\n" for t, _ in ROWS),
+     "train.jsonl, line 1, field 'label': expected a label key 'label'"),
+    ("train.csv", "text,label,text\n" + "".join(f'"{t}",{lab},x\n' for t, lab in ROWS),
+     "train.csv, line 1, field 'text': expected each column name once, got 'text' as columns 1 and 3"),
+    ("train.csv", "text,label\n" + "".join(f'"{t}",{lab}\n' for t, lab in ROWS) + "meh,POS\n",
+     "train.csv, line 10, field 'label': expected one spelling per label, got 'POS' here and 'pos' on line 2"),
+], ids=["csv-without-labels", "jsonl-without-labels", "duplicate-column", "case-variants"])
+def test_data_that_would_train_wrong_is_refused_before_training(encoder, tmp_path, capsys, name, content, message):
+    path = tmp_path / name
+    path.write_text(content, encoding="utf-8")
+    from bertforge.training.options import FaultHooks
+    steps: list[int] = []  # the engine asks this hook at every training step: it stays empty if none ran
+    hooks = FaultHooks(nan_at=lambda step: steps.append(step) and False)
+    out = tmp_path / "out"
+    assert main(["finetune", "--model", str(encoder), "--task", "classification", "--train", str(path),
+                 "--output", str(out), "--no-progress", "--device", "cpu"], hooks=hooks) == 1
+    line = capsys.readouterr().err.strip().splitlines()[-1]
+    assert line.startswith(f"bertforge finetune: error: {tmp_path / message}"), line
+    assert steps == []
+
+
+@pytest.mark.slow
+def test_labels_with_surrounding_spaces_train_two_classes(encoder, tmp_path, capsys):
+    """"pos " and "pos" are one class: the predictor knows exactly the two labels, and an eval file written without
+    the spaces is scored against them."""
+    train = tmp_path / "train.csv"
+    train.write_text("text,label\n" + "".join(f'"{t}",{lab}{" " * (i % 2)}\n' for i, (t, lab) in enumerate(ROWS * 2)))
+    dev = tmp_path / "dev.csv"
+    dev.write_text("text,label\n" + "".join(f'"{t}",{lab}\n' for t, lab in ROWS))
+    from bertforge.training.options import FaultHooks
+    steps: list[int] = []
+    out = tmp_path / "out"
+    assert main(["finetune", "--model", str(encoder), "--task", "classification", "--train", str(train), "--eval",
+                 str(dev), "--output", str(out), "--epochs", "1", "--batch-size", "8", "--max-seq-length", "16",
+                 "--no-progress", "--device", "cpu"], hooks=FaultHooks(nan_at=lambda s: steps.append(s) and False)) == 0
+    assert steps == [1, 2]  # the hook does see training steps: 16 examples in batches of 8
+    assert json.loads((out / "task.json").read_text())["labels"] == ["neg", "pos"]
