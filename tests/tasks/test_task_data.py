@@ -509,3 +509,11 @@ def test_squad_dev_answers_and_article_split(shared_data: Path) -> None:
     held_articles = {ex.article_index for ex in generic.evals["eval"]}
     assert len(held_articles) == 5 and held_articles.isdisjoint({ex.article_index for ex in generic.train})
     assert generic.note.startswith("held out 10 % of dev-v1.1.json.gz (seed 42, whole articles kept together)")
+
+
+def test_a_missing_dev_file_names_the_folder_and_the_names_tried_in_one_short_line(tmp_path: Path) -> None:
+    (tmp_path / "notes.txt").write_text("no data here")
+    with pytest.raises(FileNotFoundError) as info:
+        load("classification", need_train=False, data=str(tmp_path))
+    assert str(info.value) == (f"classification dev file 'dev' not found: looked for dev / valid / validation / eval "
+                               f"+ .jsonl / .csv / .tsv / .json (or .gz) in {tmp_path}")

@@ -95,7 +95,9 @@ def create_app(model: ServedModel, settings: ServeSettings | None = None, *, own
 
     async def run(kind: str, payloads: list[Any], tokens: list[int], endpoint: str) -> list[Any]:
         if kind not in batchers:
-            raise RequestError(404, f"{endpoint} is not served by this model (a {model.kind}); it serves "
+            what = {"encoder": "an encoder", "mlm": "a masked LM", "predictor": "a fine-tuned predictor"}.get(
+                model.kind, model.kind)
+            raise RequestError(404, f"{endpoint} is not served by this model ({what}); it serves "
                                     f"{', '.join('/' + e for e in model.endpoints)}", "not_found")
         try:
             results = await batchers[kind].submit(payloads, tokens)

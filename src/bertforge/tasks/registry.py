@@ -97,8 +97,9 @@ class TaskSpec:
             tried = [d / cand for alias in aliases for d in dirs for cand in _candidates(alias, self.suffixes)]
             hit = next((p for p in tried if p.is_file()), None)
             if hit is None:
-                raise FileNotFoundError(f"{self.name} {split} file {name!r} not found; tried: "
-                                        + ", ".join(str(p) for p in tried))
+                wanted = f"{' / '.join(aliases)}" + ("" if Path(name).suffix else f" + {' / '.join(self.suffixes)}")
+                raise FileNotFoundError(f"{self.name} {split} file {name!r} not found: looked for {wanted} (or .gz) "
+                                        f"in {', '.join(str(d) for d in dirs)}")
             found.append(hit)
         return found
 
