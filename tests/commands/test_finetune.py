@@ -67,3 +67,12 @@ def test_labels_with_surrounding_spaces_train_two_classes(encoder, tmp_path, cap
                  "--no-progress", "--device", "cpu"], hooks=FaultHooks(nan_at=lambda s: steps.append(s) and False)) == 0
     assert steps == [1, 2]  # the hook does see training steps: 16 examples in batches of 8
     assert json.loads((out / "task.json").read_text())["labels"] == ["neg", "pos"]
+
+
+def test_a_setting_out_of_range_says_what_it_must_be(encoder, tmp_path, capsys):
+    train = tmp_path / "train.csv"
+    train.write_text("text,label\n" + "".join(f'"{t}",{lab}\n' for t, lab in ROWS))
+    assert main(["finetune", "--model", str(encoder), "--task", "classification", "--train", str(train),
+                 "--output", str(tmp_path / "out"), "--lr", "3e-5,0", "--no-progress", "--device", "cpu"]) == 1
+    assert capsys.readouterr().err.strip().splitlines()[-1] == (
+        "bertforge finetune: error: --lr must be one or more rates above 0, got 3e-05,0")

@@ -325,13 +325,18 @@ def finetune(settings: FinetuneSettings, say: Callable[[str], None] = print, hoo
 
 
 def _check_settings(s: FinetuneSettings) -> None:
-    checks = {"--epochs": s.epochs > 0, "--batch-size": s.batch_size > 0, "--restarts": s.restarts > 0,
-              "--grad-accum": s.grad_accum > 0, "--eval-batch-size": s.eval_batch_size > 0,
-              "--doc-stride": s.doc_stride > 0, "--lr": bool(s.learning_rates) and all(lr > 0 for lr in s.learning_rates),
-              "--warmup": 0 <= s.warmup_fraction < 1}
-    for flag, ok in checks.items():
+    lrs = ",".join(f"{lr:g}" for lr in s.learning_rates) or "nothing"
+    checks = {  # flag: (holds, what it must be, what was given)
+        "--epochs": (s.epochs > 0, "above 0", s.epochs), "--batch-size": (s.batch_size > 0, "at least 1", s.batch_size),
+        "--restarts": (s.restarts > 0, "at least 1", s.restarts),
+        "--grad-accum": (s.grad_accum > 0, "at least 1", s.grad_accum),
+        "--eval-batch-size": (s.eval_batch_size > 0, "at least 1", s.eval_batch_size),
+        "--doc-stride": (s.doc_stride > 0, "at least 1", s.doc_stride),
+        "--lr": (bool(s.learning_rates) and all(lr > 0 for lr in s.learning_rates), "one or more rates above 0", lrs),
+        "--warmup": (0 <= s.warmup_fraction < 1, "a fraction in [0, 1)", s.warmup_fraction)}
+    for flag, (ok, expected, given) in checks.items():
         if not ok:
-            raise ValueError(f"{flag} is out of range")
+            raise ValueError(f"{flag} must be {expected}, got {given}")
     if s.keep not in ("best", "last"):
         raise ValueError(f"--keep must be best or last, got {s.keep!r}")
 
