@@ -39,9 +39,10 @@ def register(sub) -> None:
     p.add_argument("--input", type=existing_file, metavar="FILE",
                    help='encoder-decoder: sources, one per line (.txt) or {"source": ...} per line (.jsonl)')
     p.add_argument("--length-beam", type=bounded_int(1, MAX_LENGTH_BEAM), default=3,
-                   help=f"encoder-decoder: target lengths tried per source, the most likely ones (1-{MAX_LENGTH_BEAM})")
+                   help=f"encoder-decoder: target lengths tried per source, the most likely ones (default 3; "
+                        f"1-{MAX_LENGTH_BEAM})")
     p.add_argument("--max-source-length", type=bounded_int(1, MAX_LENGTH), default=256,
-                   help=f"encoder-decoder: source tokens kept (1-{MAX_LENGTH:,})")
+                   help=f"encoder-decoder: source tokens kept (default 256; 1-{MAX_LENGTH:,})")
     add_text_argument(p, 'masked LM: a text with masks, e.g. "the [MASK] [MASK] sat on the mat ." (repeatable: '
                          '--num-samples samples of each; every sample\'s "input" is the index of its --text)')
     p.add_argument("--span-lengths", metavar="N,...", help="expand the i-th mask of each --text into N masks")
@@ -53,17 +54,18 @@ def register(sub) -> None:
     p.add_argument("--iterations", type=bounded_int(1, MAX_ITERATIONS),
                    help=f"mask-predict: T; gibbs and mh: sweeps over the targets (default 10; 1-{MAX_ITERATIONS:,})")
     p.add_argument("--num-samples", type=bounded_int(1, MAX_SAMPLES), default=1,
-                   help=f"samples per --text (1-{MAX_SAMPLES:,})")
+                   help=f"samples per --text (default 1; 1-{MAX_SAMPLES:,})")
     p.add_argument("--batch-size", type=bounded_int(1, MAX_BATCH), default=8,
-                   help=f"samples run together (1-{MAX_BATCH:,})")
+                   help=f"samples run together (default 8; 1-{MAX_BATCH:,})")
     p.add_argument("--seed", type=bounded_int(0, MAX_SEED), default=0,
-                   help=f"the same seed gives the same samples (0-{MAX_SEED:,})")
+                   help=f"the same seed gives the same samples (default 0; 0-{MAX_SEED:,})")
     p.add_argument("--temperature", type=non_negative_float, help="default 0 (greedy) for mask-predict and "
                                                                  "left-to-right, 1 for gibbs and mh")
     p.add_argument("--top-k", type=bounded_int(0, MAX_TOP_K), default=0,
-                   help=f"sample from the k most likely tokens (0: all; at most {MAX_TOP_K:,})")
+                   help=f"sample from the k most likely tokens (default 0: all; at most {MAX_TOP_K:,})")
     p.add_argument("--burn-in", type=bounded_int(0, MAX_ITERATIONS - 1), default=0,
-                   help="gibbs: sweeps drawn from the full distribution before --top-k applies (below --iterations)")
+                   help="gibbs: sweeps drawn from the full distribution before --top-k applies (default 0; "
+                        "below --iterations)")
     p.add_argument("--parallel", action="store_true", help="gibbs: re-draw all targets at once each sweep")
     add_mlm_run_arguments(p)
     p.set_defaults(run=run)
@@ -72,7 +74,7 @@ def register(sub) -> None:
 def add_mlm_run_arguments(p) -> None:
     """How a masked LM runs, for `generate` and `score` alike: batch size in tokens, device, precision."""
     p.add_argument("--max-tokens", type=bounded_int(1, MAX_TOKENS), default=8192,
-                   help=f"padded tokens per model call (1-{MAX_TOKENS:,})")
+                   help=f"padded tokens per model call (default 8192; 1-{MAX_TOKENS:,})")
     p.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"],
                    help="where the model runs (auto: CUDA when present)")
     p.add_argument("--precision", default="auto", choices=["auto", "fp32", "bf16"],
