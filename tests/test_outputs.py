@@ -48,7 +48,7 @@ def test_own_resumable_run_is_continued_other_runs_are_not(tmp_path):
     (tmp_path / "step-100").mkdir()
     assert claim_output(tmp_path, verb="pretrain", overwrite=False, resumable=True) == tmp_path
     assert (tmp_path / "step-100").is_dir()
-    with pytest.raises(OutputError, match="not a distill run"):
+    with pytest.raises(OutputError, match="not a `bertforge distill` run"):
         claim_output(tmp_path, verb="distill", overwrite=False, resumable=True)
     with pytest.raises(OutputError, match="use --overwrite"):  # own run, but this verb cannot continue one
         claim_output(tmp_path, verb="pretrain", overwrite=False, resumable=False)
@@ -214,5 +214,5 @@ def test_overwrite_never_empties_an_input(tmp_path, where, monkeypatch):
 
 def test_a_refusal_says_what_the_folder_holds(tmp_path):
     (tmp_path / "task.json").write_text("{}")
-    with pytest.raises(OutputError, match="holds a fine-tuned predictor, not a export run"):
+    with pytest.raises(OutputError, match="holds a fine-tuned predictor, not a `bertforge export` run"):
         claim_output(tmp_path, verb="export", overwrite=False)

@@ -242,19 +242,19 @@ def _continue_own_run(path: Path, verb: str, resumable: bool, settings: Mapping[
     """A non-empty folder without --overwrite: only this verb's own run of the same settings may go on."""
     config = read_run_config(path)
     if config is None or config.get("verb") != verb:
-        raise OutputError(f"output folder {path} {_what_it_holds(path)}, not a {verb} run of these settings; "
-                          "use --overwrite, or choose another --output")
+        raise OutputError(f"output folder {path} {_what_it_holds(path)}, not a `bertforge {verb}` run of these "
+                          "settings; use --overwrite, or choose another --output")
     if settings is not None:
         changed = settings_differences(config, settings)
         if changed:
-            raise OutputError(f"{path} holds a {verb} run with other settings ({'; '.join(changed)}); run it "
-                              "with the same settings, start again with --overwrite, or choose another --output")
+            raise OutputError(f"{path} holds a `bertforge {verb}` run with other settings ({'; '.join(changed)}); run "
+                              "it with the same settings, start again with --overwrite, or choose another --output")
         if config.get("status") == FINISHED:
             raise RunAlreadyFinished(path, verb)
     if not resumable:
         if settings is None:
-            raise OutputError(f"output folder {path} holds a {verb} run that cannot be continued; use --overwrite "
-                              "to replace it, or choose another --output")
+            raise OutputError(f"output folder {path} holds a `bertforge {verb}` run that cannot be continued; "
+                              "use --overwrite to replace it, or choose another --output")
         _check_writable(path)
         _empty(path)  # this verb's own interrupted run of the same settings: start it again
 
