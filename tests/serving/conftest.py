@@ -59,10 +59,12 @@ def mlm_folder(minilm_dir, tmp_path_factory) -> Path:
 def running(app, timeout: float = 30.0):
     """A real uvicorn server for `app` on a free loopback port, in a thread; yields its base URL."""
     import uvicorn
+
+    from bertforge.serving.server import server_config
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.bind(("127.0.0.1", 0))
     port = sock.getsockname()[1]
-    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", timeout_graceful_shutdown=5))
+    server = uvicorn.Server(server_config(app, graceful_timeout=5))  # the connection bounds `bertforge serve` has
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
     deadline = time.monotonic() + timeout
