@@ -16,7 +16,8 @@ from needs import require_module
 TOKENIZER_FILES = ("vocab.txt", "tokenizer_config.json", "special_tokens_map.json")
 TASKS = {"sequence_classification": ("sst2", ["negative", "positive"], 128),
          "question_answering": ("squad", None, 384),
-         "token_classification": ("conll2003", ["O", "B-PER", "I-PER", "B-LOC", "I-LOC"], 128)}
+         "token_classification": ("conll2003", ["O", "B-PER", "I-PER", "B-LOC", "I-LOC"], 128),
+         "regression": ("stsb", None, 128)}
 
 
 def make_task_folder(minilm_dir: Path, target: Path, head: str) -> Path:
@@ -27,6 +28,8 @@ def make_task_folder(minilm_dir: Path, target: Path, head: str) -> Path:
     task, labels, length = TASKS[head]
     torch.manual_seed(0)
     extra = {"id2label": dict(enumerate(labels))} if labels else {}
+    if head == "regression":  # one output, as `finetune` makes it
+        extra = {"id2label": {0: "score"}, "problem_type": "regression"}
     model = model_class_for(minilm_dir, head).from_pretrained(minilm_dir, **extra)
     model.save_pretrained(target)
     for name in TOKENIZER_FILES:

@@ -25,7 +25,7 @@ from bertforge.serving.handlers import Service
 from bertforge.serving.limits import RequestError, ServeSettings
 from bertforge.serving.metrics import ServerMetrics
 from bertforge.serving.middleware import Admission, AdmissionLimit, Guard, http_error_handler, refused
-from bertforge.serving.served_model import ServedModel
+from bertforge.serving.served_model import KIND_NAMES, ServedModel
 
 # path -> (its typed request, its handler); the model answers the ones its folder serves (`model.endpoints`)
 MODEL_ROUTES = {
@@ -82,7 +82,7 @@ def _endpoint(svc: Service, admission: Admission, uploads: UploadBudget, path: s
 
     async def endpoint(request: Request) -> Response:
         if name not in svc.model.endpoints:
-            raise RequestError(404, f"{path} is not served by this model (a {svc.model.kind}); it serves "
+            raise RequestError(404, f"{path} is not served by this model ({KIND_NAMES[svc.model.kind]} folder); it serves "
                                     f"{', '.join('/' + e for e in svc.model.endpoints)}", "not_found")
         typed = request_type.parse(parse_json(await read_body(request.receive, svc.settings, uploads)), svc.settings)
         admission.enter()  # only now: a slow upload never holds a slot

@@ -13,6 +13,7 @@ import numpy as np
 from bertforge.serving.embeddings import Pooling, SentenceEncoder
 
 KINDS = ("encoder", "predictor", "mlm")
+KIND_NAMES = {"encoder": "an encoder", "predictor": "a predictor", "mlm": "an MLM"}
 # The exported graph computes every padded position (the PyTorch model skips them), so the onnx backend runs a
 # length-sorted batch in small slices of neighbours; on SST-2 sentences slices of 8 beat one call of 32.
 ONNX_SLICE = 8

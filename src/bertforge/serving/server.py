@@ -8,6 +8,8 @@ whole request head within --idle-timeout seconds of opening or of its last answe
 from __future__ import annotations
 
 import asyncio
+import json
+import uuid
 from typing import Any
 
 
@@ -47,6 +49,16 @@ def protocol_class(idle_timeout: float) -> type[asyncio.Protocol]:
             if self._deadline is not None:
                 self._deadline.cancel()
                 self._deadline = None
+
+        def send_400_response(self, msg: str) -> None:
+            """A request uvicorn cannot parse, answered in the server's one error format."""
+            request_id = uuid.uuid4().hex[:16]
+            body = json.dumps({"error": f"invalid HTTP request ({msg.rstrip('.')})", "type": "bad_request",
+                               "request_id": request_id}).encode()
+            self.transport.write(b"HTTP/1.1 400 Bad Request\r\ncontent-type: application/json\r\n"
+                                 b"content-length: %d\r\nx-request-id: %s\r\nconnection: close\r\n\r\n"
+                                 % (len(body), request_id.encode()) + body)
+            self.transport.close()
 
         def _head_too_slow(self) -> None:
             self._deadline = None
