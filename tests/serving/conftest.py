@@ -3,8 +3,11 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import shutil
 import socket
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -81,6 +84,44 @@ def running(app, timeout: float = 30.0):
         server.should_exit = True
         thread.join(timeout)
         sock.close()
+
+
+@contextlib.contextmanager
+def serve_process(folder: Path, *flags: str, timeout: float = 120.0):
+    """`bertforge serve` in its own process on a free loopback port; yields (base URL, process). On leaving, the
+    process gets SIGTERM (and SIGKILL if it has not ended 60 s later)."""
+    import httpx
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    src = Path(__file__).resolve().parents[2] / "src"
+    env = {**os.environ, "PYTHONPATH": str(src), "OMP_NUM_THREADS": "1"}
+    proc = subprocess.Popen([sys.executable, "-m", "bertforge", "serve", "--model", str(folder), "--device", "cpu",
+                             "--port", str(port), *flags], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + timeout
+        while True:
+            if proc.poll() is not None:
+                raise RuntimeError(f"the server exited: {proc.communicate()[1][-2000:]}")
+            try:
+                if httpx.get(url + "/health", timeout=2).status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            if time.monotonic() > deadline:
+                raise RuntimeError("the server did not come up")
+            time.sleep(0.2)
+        yield url, proc
+    finally:
+        if proc.poll() is None:
+            proc.terminate()
+        try:
+            proc.wait(60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(10)
 
 
 @pytest.fixture(scope="session")

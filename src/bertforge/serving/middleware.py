@@ -23,9 +23,10 @@ from bertforge.serving.metrics import ServerMetrics
 log = logging.getLogger("bertforge.serve")
 OPEN_ENDPOINTS = ("/health",)
 _REQUEST_ID = re.compile(r"[A-Za-z0-9._-]{1,64}")
-# 408 and 413 may leave the rest of a body unread on the connection: it is closed rather than reused.
-_STATUS_HEADERS = {401: {"WWW-Authenticate": "Bearer"}, 408: {"Connection": "close"}, 413: {"Connection": "close"},
-                   429: {"Retry-After": "1"}}
+# A 408 or 413 may be sent before the whole body arrived: the connection stays open so that the client, still
+# sending, reads the answer instead of a reset; uvicorn drops the rest of the body, and a connection that sends no
+# new request head within --idle-timeout is closed (server.py).
+_STATUS_HEADERS = {401: {"WWW-Authenticate": "Bearer"}, 429: {"Retry-After": "1"}}
 
 
 def error_response(status: int, message: str, kind: str, request_id: str,
