@@ -251,7 +251,7 @@ def test_router_errors_use_the_servers_format(encoder_url):
     FastAPI's `{"detail": ...}`."""
     for r, status, kind, says in [
             (httpx.get(encoder_url + "/nope", headers=AUTH, timeout=10), 404, "not_found", "/v1/embeddings"),
-            (httpx.post(encoder_url + "/health", headers=AUTH, timeout=10), 405, "method_not_allowed", "use GET"),
+            (httpx.post(encoder_url + "/health", headers=AUTH, timeout=10), 405, "method_not_allowed", "GET"),
             (httpx.get(encoder_url + "/embed", headers=AUTH, timeout=10), 405, "method_not_allowed", "use POST"),
             (httpx.post(encoder_url + "/embed", content=b'{"inputs": ["x"], "n": ' + b"9" * 5000 + b"}", headers=AUTH,
                         timeout=10), 422, "validation", "body:")]:
