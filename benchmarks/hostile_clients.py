@@ -20,14 +20,16 @@ HOST = "127.0.0.1"  # never anything else
 
 @dataclass(frozen=True)
 class Scale:
-    seconds: float = 3.0         # how long hostile clients keep coming (healthy ones stop at `healthy_requests`)
-    healthy_clients: int = 4     # concurrent healthy clients
-    healthy_requests: int = 40   # healthy requests in all
-    slow_heads: int = 10         # connections dripping a request head
-    silent: int = 30             # connections that send nothing
-    slow_bodies: int = 10        # requests whose body crawls in
-    bad_rounds: int = 2          # rounds through every malformed request
-    long_texts: int = 4          # requests with texts at and past the bounds, per endpoint
+    seconds: float = 3.0          # how long hostile clients keep coming: each repeats its attack until then
+    healthy_clients: int = 4      # concurrent healthy clients
+    healthy_requests: int = 40    # healthy requests in all (they also stop at `seconds` if `healthy_for_seconds`)
+    healthy_for_seconds: bool = False
+    slow_heads: int = 10          # connections dripping a request head at once
+    silent: int = 30              # connections that send nothing
+    slow_bodies: int = 10         # requests whose body crawls in, at once
+    bad_clients: int = 1          # clients going through every malformed request
+    long_text_clients: int = 1    # clients sending the largest texts the bounds allow to /tokenize, /embed, /similarity
+    max_rounds: int = 10_000      # no hostile client repeats more often than this
 
 
 @dataclass
@@ -107,12 +109,13 @@ def bad_requests(max_input_chars: int, max_client_batch_size: int) -> list[tuple
 
 
 # ---- the clients ----------------------------------------------------------------------------------------------------
-async def _healthy(url: str, expected: dict[str, list[float]], report: Report, todo: list[int]) -> None:
+async def _healthy(url: str, expected: dict[str, list[float]], report: Report, todo: list[int],
+                   stop_at: float | None) -> None:
     import httpx
     import numpy as np
     texts = list(expected)
     async with httpx.AsyncClient(timeout=60) as client:
-        while todo:
+        while todo and (stop_at is None or time.monotonic() < stop_at):
             i = todo.pop()
             text = texts[i % len(texts)]
             start = time.perf_counter()
@@ -165,6 +168,7 @@ async def _silent(port: int, wait: float, report: Report) -> None:
 async def _slow_body(port: int, stop_at: float, report: Report) -> None:
     """A body announced as 100 kB that arrives ten bytes at a time: answered 408 after --body-timeout."""
     reader, writer = await asyncio.open_connection(HOST, port)
+    stop_at = max(stop_at, time.monotonic() + 0.5)
     try:
         writer.write(_head("/embed", 100_000) + b'{"inputs": ["')
         answer = asyncio.ensure_future(_status_of(reader, max(0.5, stop_at - time.monotonic()) + 30))
@@ -201,28 +205,33 @@ async def _chunked_oversize(port: int, payload_limit: int, report: Report) -> No
         writer.close()
 
 
-async def _bad(port: int, rounds: int, requests: list[tuple[str, bytes]], report: Report) -> None:
-    for _ in range(rounds):
-        for name, raw in requests:
-            report.count(f"bad: {name}", await _raw(port, raw, 60))
+async def repeat(attack, stop_at: float, max_rounds: int) -> None:
+    """`attack()` once, then again until `stop_at` (at most `max_rounds` times)."""
+    for i in range(max_rounds):
+        if i and time.monotonic() >= stop_at:
+            return
+        await attack()
 
 
-async def _long_texts(url: str, rounds: int, max_input_chars: int, max_client_batch_size: int,
-                      report: Report) -> None:
+async def _bad(port: int, requests: list[tuple[str, bytes]], report: Report) -> None:
+    for name, raw in requests:
+        report.count(f"bad: {name}", await _raw(port, raw, 60))
+
+
+async def _long_texts(url: str, max_input_chars: int, max_client_batch_size: int, report: Report) -> None:
     """The largest requests the bounds allow (every text at --max-input-chars, as many as allowed)."""
     import httpx
     words = ("tokens " * (max_input_chars // 7 + 1))[:max_input_chars]
     async with httpx.AsyncClient(timeout=120) as client:
-        for _ in range(rounds):
-            for path in ("/tokenize", "/embed", "/similarity"):
-                inputs = [words] * max_client_batch_size
-                body = {"inputs": {"source_sentence": words, "sentences": inputs}} if path == "/similarity" \
-                    else {"inputs": inputs}
-                try:
-                    r = await client.post(url + path, json=body)
-                    report.count(f"long texts {path}", r.status_code)
-                except httpx.HTTPError as err:
-                    report.count(f"long texts {path}", type(err).__name__)
+        for path in ("/tokenize", "/embed", "/similarity"):
+            inputs = [words] * max_client_batch_size
+            body = {"inputs": {"source_sentence": words, "sentences": inputs}} if path == "/similarity" \
+                else {"inputs": inputs}
+            try:
+                r = await client.post(url + path, json=body)
+                report.count(f"long texts {path}", r.status_code)
+            except httpx.HTTPError as err:
+                report.count(f"long texts {path}", type(err).__name__)
 
 
 async def soak(url: str, expected: dict[str, list[float]], scale: Scale, *, max_input_chars: int,
@@ -232,12 +241,23 @@ async def soak(url: str, expected: dict[str, list[float]], scale: Scale, *, max_
     report = Report()
     stop_at = time.monotonic() + scale.seconds
     todo = list(range(scale.healthy_requests))
-    hostile = [*(_slow_head(port, stop_at + 3 * idle_timeout, report) for _ in range(scale.slow_heads)),
+    bad = bad_requests(max_input_chars, max_client_batch_size)
+    rounds = scale.max_rounds
+    hostile = [*(repeat(lambda: _slow_head(port, time.monotonic() + 3 * idle_timeout, report), stop_at, rounds)
+                 for _ in range(scale.slow_heads)),
                *(_silent(port, scale.seconds + 5 * idle_timeout, report) for _ in range(scale.silent)),
-               *(_slow_body(port, stop_at, report) for _ in range(scale.slow_bodies)),
-               _chunked_oversize(port, payload_limit, report),
-               _bad(port, scale.bad_rounds, bad_requests(max_input_chars, max_client_batch_size), report),
-               _long_texts(url, scale.long_texts, max_input_chars, max_client_batch_size, report)]
-    healthy = [_healthy(url, expected, report, todo) for _ in range(scale.healthy_clients)]
+               *(repeat(lambda: _slow_body(port, stop_at, report), stop_at, rounds) for _ in range(scale.slow_bodies)),
+               repeat(lambda: _chunked_oversize(port, payload_limit, report), stop_at, rounds),
+               *(repeat(lambda: _bad(port, bad, report), stop_at, rounds) for _ in range(scale.bad_clients)),
+               *(repeat(lambda: _long_texts(url, max_input_chars, max_client_batch_size, report), stop_at, rounds)
+                 for _ in range(scale.long_text_clients))]
+    healthy = [_healthy(url, expected, report, todo, stop_at if scale.healthy_for_seconds else None)
+               for _ in range(scale.healthy_clients)]
     await asyncio.wait_for(asyncio.gather(*hostile, *healthy), scale.seconds + 10 * idle_timeout + 600)
     return report
+
+
+def attack_in_process(url: str, scale: Scale, limits: dict, queue) -> None:
+    """The hostile clients alone (`scale.healthy_clients` ignored), in a process of their own, so that their own
+    work does not slow down the healthy clients measured in another; the report goes into `queue`."""
+    queue.put(asyncio.run(soak(url, {}, Scale(**{**scale.__dict__, "healthy_clients": 0}), **limits)))

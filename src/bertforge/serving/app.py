@@ -12,9 +12,11 @@ import asyncio
 import contextlib
 import gc
 from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
+import orjson
 from fastapi import FastAPI, Request
-from fastapi.responses import JSONResponse, Response
+from fastapi.responses import Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from starlette.exceptions import HTTPException
 
@@ -40,18 +42,24 @@ MODEL_ROUTES = {
 MODEL_ENDPOINTS = tuple(MODEL_ROUTES)
 
 
+class JSONAnswer(Response):
+    """JSON written by orjson, numpy arrays included: a 384-float vector takes ~30 us instead of the standard
+    library's ~600 us (`tolist` then `json.dumps`), which the event loop would otherwise spend on every answer.
+    float32 values are written in their shortest form that reads back to the same float32."""
+
+    media_type = "application/json"
+
+    def render(self, content: Any) -> bytes:
+        return orjson.dumps(content, option=orjson.OPT_SERIALIZE_NUMPY)
+
+
 def create_app(model: ServedModel, settings: ServeSettings | None = None, *, own_process: bool = False) -> FastAPI:
     """The app for `model`. `own_process`: the server is the whole process (`bertforge serve`), so what is
     alive once it has warmed up is frozen out of the garbage collector's passes (`gc.freeze`)."""
     settings = settings or ServeSettings()
     metrics = ServerMetrics()
     executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="bertforge-model")
-    runs = {"embed": model.embed_batch if model.encoder else None, "fill-mask": model.fill_mask_batch if model.mlm
-            else None, "predict": model.predict_batch if model.predictor else None}
-    svc = Service(model, settings, metrics, {
-        kind: Batcher(kind, run, executor, settings.max_batch_tokens, settings.max_wait_ms, metrics)
-        for kind, run in runs.items() if run is not None}, settings.model_name or model.path.name,
-        ThreadPoolExecutor(max_workers=1, thread_name_prefix="bertforge-tokenize"))
+    svc = _service(model, settings, metrics, executor)
     admission, uploads = Admission(settings, metrics), UploadBudget(settings.upload_budget)
 
     app = FastAPI(title="bertforge", lifespan=_lifespan(svc, executor, own_process), docs_url=None, redoc_url=None)
@@ -59,8 +67,8 @@ def create_app(model: ServedModel, settings: ServeSettings | None = None, *, own
     for path, (request_type, handler) in MODEL_ROUTES.items():
         app.add_route(path, _endpoint(svc, admission, uploads, path, request_type, handler), methods=["POST"])
 
-    async def info(request: Request) -> JSONResponse:
-        return JSONResponse(handlers.info(svc))
+    async def info(request: Request) -> Response:
+        return JSONAnswer(handlers.info(svc))
 
     async def prometheus(request: Request) -> Response:
         return Response(generate_latest(metrics.registry), media_type=CONTENT_TYPE_LATEST)
@@ -76,26 +84,38 @@ def create_app(model: ServedModel, settings: ServeSettings | None = None, *, own
     return app
 
 
+def _service(model: ServedModel, settings: ServeSettings, metrics: ServerMetrics,
+             executor: ThreadPoolExecutor) -> Service:
+    """The model with one batcher per kind of model call it makes, all running in `executor`'s one thread."""
+    runs = {"embed": model.embed_batch if model.encoder else None,
+            "fill-mask": model.fill_mask_batch if model.mlm else None,
+            "predict": model.predict_batch if model.predictor else None}
+    batchers = {kind: Batcher(kind, run, executor, settings.max_batch_tokens, settings.max_wait_ms, metrics)
+                for kind, run in runs.items() if run is not None}
+    return Service(model, settings, metrics, batchers, settings.model_name or model.path.name,
+                   ThreadPoolExecutor(max_workers=1, thread_name_prefix="bertforge-tokenize"))
+
+
 def _endpoint(svc: Service, admission: Admission, uploads: UploadBudget, path: str, request_type, handler):
     """The HTTP side of one handler: the body read under its bounds, the typed request, a slot, the answer."""
     name = path.lstrip("/")
 
     async def endpoint(request: Request) -> Response:
         if name not in svc.model.endpoints:
-            raise RequestError(404, f"{path} is not served by this model ({KIND_NAMES[svc.model.kind]} folder); it serves "
-                                    f"{', '.join('/' + e for e in svc.model.endpoints)}", "not_found")
+            raise RequestError(404, f"{path} is not served by this model ({KIND_NAMES[svc.model.kind]} folder); it "
+                                    f"serves {', '.join('/' + e for e in svc.model.endpoints)}", "not_found")
         typed = request_type.parse(parse_json(await read_body(request.receive, svc.settings, uploads)), svc.settings)
         admission.enter()  # only now: a slow upload never holds a slot
         try:
-            return JSONResponse(await handler(svc, typed))
+            return JSONAnswer(await handler(svc, typed))
         finally:
             admission.leave()
 
     return endpoint
 
 
-async def _health(request: Request) -> JSONResponse:
-    return JSONResponse({"status": "ok"})
+async def _health(request: Request) -> Response:
+    return JSONAnswer({"status": "ok"})
 
 
 def _lifespan(svc: Service, executor: ThreadPoolExecutor, own_process: bool):

@@ -49,6 +49,7 @@ class Service:
         """The model's results for `payloads`, batched with other requests' inputs."""
         try:
             results = await self.batchers[kind].submit(payloads, tokens)
+            _check_finite(results)
         except Exception as err:
             raise ModelError() from err
         self.metrics.tokens.labels(endpoint).inc(sum(tokens))
@@ -66,14 +67,14 @@ class Service:
         """Tokens per input (pairs counted together), each within the model's length or cut to it with
         --auto-truncate; 413 naming the field otherwise."""
         chars = sum(map(len, texts)) + sum(len(p) for p in pairs or () if p)
-        counts = await self.off_loop(chars, self.model.token_counts, texts, pairs)
+        longest = self.model.max_length
+        counts = await self.off_loop(chars, self.model.token_counts, texts, pairs, longest + 1)
         if not self.settings.auto_truncate:
             for field, n in zip(fields, counts):
-                if n > self.model.max_length:
-                    raise RequestError(413, f"{field} has {n} tokens; this model takes at most "
-                                            f"{self.model.max_length} (or start the server with --auto-truncate)",
-                                       "input_too_long")
-        return [min(n, self.model.max_length) for n in counts]
+                if n > longest:
+                    raise RequestError(413, f"{field} has more than {longest} tokens; this model takes at most "
+                                            f"{longest} (or start the server with --auto-truncate)", "input_too_long")
+        return [min(n, longest) for n in counts]
 
     async def embed(self, texts: list[str], fields: Sequence[str], endpoint: str,
                     normalize: bool) -> tuple[np.ndarray, list[int]]:
@@ -82,7 +83,24 @@ class Service:
         vectors = np.stack(await self.run("embed", texts, tokens, endpoint))
         if normalize:
             vectors = vectors / np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
-        return vectors, tokens
+        return np.ascontiguousarray(vectors, dtype=np.float32), tokens
+
+
+def _check_finite(results: list[Any]) -> None:
+    """A NaN or infinity from the model is a failure (answered 500), never a number in an answer."""
+    stack: list[Any] = list(results)
+    while stack:
+        item = stack.pop()
+        if isinstance(item, np.ndarray):
+            if item.dtype.kind == "f" and not np.isfinite(item).all():
+                raise ValueError("the model produced a value that is not finite")
+        elif isinstance(item, float):
+            if item != item or item in (float("inf"), float("-inf")):
+                raise ValueError("the model produced a value that is not finite")
+        elif isinstance(item, dict):
+            stack.extend(item.values())
+        elif isinstance(item, (list, tuple)):
+            stack.extend(item)
 
 
 def indexed(field: str, n: int) -> list[str]:
@@ -94,20 +112,21 @@ async def openai_embeddings(svc: Service, req: OpenAIEmbeddingsRequest) -> dict[
     vectors, tokens = await svc.embed(req.texts, indexed("input", len(req.texts)), "/v1/embeddings",
                                       svc.model.embed_normalizes)
     return {"object": "list", "model": req.model or svc.model_name,
-            "data": [{"object": "embedding", "index": i, "embedding": v} for i, v in enumerate(vectors.tolist())],
+            "data": [{"object": "embedding", "index": i, "embedding": v} for i, v in enumerate(vectors)],
             "usage": {"prompt_tokens": sum(tokens), "total_tokens": sum(tokens)}}
 
 
-async def embed(svc: Service, req: EmbedRequest) -> list[list[float]]:
+async def embed(svc: Service, req: EmbedRequest) -> np.ndarray:
+    """[texts, dim]: the answer is written from the array itself (no Python floats in between)."""
     vectors, _ = await svc.embed(req.texts, indexed("inputs", len(req.texts)), "/embed", req.normalize)
-    return vectors.tolist()
+    return vectors
 
 
-async def similarity(svc: Service, req: SimilarityRequest) -> list[float]:
+async def similarity(svc: Service, req: SimilarityRequest) -> np.ndarray:
     """Cosine similarity of the source sentence with each sentence (TEI's /similarity)."""
     fields = ["inputs.source_sentence", *indexed("inputs.sentences", len(req.sentences))]
     vectors, _ = await svc.embed([req.source, *req.sentences], fields, "/similarity", normalize=True)
-    return (vectors[1:] @ vectors[0]).tolist()
+    return vectors[1:] @ vectors[0]
 
 
 async def rerank(svc: Service, req: RerankRequest) -> list[dict[str, Any]]:
@@ -134,7 +153,7 @@ async def predict(svc: Service, req: PredictRequest) -> list[dict[str, Any]]:
         tokens = await svc.checked_lengths(texts, pairs, indexed("inputs", len(texts)))
     else:  # QA and multiple choice split or cut long inputs themselves
         flat = [_flatten(p) for p in parsed]
-        counts = await svc.off_loop(sum(map(len, flat)), svc.model.token_counts, flat, None)
+        counts = await svc.off_loop(sum(map(len, flat)), svc.model.token_counts, flat, None, svc.model.max_length)
         tokens = [min(svc.model.max_length, n) for n in counts]
     return await svc.run("predict", parsed, tokens, "/predict")
 

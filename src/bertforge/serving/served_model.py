@@ -96,7 +96,7 @@ class ServedModel:
         return Predictor.load(self.path, device=self.device, precision=self.precision.name)
 
     # ---- what the endpoints ask ---------------------------------------------------------------------------------
-    @property
+    @functools.cached_property
     def endpoints(self) -> list[str]:
         """The endpoints this folder serves (paths without their leading slash)."""
         embeddings = ["v1/embeddings", "embed", "similarity", "rerank"]
@@ -129,12 +129,15 @@ class ServedModel:
     def embed_normalizes(self) -> bool:
         return bool(self.encoder and self.encoder.pooling.normalize)
 
-    def token_counts(self, texts: Sequence[str], pairs: Sequence[str | None] | None = None) -> list[int]:
-        """Tokens per text (or per text and its pair), special tokens included, nothing cut."""
+    def token_counts(self, texts: Sequence[str], pairs: Sequence[str | None] | None = None,
+                     limit: int | None = None) -> list[int]:
+        """Tokens per text (or per text and its pair), special tokens included; counted up to `limit` (a longer
+        input counts as `limit`), which spares building the ids of a long text only to measure it."""
         tok = self.request_tokenizer
+        cut = {"truncation": True, "max_length": limit} if limit else {}
         if pairs is None or all(p is None for p in pairs):
-            return [len(ids) for ids in tok(list(texts))["input_ids"]]
-        return [len(tok(t, p)["input_ids"]) if p is not None else len(tok(t)["input_ids"])
+            return [len(ids) for ids in tok(list(texts), **cut)["input_ids"]]
+        return [len(tok(t, p, **cut)["input_ids"]) if p is not None else len(tok(t, **cut)["input_ids"])
                 for t, p in zip(texts, pairs)]
 
     def tokenize(self, texts: Sequence[str], max_length: int | None = None) -> list[list[dict[str, Any]]]:

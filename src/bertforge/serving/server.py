@@ -13,11 +13,13 @@ import uuid
 from typing import Any
 
 
-def protocol_class(idle_timeout: float) -> type[asyncio.Protocol]:
-    """uvicorn's HTTP protocol (httptools when installed, else h11) with the request-head deadline."""
-    from uvicorn.protocols.http.auto import AutoHTTPProtocol
+def protocol_class(idle_timeout: float, base: type[asyncio.Protocol] | None = None) -> type[asyncio.Protocol]:
+    """uvicorn's HTTP protocol (`base`; by default httptools when installed, else h11) with the request-head
+    deadline."""
+    if base is None:
+        from uvicorn.protocols.http.auto import AutoHTTPProtocol as base
 
-    class HeadDeadline(AutoHTTPProtocol):  # type: ignore[misc, valid-type]
+    class HeadDeadline(base):  # type: ignore[misc, valid-type]
         _deadline: asyncio.TimerHandle | None = None
         _waiting_after: Any = None  # the request cycle that was current when the deadline was set
 
