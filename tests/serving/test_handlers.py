@@ -9,6 +9,8 @@ import pytest
 from bertforge.serving.app import create_app
 from bertforge.serving.served_model import ServedModel
 
+from needs import require_module
+
 from .conftest import running
 
 pytestmark = pytest.mark.slow
@@ -58,7 +60,7 @@ def test_rerank_with_a_cross_encoder_matches_transformers(sst2_folder):
     """A two-label classifier scores each (query, text) pair with its second label's probability, or with the
     logit of the second label against the first with raw_scores (text-embeddings-inference's convention)."""
     import torch
-    transformers = pytest.importorskip("transformers")
+    transformers = require_module("transformers")
     tok = transformers.AutoTokenizer.from_pretrained(str(sst2_folder))
     ref_model = transformers.AutoModelForSequenceClassification.from_pretrained(str(sst2_folder)).eval()
     with torch.no_grad():
@@ -88,7 +90,7 @@ def test_rerank_with_a_regression_cross_encoder_matches_transformers(minilm_dir,
     """A one-output head (a cross-encoder such as an STS-B model) scores a pair with the sigmoid of its output,
     or the output itself with raw_scores."""
     import torch
-    transformers = pytest.importorskip("transformers")
+    transformers = require_module("transformers")
     from .conftest import make_task_folder
     folder = make_task_folder(minilm_dir, tmp_path / "stsb", "regression")
     tok = transformers.AutoTokenizer.from_pretrained(str(folder))

@@ -18,6 +18,8 @@ from bertforge.serving.app import create_app
 from bertforge.serving.limits import ServeSettings
 from bertforge.serving.served_model import ServedModel
 
+from needs import require_module
+
 from .conftest import running, serve_process
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
@@ -99,7 +101,7 @@ def test_garbage_http_is_answered_in_the_servers_error_format(encoder_model):
 def test_tokenize_answers_at_most_the_models_length_per_text(encoder_model, minilm_dir):
     """The largest /tokenize request the bounds allow (64 texts of --max-input-chars) answers 64 rows of at most
     256 tokens, equal to transformers' tokenizer cut at 256; without --auto-truncate it is a 413."""
-    transformers = pytest.importorskip("transformers")
+    transformers = require_module("transformers")
     tok = transformers.AutoTokenizer.from_pretrained(str(minilm_dir))
     text = ("tokenizers split words into pieces " * 600)[:20_000]
     with running(create_app(encoder_model, ServeSettings(auto_truncate=True))) as url:
