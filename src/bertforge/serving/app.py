@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import gc
+import sys
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -128,6 +129,10 @@ def _lifespan(svc: Service, executor: ThreadPoolExecutor, own_process: bool):
             # in the first burst of requests.
             gc.collect()
             gc.freeze()
+            # The model thread needs the GIL back after every operation; the default 5 ms switch interval lets
+            # the event loop keep it that long while it parses and answers requests. 1 ms: measured 12.9 -> 14.8
+            # requests/s at 32 concurrent clients, median of 3 interleaved rounds on a shared machine.
+            sys.setswitchinterval(0.001)
         for b in svc.batchers.values():
             b.start()
         yield
