@@ -3,6 +3,8 @@ server that handles one request at a time, on the same model and the same reques
 
     python benchmarks/bench_serve.py load --model MODEL_DIR [--concurrency 1,8,32,128] [--requests 400]
     python benchmarks/bench_serve.py int8 --model FINETUNED_SST2_DIR   # accuracy + speed, fp32 vs int8 ONNX
+    python benchmarks/bench_serve.py hostile --model MODEL_DIR [--seconds 60]  # healthy clients beside hostile ones
+    python benchmarks/bench_serve.py ratio --model MODEL_DIR [--concurrency 32]   # served / model alone, interleaved
 
 `load` starts every server at once (an idle one costs no CPU) and measures them in turn, interleaved: for each
 round, each concurrency level, each server. It reports the median over rounds of requests/s and p50/p99
@@ -12,6 +14,11 @@ arrival rate for --soak-seconds, every failure counted; then the overload check:
 --max-concurrent-requests at once; the excess must be answered 429 within 100 ms, the server must still
 answer /health, and its memory must stay bounded. Requests are single SST-2 dev sentences
 (../shared/data/glue/SST-2/dev.tsv next to the checkout) sent to POST /embed.
+
+`hostile` starts `bertforge serve` (torch, default limits), measures healthy clients alone, then beside the hostile
+clients of hostile_clients.py (slowloris heads, silent connections, crawling and oversized bodies, malformed and
+maximal requests) for --seconds, and reports the healthy clients' p50/p99 in both phases, every status each kind of
+client got (no 5xx allowed), and the server's RSS before, at its peak and after.
 """
 from __future__ import annotations
 
@@ -19,6 +26,7 @@ import argparse
 import asyncio
 import contextlib
 import json
+import multiprocessing
 import os
 import socket
 import subprocess
@@ -32,6 +40,76 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 SST2_DEV = REPO.parent / "shared" / "data" / "glue" / "SST-2" / "dev.tsv"
 HOST = "127.0.0.1"  # never anything else
+
+
+# ---- hostile clients beside healthy ones ------------------------------------------------------------------------
+class RssSampler:
+    """The RSS of a process every `every` seconds, in a thread, while in its `with` block."""
+
+    def __init__(self, pid: int, every: float = 0.25) -> None:
+        self.pid, self.every, self.samples = pid, every, []
+        self._stop = threading.Event()
+
+    def __enter__(self) -> RssSampler:
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+        return self
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.every):
+            self.samples.append(rss_mib(self.pid))
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
+def cmd_hostile(args) -> dict:
+    import hostile_clients
+    import httpx
+    texts = read_texts(Path(args.data))[:64]
+    flags = ["--max-concurrent-requests", str(args.max_concurrent_requests)]
+    with server("torch", args.model, flags, threads=args.threads) as (url, proc):
+        expected = {t: httpx.post(url + "/embed", json={"inputs": [t]}, timeout=60).json()[0] for t in texts}
+        info = httpx.get(url + "/info", timeout=10).json()
+        limits = {"max_input_chars": info["max_input_chars"], "max_client_batch_size": info["max_client_batch_size"],
+                  "payload_limit": info["payload_limit"], "idle_timeout": info["idle_timeout"]}
+        quiet_scale = hostile_clients.Scale(seconds=args.quiet_seconds, healthy_clients=args.healthy_clients,
+                                            healthy_requests=10**6, healthy_for_seconds=True, slow_heads=0, silent=0,
+                                            slow_bodies=0, bad_clients=0, long_text_clients=0, max_rounds=0)
+        attack = hostile_clients.Scale(seconds=args.seconds, healthy_clients=args.healthy_clients,
+                                       healthy_requests=10**6, healthy_for_seconds=True, slow_heads=args.slow_heads,
+                                       silent=args.silent, slow_bodies=args.slow_bodies, bad_clients=args.bad_clients,
+                                       long_text_clients=args.long_text_clients)
+        rss_before = rss_mib(proc.pid)
+        with RssSampler(proc.pid) as rss:
+            quiet = asyncio.run(hostile_clients.soak(url, expected, quiet_scale, **limits))
+            # the attackers in a process of their own: the healthy clients' latency is the server's, not the
+            # load generator's
+            context = multiprocessing.get_context("spawn")
+            queue = context.Queue()
+            attacker = context.Process(target=hostile_clients.attack_in_process, args=(url, attack, limits, queue))
+            attacker.start()
+            healthy = asyncio.run(hostile_clients.soak(url, expected, quiet_scale.__class__(
+                **{**quiet_scale.__dict__, "seconds": args.seconds}), **limits))
+            hostile = queue.get(timeout=args.seconds + 900)
+            attacker.join(60)
+        alive = httpx.get(url + "/health", timeout=10).status_code == 200
+        rss_after = rss_mib(proc.pid)
+
+    def latency(report) -> dict:
+        values = report.healthy_latencies
+        return {"requests": len(values), "p50_ms": round(1000 * percentile(values, 50), 1),
+                "p99_ms": round(1000 * percentile(values, 99), 1), "wrong_answers": report.healthy_wrong,
+                "statuses": dict(report.statuses.get("healthy", {}))}
+    result = {"quiet": latency(quiet), "hostile": latency(healthy), "seconds": args.seconds,
+              "hostile_statuses": {k: dict(v) for k, v in hostile.statuses.items() if k != "healthy"},
+              "closed_by_server": dict(hostile.closed_by_server),
+              "server_errors": hostile.server_errors + healthy.server_errors + quiet.server_errors,
+              "healthy_after": alive, "rss_mib": {"before": round(rss_before, 1), "peak": round(max(rss.samples), 1),
+                                                  "after": round(rss_after, 1)}}
+    print(json.dumps(result, indent=1), flush=True)
+    return result
 
 
 # ---- the baseline: FastAPI + a transformers pipeline, one request at a time ---------------------------------------
@@ -74,10 +152,10 @@ def free_port() -> int:
 
 
 @contextmanager
-def server(kind: str, model_dir: str, extra: list[str] = (), threads: int = 1):
+def server(kind: str, model_dir: str, extra: list[str] = (), threads: int = 1, src: Path = REPO / "src"):
     import httpx
     port = free_port()
-    env = {**os.environ, "PYTHONPATH": str(REPO / "src"), "OMP_NUM_THREADS": str(threads)}
+    env = {**os.environ, "PYTHONPATH": str(src), "OMP_NUM_THREADS": str(threads)}
     if kind == "baseline":
         cmd = [sys.executable, __file__, "baseline-server", "--model", model_dir, "--port", str(port)]
     else:
@@ -134,7 +212,11 @@ async def load(url: str, texts: list[str], concurrency: int, requests: int, time
             if time.monotonic() > stop_at:
                 return
             start = time.perf_counter()
-            r = await client.post(url + "/embed", json={"inputs": [texts[i % len(texts)]]})
+            try:
+                r = await client.post(url + "/embed", json={"inputs": [texts[i % len(texts)]]})
+            except httpx.TransportError as err:  # counted, not fatal: the report shows it
+                statuses[type(err).__name__] = statuses.get(type(err).__name__, 0) + 1
+                continue
             latencies.append(time.perf_counter() - start)
             statuses[r.status_code] = statuses.get(r.status_code, 0) + 1
 
@@ -297,6 +379,60 @@ def ceiling(model_dir: str, texts: list[str], batch: int, rounds: int = 3) -> fl
     return len(texts) / best
 
 
+def ceiling_worker(model_dir: str, texts: list[str], batch: int) -> None:
+    """`ceiling` on request: one pass over `texts` (batches of `batch`) per line read on stdin, its sentences/s
+    printed; so that the ceiling can be measured between the servers' turns, in the same conditions."""
+    from bertforge.serving.served_model import ServedModel
+    model = ServedModel(model_dir, device="cpu", precision="fp32")
+    model.warm_up()
+    print("ready", flush=True)
+    for _ in sys.stdin:
+        start = time.perf_counter()
+        for i in range(0, len(texts), batch):
+            model.embed_batch(texts[i:i + batch])
+        print(len(texts) / (time.perf_counter() - start), flush=True)
+
+
+def cmd_ratio(args) -> dict:
+    """bertforge serve's requests/s at one concurrency against the model alone, interleaved round by round
+    (ceiling pass, then each server), so that both sides see the same machine; medians over rounds."""
+    import statistics
+    texts = read_texts(Path(args.data))
+    env = {**os.environ, "PYTHONPATH": str(REPO / "src"), "OMP_NUM_THREADS": str(args.threads)}
+    worker = subprocess.Popen([sys.executable, __file__, "ceiling", "--model", args.model, "--batch", str(args.batch),
+                               "--data", args.data, "--serve-stdin"], env=env, stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, text=True)
+    sources = {"bertforge serve": REPO / "src", **({"baseline src": Path(args.baseline_src)} if args.baseline_src
+                                                    else {})}
+    rows: dict[str, list[float]] = {"ceiling": [], **{name: [] for name in sources}}
+    try:
+        assert worker.stdout.readline().strip() == "ready"
+        with contextlib.ExitStack() as stack:
+            urls = {name: stack.enter_context(server("torch", args.model, threads=args.threads, src=src))[0]
+                    for name, src in sources.items()}
+            for r in range(args.rounds):
+                worker.stdin.write("go\n")
+                worker.stdin.flush()
+                rows["ceiling"].append(float(worker.stdout.readline()))
+                for name, url in urls.items():
+                    row = asyncio.run(load(url, texts, args.concurrency, args.requests, 600))
+                    rows[name].append(row["rps"])
+                    if set(row["statuses"]) != {200}:
+                        print(f"round {r + 1}: {name} answered {row['statuses']}", flush=True)
+                print(f"round {r + 1}: " + "  ".join(f"{k} {v[-1]:.1f}/s" for k, v in rows.items())
+                      + "  " + "  ".join(f"{name}/ceiling {rows[name][-1] / rows['ceiling'][-1]:.1%}"
+                                         for name in sources), flush=True)
+    finally:
+        worker.stdin.close()
+        worker.wait(60)
+    report = {"concurrency": args.concurrency, "requests": args.requests, "threads": args.threads,
+              "rounds": rows, "median_per_s": {k: round(statistics.median(v), 1) for k, v in rows.items()},
+              "median_ratio": {name: round(statistics.median(a / c for a, c in zip(rows[name], rows["ceiling"])), 3)
+                               for name in sources}}
+    print(json.dumps({k: report[k] for k in ("median_per_s", "median_ratio")}), flush=True)
+    return report
+
+
 def measure_ceiling(model_dir: str, threads: int, batch: int) -> float:
     """`ceiling` in a fresh process with the servers' thread count."""
     env = {**os.environ, "PYTHONPATH": str(REPO / "src"), "OMP_NUM_THREADS": str(threads)}
@@ -359,18 +495,46 @@ def main() -> None:
     b = sub.add_parser("baseline-server")
     b.add_argument("--model", required=True)
     b.add_argument("--port", type=int, required=True)
+    h = sub.add_parser("hostile")
+    h.add_argument("--model", required=True, help="encoder folder (e.g. all-MiniLM-L6-v2)")
+    h.add_argument("--seconds", type=float, default=60.0, help="how long the hostile clients attack")
+    h.add_argument("--quiet-seconds", type=float, default=20.0, help="healthy clients alone first, for comparison")
+    h.add_argument("--healthy-clients", type=int, default=4)
+    h.add_argument("--slow-heads", type=int, default=200)
+    h.add_argument("--silent", type=int, default=500)
+    h.add_argument("--slow-bodies", type=int, default=200)
+    h.add_argument("--bad-clients", type=int, default=4)
+    h.add_argument("--long-text-clients", type=int, default=10)
+    h.add_argument("--max-concurrent-requests", type=int, default=512)
+    h.add_argument("--threads", type=int, default=1, help="OMP threads of the server")
+    h.add_argument("--data", default=str(SST2_DEV))
+    h.add_argument("--json", default=None)
     c = sub.add_parser("ceiling")
     c.add_argument("--model", required=True)
     c.add_argument("--batch", type=int, default=32)
     c.add_argument("--data", default=str(SST2_DEV))
+    c.add_argument("--serve-stdin", action="store_true", help="one pass per line on stdin (used by `ratio`)")
+    q = sub.add_parser("ratio")
+    q.add_argument("--model", required=True, help="encoder folder (e.g. all-MiniLM-L6-v2)")
+    q.add_argument("--concurrency", type=int, default=32)
+    q.add_argument("--requests", type=int, default=872, help="requests per server per round")
+    q.add_argument("--rounds", type=int, default=5)
+    q.add_argument("--batch", type=int, default=32, help="batch of the model-alone ceiling")
+    q.add_argument("--threads", type=int, default=1)
+    q.add_argument("--baseline-src", default=None, help="another checkout's src/ to serve beside this one")
+    q.add_argument("--data", default=str(SST2_DEV))
+    q.add_argument("--json", default=None)
     args = parser.parse_args()
     if args.command == "baseline-server":
         run_baseline(args.model, args.port)
         return
     if args.command == "ceiling":
-        print(ceiling(args.model, read_texts(Path(args.data)), args.batch))
+        if args.serve_stdin:
+            ceiling_worker(args.model, read_texts(Path(args.data)), args.batch)
+        else:
+            print(ceiling(args.model, read_texts(Path(args.data)), args.batch))
         return
-    report = cmd_load(args) if args.command == "load" else cmd_int8(args)
+    report = {"load": cmd_load, "int8": cmd_int8, "hostile": cmd_hostile, "ratio": cmd_ratio}[args.command](args)
     if args.json:
         Path(args.json).write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
 

@@ -94,3 +94,20 @@ def test_export_then_serve_onnx_and_sigterm_drains(sst2_folder, tmp_path):
     assert [x["label"] for x in r.json()] == [x["label"] for x in expected]
     np.testing.assert_allclose([x["score"] for x in r.json()], [x["score"] for x in expected], atol=1e-4)
     assert "Traceback" not in proc.stderr.read()
+
+
+@pytest.mark.parametrize("flag, value, expected", [
+    ("--max-wait-ms", "inf", "a number of at least 0"), ("--max-wait-ms", "nan", "a number of at least 0"),
+    ("--max-wait-ms", "1e9", "at most 60000 milliseconds"), ("--port", "99999", "a port number from 1 to 65535"),
+    ("--port", "-1", "a port number"), ("--body-timeout", "0", "greater than 0"),
+    ("--idle-timeout", "inf", "greater than 0"), ("--graceful-timeout", "-3", "at least 0"),
+    ("--max-input-chars", "0", "at least 1"), ("--max-concurrent-requests", "1.5", "whole number"),
+])
+def test_bad_server_flags_stop_at_parse_time_in_one_line(flag, value, expected, tmp_path, capsys):
+    """Before any model is loaded: argparse's one line naming the flag, exit 2, no traceback."""
+    with pytest.raises(SystemExit) as stopped:
+        main(["serve", "--model", str(tmp_path / "never-read"), flag, value])
+    assert stopped.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) <= 2 and flag in err[-1] and expected in err[-1], err  # usage line + the error
+    assert "Traceback" not in "\n".join(err)

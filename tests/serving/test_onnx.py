@@ -117,3 +117,19 @@ def test_token_level_heads_match_pytorch(minilm_dir, tmp_path, head):
     mask = enc["attention_mask"].bool()
     for name in ("logits",) if head == "token_classification" else ("start_logits", "end_logits"):
         np.testing.assert_allclose(getattr(ours, name)[mask].numpy(), getattr(ref, name)[mask].numpy(), atol=1e-4)
+
+
+def test_int8_export_keeps_only_the_quantizers_errors(sst2_folder, tmp_path, caplog):
+    """onnxruntime's quantizer logs each tensor it skips through the root logger (about 40 lines for MiniLM):
+    none of it reaches the user, while an error it logs and bertforge's own messages still do."""
+    import logging
+
+    from bertforge.serving.onnx_backend import quantizer_errors_only
+    caplog.set_level(logging.INFO)
+    export_onnx(sst2_folder, tmp_path / "int8", quantize="int8")
+    assert not [r for r in caplog.records if "onnxruntime" in r.pathname], [r.getMessage() for r in caplog.records][:5]
+    with quantizer_errors_only():
+        logging.info("Quantization parameters for tensor x not specified")
+        logging.error("a real failure")
+        logging.getLogger("bertforge.export").info("ours")
+    assert [r.getMessage() for r in caplog.records] == ["a real failure", "ours"]

@@ -244,3 +244,19 @@ def test_a_server_that_owns_its_process_freezes_its_heap_after_warm_up(encoder_m
             assert gc.get_freeze_count() > 1000  # the model, the modules, the app
     finally:
         gc.unfreeze()
+
+
+def test_router_errors_use_the_servers_format(encoder_url):
+    """An unknown path, a wrong method and a malformed body are answered in bertforge's one error format, never
+    FastAPI's `{"detail": ...}`."""
+    for r, status, kind, says in [
+            (httpx.get(encoder_url + "/nope", headers=AUTH, timeout=10), 404, "not_found", "/v1/embeddings"),
+            (httpx.post(encoder_url + "/health", headers=AUTH, timeout=10), 405, "method_not_allowed", "GET"),
+            (httpx.get(encoder_url + "/embed", headers=AUTH, timeout=10), 405, "method_not_allowed", "use POST"),
+            (httpx.post(encoder_url + "/embed", content=b'{"inputs": ["x"], "n": ' + b"9" * 5000 + b"}", headers=AUTH,
+                        timeout=10), 422, "validation", "body:")]:
+        assert r.status_code == status, r.text
+        body = r.json()
+        assert set(body) == {"error", "type", "request_id"} and body["type"] == kind and says in body["error"]
+        assert body["request_id"] == r.headers["x-request-id"]
+    assert httpx.get(encoder_url + "/embed", headers=AUTH, timeout=10).headers["allow"] == "POST"

@@ -6,7 +6,6 @@ A plain encoder folder gets mean pooling over real tokens, which is what most em
 """
 from __future__ import annotations
 
-import inspect
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -155,11 +154,3 @@ class SentenceEncoder:
         with self.precision.autocast():
             return self.model(**inputs).last_hidden_state
 
-
-def accepts(func, name: str) -> bool:
-    """Whether `func` takes a keyword argument `name` (for APIs that gained arguments over time)."""
-    try:
-        params = inspect.signature(func).parameters
-    except (TypeError, ValueError):
-        return False
-    return name in params or any(p.kind is p.VAR_KEYWORD for p in params.values())

@@ -1,7 +1,24 @@
-"""What a server accepts and how it batches: one settings object, and the error a request is refused with."""
+"""What a server accepts and how it batches: one settings object, the fixed bounds on request bodies, and the
+error a request is refused with."""
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
+
+# Fixed bounds on what any JSON body may hold. The deepest body an endpoint takes is four levels
+# ({"inputs": [{"endings": [...]}]}); the longest number a client has reason to send is a float's 17 digits with
+# sign and exponent. Python's parser would otherwise recurse into any depth and convert any number of digits.
+MAX_JSON_DEPTH = 16
+MAX_NUMBER_CHARS = 48
+# Bodies still arriving hold at most this many times --payload-limit bytes in all: a slow upload holds the bytes
+# it has sent, never a request slot, so slow clients cannot lock out fast ones.
+UPLOAD_BUDGET_BODIES = 32
+# /fill-mask answers at most this many (mask, candidate) pairs per request: masks in all texts x top_k.
+MAX_FILL_MASK_PREDICTIONS = 10_000
+# Requests whose texts hold more characters than this are tokenized in a worker thread, not in the event loop.
+INLINE_TOKENIZE_CHARS = 2_000
+# The longest a batch may wait for company.
+MAX_WAIT_MS_LIMIT = 60_000.0
 
 
 @dataclass(frozen=True)
@@ -13,16 +30,39 @@ class ServeSettings:
     max_client_batch_size: int = 64      # inputs one request may carry
     max_concurrent_requests: int = 512   # requests waiting or running; beyond this the answer is 429
     payload_limit: int = 2_000_000       # request body bytes; beyond this the answer is 413
+    max_input_chars: int = 20_000        # characters of one input text; beyond this the answer is 413
+    body_timeout: float = 10.0           # seconds a request body may take to arrive; beyond this the answer is 408
+    idle_timeout: float = 5.0            # seconds a connection may stay open without a whole request head
     auto_truncate: bool = False          # cut inputs longer than the model instead of answering 413
     api_key: str | None = None           # when set, requests need `Authorization: Bearer <key>`
     model_name: str | None = None        # the `model` field of OpenAI-style answers (default: folder name)
 
     def __post_init__(self) -> None:
-        for name in ("max_batch_tokens", "max_client_batch_size", "max_concurrent_requests", "payload_limit"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"--{name.replace('_', '-')} must be at least 1, got {getattr(self, name)}")
-        if self.max_wait_ms < 0:
-            raise ValueError(f"--max-wait-ms must be 0 or more, got {self.max_wait_ms}")
+        for name in ("max_batch_tokens", "max_client_batch_size", "max_concurrent_requests", "payload_limit",
+                     "max_input_chars"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"{_flag(name)} must be a whole number of at least 1, got {value!r}")
+        if not _finite(self.max_wait_ms) or not 0 <= self.max_wait_ms <= MAX_WAIT_MS_LIMIT:
+            raise ValueError(f"--max-wait-ms must be from 0 to {MAX_WAIT_MS_LIMIT:g} milliseconds, "
+                             f"got {self.max_wait_ms!r}")
+        for name in ("body_timeout", "idle_timeout"):
+            value = getattr(self, name)
+            if not _finite(value) or not 0 < value <= 3600:
+                raise ValueError(f"{_flag(name)} must be more than 0 and at most 3600 seconds, got {value!r}")
+
+    @property
+    def upload_budget(self) -> int:
+        """Bytes that bodies still arriving may hold in all."""
+        return UPLOAD_BUDGET_BODIES * self.payload_limit
+
+
+def _flag(name: str) -> str:
+    return "--" + name.replace("_", "-")
+
+
+def _finite(value: object) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
 class RequestError(Exception):

@@ -8,7 +8,9 @@ called like a bertforge model (`model(**inputs).logits` / `.last_hidden_state` /
 from __future__ import annotations
 
 import contextlib
+import inspect
 import json
+import logging
 import shutil
 import tempfile
 import warnings
@@ -39,7 +41,6 @@ class _ExportWrapper(torch.nn.Module):
 
     def __init__(self, model: torch.nn.Module, input_names: list[str], output_names: tuple[str, ...]) -> None:
         super().__init__()
-        from bertforge.serving.embeddings import accepts
         self.model, self.input_names, self.output_names = model, input_names, output_names
         self.extra = {"unpad": False} if accepts(model.forward, "unpad") else {}
 
@@ -125,7 +126,8 @@ def export_onnx(directory: str | Path, output: str | Path, quantize: str | None 
         if quantize == "int8":
             from onnxruntime.quantization import QuantType, quantize_dynamic
             # per-channel scales: on SST-2 they kept accuracy that one scale per matrix lost
-            quantize_dynamic(str(fp32), str(output / ONNX_FILE), weight_type=QuantType.QInt8, per_channel=True)
+            with quantizer_errors_only():
+                quantize_dynamic(str(fp32), str(output / ONNX_FILE), weight_type=QuantType.QInt8, per_channel=True)
         else:
             shutil.move(str(fp32), output / ONNX_FILE)
     _copy_folder_files(directory, output)
@@ -135,8 +137,35 @@ def export_onnx(directory: str | Path, output: str | Path, quantize: str | None 
     return output / ONNX_FILE
 
 
+def accepts(func, name: str) -> bool:
+    """Whether `func` takes a keyword argument `name` (the families' forwards differ in what they take)."""
+    try:
+        params = inspect.signature(func).parameters
+    except (TypeError, ValueError):
+        return False
+    return name in params or any(p.kind is p.VAR_KEYWORD for p in params.values())
+
+
+class _ErrorsOnly(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.levelno >= logging.ERROR
+
+
+@contextlib.contextmanager
+def quantizer_errors_only() -> Iterator[None]:
+    """onnxruntime's quantizer reports every tensor and matrix product it leaves alone (about 40 lines for a small
+    BERT) through the root logger itself (`logging.info`, `logging.warning`); while it runs, the root logger passes
+    on its errors only. Named loggers (bertforge's own) are untouched: their records reach the handlers without
+    going through the root logger's filters."""
+    root, only_errors = logging.getLogger(), _ErrorsOnly()
+    root.addFilter(only_errors)
+    try:
+        yield
+    finally:
+        root.removeFilter(only_errors)
+
+
 def _uses_token_types(model: torch.nn.Module) -> bool:
-    from bertforge.serving.embeddings import accepts
     return accepts(model.forward, "token_type_ids") and getattr(model.config, "type_vocab_size", 0) > 0
 
 

@@ -10,9 +10,10 @@ from typing import Any
 
 import numpy as np
 
-from bertforge.serving.embeddings import Pooling, SentenceEncoder, accepts
+from bertforge.serving.embeddings import Pooling, SentenceEncoder
 
 KINDS = ("encoder", "predictor", "mlm")
+KIND_NAMES = {"encoder": "an encoder", "predictor": "a predictor", "mlm": "an MLM"}
 # The exported graph computes every padded position (the PyTorch model skips them), so the onnx backend runs a
 # length-sorted batch in small slices of neighbours; on SST-2 sentences slices of 8 beat one call of 32.
 ONNX_SLICE = 8
@@ -49,6 +50,9 @@ class ServedModel:
         if self.kind == "mlm" and backend == "onnx":
             self.kind = "encoder"  # an MLM folder exports its encoder (last_hidden_state): it serves embeddings
         self.tokenizer = load_tokenizer(self.path)
+        # Requests are counted and tokenized with their own copy of the tokenizer: it holds a lock while it
+        # encodes, and a long request being counted must not hold up the model's next batch.
+        self.request_tokenizer = load_tokenizer(self.path)
         self.encoder: SentenceEncoder | None = None
         self.predictor = None
         self.mlm = None
@@ -89,36 +93,62 @@ class ServedModel:
             task = json.loads((self.path / "task.json").read_text(encoding="utf-8"))
             return Predictor(OnnxModel.from_pretrained(self.path, device=self.device_name), load_tokenizer(self.path),
                              task, self.path)
-        # Predictor.load gains device/precision arguments in a later version; pass them only when it takes them
-        kwargs = {name: value for name, value in (("device", self.device), ("precision", self.precision.name))
-                  if accepts(Predictor.load, name)}
-        if "device" not in kwargs and self.device.type != "cpu":
-            raise ValueError(f"--device {self.device}: this version of Predictor runs on the CPU only; "
-                             "use --device cpu")
-        return Predictor.load(self.path, **kwargs)
+        return Predictor.load(self.path, device=self.device, precision=self.precision.name)
 
     # ---- what the endpoints ask ---------------------------------------------------------------------------------
-    @property
+    @functools.cached_property
     def endpoints(self) -> list[str]:
-        names = {"encoder": ["embed"], "predictor": ["predict"], "mlm": ["embed", "fill-mask"]}[self.kind]
+        """The endpoints this folder serves (paths without their leading slash)."""
+        embeddings = ["v1/embeddings", "embed", "similarity", "rerank"]
+        names = {"encoder": embeddings, "predictor": ["predict"] + (["rerank"] if self.cross_encoder else []),
+                 "mlm": embeddings + ["fill-mask"]}[self.kind]
         return names + ["tokenize"]
+
+    @property
+    def cross_encoder(self) -> bool:
+        """A predictor that scores a (query, text) pair with one number: a regression head, or a classifier
+        with two labels whose second one means "relevant"."""
+        if self.predictor is None:
+            return False
+        head = self.predictor.head
+        return head == "regression" or (head == "sequence_classification" and len(self.predictor.labels or ()) == 2)
+
+    def pair_score(self, result: dict[str, Any], raw: bool = False) -> float:
+        """A cross-encoder's relevance score from its prediction for one pair, as text-embeddings-inference gives
+        it: the sigmoid of the regression output (the output itself with `raw`), or the probability of the second
+        label (its logit against the first with `raw`)."""
+        if self.predictor.head == "regression":
+            value = float(result["score"])
+            return value if raw else float(1 / (1 + np.exp(-value)))
+        negative, positive = (float(result["scores"][name]) for name in self.predictor.labels)
+        if raw:
+            return float(np.log(max(positive, 1e-300)) - np.log(max(negative, 1e-300)))
+        return positive
 
     @property
     def embed_normalizes(self) -> bool:
         return bool(self.encoder and self.encoder.pooling.normalize)
 
-    def token_counts(self, texts: Sequence[str], pairs: Sequence[str | None] | None = None) -> list[int]:
+    def token_counts(self, texts: Sequence[str], pairs: Sequence[str | None] | None = None,
+                     limit: int | None = None) -> list[int]:
+        """Tokens per text (or per text and its pair), special tokens included; counted up to `limit` (a longer
+        input counts as `limit`), which spares building the ids of a long text only to measure it."""
+        tok = self.request_tokenizer
+        cut = {"truncation": True, "max_length": limit} if limit else {}
         if pairs is None or all(p is None for p in pairs):
-            return [len(ids) for ids in self.tokenizer(list(texts))["input_ids"]]
-        return [len(self.tokenizer(t, p)["input_ids"]) if p is not None else len(self.tokenizer(t)["input_ids"])
+            return [len(ids) for ids in tok(list(texts), **cut)["input_ids"]]
+        return [len(tok(t, p, **cut)["input_ids"]) if p is not None else len(tok(t, **cut)["input_ids"])
                 for t, p in zip(texts, pairs)]
 
-    def tokenize(self, texts: Sequence[str]) -> list[list[dict[str, Any]]]:
-        enc = self.tokenizer(list(texts), return_offsets_mapping=True) if self._offsets else None
+    def tokenize(self, texts: Sequence[str], max_length: int | None = None) -> list[list[dict[str, Any]]]:
+        """Each text's tokens with their ids and character offsets, cut to `max_length` tokens if given."""
+        tok = self.request_tokenizer
+        cut = {"truncation": True, "max_length": max_length} if max_length else {}
+        enc = tok(list(texts), return_offsets_mapping=True, **cut) if self._offsets else None
         out = []
         for i, text in enumerate(texts):
-            ids = enc["input_ids"][i] if enc else self.tokenizer(text)["input_ids"]
-            tokens = self.tokenizer.convert_ids_to_tokens(ids)
+            ids = enc["input_ids"][i] if enc else tok(text, **cut)["input_ids"]
+            tokens = tok.convert_ids_to_tokens(ids)
             row = [{"id": int(t), "text": tok} for t, tok in zip(ids, tokens)]
             if enc:
                 for entry, (start, stop) in zip(row, enc["offset_mapping"][i]):
@@ -129,7 +159,7 @@ class ServedModel:
     @functools.cached_property
     def _offsets(self) -> bool:
         try:
-            self.tokenizer(["a"], return_offsets_mapping=True)
+            self.request_tokenizer(["a"], return_offsets_mapping=True)
             return True
         except (TypeError, ValueError, NotImplementedError):
             return False
@@ -163,7 +193,7 @@ class ServedModel:
     def fill_mask_batch(self, items: list[tuple[str, int]]) -> list[list[dict[str, Any]]]:
         import torch
 
-        from bertforge.commands.fill_mask import fill_mask
+        from bertforge.generation.fill_mask import fill_mask
         top_k = max(k for _, k in items)
         with torch.no_grad(), self.precision.autocast():
             results = fill_mask(self.mlm, self.tokenizer, [t for t, _ in items], top_k=top_k)

@@ -1,0 +1,199 @@
+"""One plain async function per endpoint: a typed request in, JSON-ready data out, refusals as RequestError.
+
+Every handler receives the `Service` (the model, the settings, the batchers) and its request; none of them knows
+about HTTP, which `app.py` wires around them.
+"""
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from bertforge.serving.batcher import Batcher
+from bertforge.serving.limits import INLINE_TOKENIZE_CHARS, MAX_FILL_MASK_PREDICTIONS, RequestError, ServeSettings
+from bertforge.serving.metrics import ServerMetrics
+from bertforge.serving.requests import (
+    EmbedRequest,
+    FillMaskRequest,
+    OpenAIEmbeddingsRequest,
+    PredictRequest,
+    RerankRequest,
+    SimilarityRequest,
+    TokenizeRequest,
+    predict_input,
+)
+from bertforge.serving.served_model import ServedModel
+
+
+class ModelError(Exception):
+    """The model failed on a batch: the request is answered 500 and the cause logged."""
+
+
+@dataclass
+class Service:
+    """What every handler works with: the model, the server's settings and metrics, one batcher per kind of model
+    call, and a thread for tokenizing long requests off the event loop."""
+
+    model: ServedModel
+    settings: ServeSettings
+    metrics: ServerMetrics
+    batchers: dict[str, Batcher]
+    model_name: str
+    tokenizer_thread: ThreadPoolExecutor
+
+    async def run(self, kind: str, payloads: list[Any], tokens: list[int], endpoint: str) -> list[Any]:
+        """The model's results for `payloads`, batched with other requests' inputs."""
+        try:
+            results = await self.batchers[kind].submit(payloads, tokens)
+            _check_finite(results)
+        except Exception as err:
+            raise ModelError() from err
+        self.metrics.tokens.labels(endpoint).inc(sum(tokens))
+        return results
+
+    async def off_loop(self, chars: int, func: Callable, *args: Any) -> Any:
+        """`func(*args)` inline when its texts are short, else in the tokenizer thread, so that a request with
+        long texts never stalls the event loop (and /health with it)."""
+        if chars <= INLINE_TOKENIZE_CHARS:
+            return func(*args)
+        return await asyncio.get_running_loop().run_in_executor(self.tokenizer_thread, func, *args)
+
+    async def checked_lengths(self, texts: Sequence[str], pairs: Sequence[str | None] | None,
+                              fields: Sequence[str]) -> list[int]:
+        """Tokens per input (pairs counted together), each within the model's length or cut to it with
+        --auto-truncate; 413 naming the field otherwise."""
+        chars = sum(map(len, texts)) + sum(len(p) for p in pairs or () if p)
+        longest = self.model.max_length
+        counts = await self.off_loop(chars, self.model.token_counts, texts, pairs, longest + 1)
+        if not self.settings.auto_truncate:
+            for field, n in zip(fields, counts):
+                if n > longest:
+                    raise RequestError(413, f"{field} has more than {longest} tokens; this model takes at most "
+                                            f"{longest} (or start the server with --auto-truncate)", "input_too_long")
+        return [min(n, longest) for n in counts]
+
+    async def embed(self, texts: list[str], fields: Sequence[str], endpoint: str,
+                    normalize: bool) -> tuple[np.ndarray, list[int]]:
+        """[len(texts), dim] float32 sentence vectors, and the tokens each text took."""
+        tokens = await self.checked_lengths(texts, None, fields)
+        vectors = np.stack(await self.run("embed", texts, tokens, endpoint))
+        if normalize:
+            vectors = vectors / np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
+        return np.ascontiguousarray(vectors, dtype=np.float32), tokens
+
+
+def _check_finite(results: list[Any]) -> None:
+    """A NaN or infinity from the model is a failure (answered 500), never a number in an answer."""
+    stack: list[Any] = list(results)
+    while stack:
+        item = stack.pop()
+        if isinstance(item, np.ndarray):
+            if item.dtype.kind == "f" and not np.isfinite(item).all():
+                raise ValueError("the model produced a value that is not finite")
+        elif isinstance(item, float):
+            if item != item or item in (float("inf"), float("-inf")):
+                raise ValueError("the model produced a value that is not finite")
+        elif isinstance(item, dict):
+            stack.extend(item.values())
+        elif isinstance(item, (list, tuple)):
+            stack.extend(item)
+
+
+def indexed(field: str, n: int) -> list[str]:
+    return [f"{field}[{i}]" for i in range(n)]
+
+
+# ---- endpoints ------------------------------------------------------------------------------------------------------
+async def openai_embeddings(svc: Service, req: OpenAIEmbeddingsRequest) -> dict[str, Any]:
+    vectors, tokens = await svc.embed(req.texts, indexed("input", len(req.texts)), "/v1/embeddings",
+                                      svc.model.embed_normalizes)
+    return {"object": "list", "model": req.model or svc.model_name,
+            "data": [{"object": "embedding", "index": i, "embedding": v} for i, v in enumerate(vectors)],
+            "usage": {"prompt_tokens": sum(tokens), "total_tokens": sum(tokens)}}
+
+
+async def embed(svc: Service, req: EmbedRequest) -> np.ndarray:
+    """[texts, dim]: the answer is written from the array itself (no Python floats in between)."""
+    vectors, _ = await svc.embed(req.texts, indexed("inputs", len(req.texts)), "/embed", req.normalize)
+    return vectors
+
+
+async def similarity(svc: Service, req: SimilarityRequest) -> np.ndarray:
+    """Cosine similarity of the source sentence with each sentence (TEI's /similarity)."""
+    fields = ["inputs.source_sentence", *indexed("inputs.sentences", len(req.sentences))]
+    vectors, _ = await svc.embed([req.source, *req.sentences], fields, "/similarity", normalize=True)
+    return vectors[1:] @ vectors[0]
+
+
+async def rerank(svc: Service, req: RerankRequest) -> list[dict[str, Any]]:
+    """The texts by relevance to the query, best first (TEI's /rerank): a cross-encoder's score of each (query,
+    text) pair when the folder is one, else the cosine similarity of their embeddings."""
+    if svc.model.encoder is not None:
+        fields = ["query", *indexed("texts", len(req.texts))]
+        vectors, _ = await svc.embed([req.query, *req.texts], fields, "/rerank", normalize=True)
+        scores = (vectors[1:] @ vectors[0]).tolist()
+    else:
+        queries = [req.query] * len(req.texts)
+        tokens = await svc.checked_lengths(queries, req.texts, indexed("texts", len(req.texts)))
+        results = await svc.run("predict", list(zip(queries, req.texts)), tokens, "/rerank")
+        scores = [svc.model.pair_score(r, raw=req.raw_scores) for r in results]
+    order = sorted(range(len(scores)), key=lambda i: -scores[i])
+    return [{"index": i, "score": scores[i], **({"text": req.texts[i]} if req.return_text else {})} for i in order]
+
+
+async def predict(svc: Service, req: PredictRequest) -> list[dict[str, Any]]:
+    head = svc.model.predictor.head
+    parsed = [predict_input(head, item, f"inputs[{i}]", svc.settings) for i, item in enumerate(req.inputs)]
+    texts, pairs = _length_texts(head, parsed)
+    if texts is not None:
+        tokens = await svc.checked_lengths(texts, pairs, indexed("inputs", len(texts)))
+    else:  # QA and multiple choice split or cut long inputs themselves
+        flat = [_flatten(p) for p in parsed]
+        counts = await svc.off_loop(sum(map(len, flat)), svc.model.token_counts, flat, None, svc.model.max_length)
+        tokens = [min(svc.model.max_length, n) for n in counts]
+    return await svc.run("predict", parsed, tokens, "/predict")
+
+
+async def fill_mask(svc: Service, req: FillMaskRequest) -> list[list[dict[str, Any]]]:
+    mask = svc.model.tokenizer.mask_token
+    masks = [t.replace("[MASK]", mask).count(mask) for t in req.texts]
+    for i, n in enumerate(masks):
+        if n == 0:
+            raise RequestError(422, f"inputs[{i}]: no [MASK] in the text")
+    if sum(masks) * req.top_k > MAX_FILL_MASK_PREDICTIONS:
+        raise RequestError(422, f"inputs: {sum(masks)} masks x top_k {req.top_k} = {sum(masks) * req.top_k:,} "
+                                f"predictions; a request may ask for at most {MAX_FILL_MASK_PREDICTIONS:,}")
+    tokens = await svc.checked_lengths(req.texts, None, indexed("inputs", len(req.texts)))
+    return await svc.run("fill-mask", [(t, req.top_k) for t in req.texts], tokens, "/fill-mask")
+
+
+async def tokenize(svc: Service, req: TokenizeRequest) -> list[list[dict[str, Any]]]:
+    """Tokens with their character offsets; inputs longer than the model are refused (or cut with
+    --auto-truncate), so an answer is never larger than the model's length allows."""
+    await svc.checked_lengths(req.texts, None, indexed("inputs", len(req.texts)))
+    return await svc.off_loop(sum(map(len, req.texts)), svc.model.tokenize, req.texts, svc.model.max_length)
+
+
+def info(svc: Service) -> dict[str, Any]:
+    s = svc.settings
+    return {**svc.model.info(), "model": svc.model_name, "max_batch_tokens": s.max_batch_tokens,
+            "max_client_batch_size": s.max_client_batch_size, "max_concurrent_requests": s.max_concurrent_requests,
+            "max_input_chars": s.max_input_chars, "payload_limit": s.payload_limit, "body_timeout": s.body_timeout,
+            "idle_timeout": s.idle_timeout, "auto_truncate": s.auto_truncate}
+
+
+def _length_texts(head: str, parsed: list[Any]) -> tuple[list[str] | None, list[str | None] | None]:
+    if head in ("sequence_classification", "regression"):
+        return ([p[0] if isinstance(p, tuple) else p for p in parsed],
+                [p[1] if isinstance(p, tuple) else None for p in parsed])
+    if head == "token_classification":
+        return [p if isinstance(p, str) else " ".join(p) for p in parsed], None
+    return None, None
+
+
+def _flatten(item: Any) -> str:
+    return " ".join(_flatten(x) for x in item) if isinstance(item, (tuple, list)) else str(item)
