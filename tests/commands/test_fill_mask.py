@@ -26,7 +26,7 @@ def _bert_folder(tmp_path):
 
 def test_targets_rank_agrees_with_the_top_k(tmp_path, capsys):
     """The top-1 word, asked for as a target, must come back as rank 1 with the same probability."""
-    from bertforge.commands.fill_mask import fill_mask
+    from bertforge.generation.fill_mask import fill_mask
     folder, model, tok = _bert_folder(tmp_path)
     [[first]] = fill_mask(model, tok, ["the cat [MASK] on the mat"], top_k=3)
     best, p_best = first["top"][0]

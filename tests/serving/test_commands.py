@@ -80,7 +80,7 @@ def test_export_then_serve_onnx_and_sigterm_drains(sst2_folder, tmp_path):
         thread = threading.Thread(target=lambda: answer.update(
             r=httpx.post(url + "/predict", json={"inputs": texts}, timeout=60)))
         thread.start()
-        time.sleep(0.5)  # the request now waits in the batcher (--max-wait-ms 1500)
+        waiting_in_batcher(url)  # --max-wait-ms 1500 holds it there
         proc.send_signal(signal.SIGTERM)
         thread.join(60)
         assert proc.wait(60) == 0
@@ -94,6 +94,19 @@ def test_export_then_serve_onnx_and_sigterm_drains(sst2_folder, tmp_path):
     assert [x["label"] for x in r.json()] == [x["label"] for x in expected]
     np.testing.assert_allclose([x["score"] for x in r.json()], [x["score"] for x in expected], atol=1e-4)
     assert "Traceback" not in proc.stderr.read()
+
+
+def waiting_in_batcher(url: str, seconds: float = 60) -> None:
+    """Until the server's metrics show inputs queued for a batch (a hang guard, not a claim about speed)."""
+    deadline = time.monotonic() + seconds
+    while True:
+        text = httpx.get(url + "/metrics", timeout=5).text
+        queued = [line for line in text.splitlines() if line.startswith("bertforge_queued_inputs ")]
+        if queued and float(queued[0].split()[1]) > 0:
+            return
+        if time.monotonic() > deadline:
+            raise TimeoutError("the request never reached the batcher")
+        time.sleep(0.05)
 
 
 @pytest.mark.parametrize("flag, value, expected", [

@@ -132,7 +132,7 @@ def test_422_names_the_field(encoder_url, payload, field):
 
 def test_404_for_an_endpoint_this_model_does_not_serve(encoder_url):
     r = post(encoder_url, "/predict", {"inputs": ["x"]})
-    assert r.status_code == 404 and "/embed" in r.json()["error"] and "(an encoder)" in r.json()["error"]
+    assert r.status_code == 404 and "/embed" in r.json()["error"] and "(an encoder folder)" in r.json()["error"]
 
 
 # ---- batching across concurrent requests -----------------------------------------------------------------------
