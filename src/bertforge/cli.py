@@ -77,7 +77,7 @@ def _wants_debug(argv: list[str]) -> bool:
 
 
 def _reported_by_rank_zero(err: Exception) -> bool:
-    """An error every rank of a torchrun group hit, which rank 0 prints (training.distributed.raise_together)."""
+    """An error every rank of a torchrun group hit, which rank 0 prints (training.distributed.on_rank_zero)."""
     distributed = sys.modules.get("bertforge.training.distributed")
     return distributed is not None and isinstance(err, distributed.FailedOnRankZero)
 

@@ -79,7 +79,7 @@ def init_distributed(device: str = "auto", timeout: float = DEFAULT_TIMEOUT) -> 
         try:
             dist.init_process_group(backend="nccl" if dev.type == "cuda" else "gloo", store=store, rank=rank,
                                     world_size=world_size, timeout=timedelta(seconds=timeout))
-        except dist.DistError as err:
+        except RuntimeError as err:  # DistError, or gloo's own RuntimeError when the mesh does not connect
             raise DistributedError(f"{info.who} could not connect to the other processes within {timeout:g} s "
                                    f"(--dist-timeout): {_first_line(err)}") from None
         info.owns_group = True
@@ -235,15 +235,21 @@ def broadcast_object(obj: Any, info: DistInfo) -> Any:
     return box[0]
 
 
-def raise_together(message: str | None, info: DistInfo) -> None:
-    """Rank 0's verdict on every rank: with a message, rank 0 raises ValueError(message) and the other ranks
-    `FailedOnRankZero`, so that a settings error every rank would find is reported once."""
-    message = broadcast_object(message, info)
-    if message is None:
-        return
+def on_rank_zero(work: Callable[[], Any], info: DistInfo) -> Any:
+    """`work()` on rank 0 alone (claiming the output, checking a checkpoint), with its error raised on every
+    rank: as itself on rank 0, which reports it, and as a quiet `FailedOnRankZero` elsewhere, so that the user
+    reads one line, not one per rank. Returns what `work` returned (on rank 0; None elsewhere)."""
+    result, failure = None, None
     if info.is_main:
-        raise ValueError(message)
-    raise FailedOnRankZero(message)
+        try:
+            result = work()
+        except Exception as err:  # noqa: BLE001 - re-raised below, on every rank
+            failure = err
+    if any_true(failure is not None, info):
+        if failure is not None:
+            raise failure
+        raise FailedOnRankZero("rank 0 stopped the run (its error says why)")
+    return result
 
 
 def _collective_device(info: DistInfo) -> torch.device:

@@ -253,10 +253,8 @@ class _Run:
         if latest is None:
             torch.manual_seed(self.opts.seed + 1_000_003 * self.info.rank)  # dropout differs between ranks
             return None
-        saved = ckpt.load_training_state(latest) if self.main else None
-        dist_.raise_together(self._refusal(saved, latest) if self.main else None, self.info)
-        if not self.main:
-            saved = ckpt.load_training_state(latest)
+        saved = ckpt.load_training_state(latest)
+        dist_.on_rank_zero(lambda: self._check_resumable(saved, latest), self.info)
         self.stage.load_weights(latest)
         self.optimizer.load_state_dict(saved["optimizer"])
         self.scheduler.load_state_dict(saved["scheduler"])
@@ -274,24 +272,27 @@ class _Run:
         if latest is None or not self.info.enabled:
             return latest
         sees = dist_.gather_objects(latest in [path for _, path in ckpt.list_checkpoints(self.out)], self.info)
-        blind = [rank for rank, seen in enumerate(sees or []) if not seen]
-        dist_.raise_together(f"rank(s) {', '.join(map(str, blind))} cannot read {latest}, the checkpoint rank 0 "
-                             "resumes from: --output must be a folder every node shares" if blind else None, self.info)
+
+        def check() -> None:
+            blind = [str(rank) for rank, seen in enumerate(sees or []) if not seen]
+            if blind:
+                raise ValueError(f"rank(s) {', '.join(blind)} cannot read {latest}, the checkpoint rank 0 resumes "
+                                 "from: --output must be a folder every node shares")
+        dist_.on_rank_zero(check, self.info)
         return latest
 
-    def _refusal(self, saved: dict[str, Any], latest: Path) -> str | None:
-        """Why the run in OUTPUT cannot be resumed by this one (other settings, another world size), or None."""
+    def _check_resumable(self, saved: dict[str, Any], latest: Path) -> None:
+        """Refuse to resume the run in OUTPUT with other settings or another number of processes."""
         was = saved.get("run", {})
         changed = {k: (was.get(k), v) for k, v in self.record.items() if _differs(was.get(k), v)}
         if changed:
             what = ", ".join(f"{k}: {a!r} there, {b!r} now" for k, (a, b) in changed.items())
-            return (f"{self.out} holds a run with other settings ({what}); resume with the same settings, start "
-                    "again with --overwrite, or choose another --output")
+            raise ValueError(f"{self.out} holds a run with other settings ({what}); resume with the same settings, "
+                             "start again with --overwrite, or choose another --output")
         if saved.get("world_size") != self.info.world_size:
-            return (f"{latest} was written by a run of {_processes(saved.get('world_size'))} and this run has "
-                    f"{self.info.world_size}; resume with {saved.get('world_size')} in all (torchrun: --nnodes x "
-                    "--nproc_per_node), or start again with --overwrite")
-        return None
+            raise ValueError(f"{latest} was written by a run of {_processes(saved.get('world_size'))} and this run "
+                             f"has {self.info.world_size}; resume with {saved.get('world_size')} in all (torchrun: "
+                             "--nnodes x --nproc_per_node), or start again with --overwrite")
 
     def _tensorboard(self):
         if not self.opts.tensorboard:
