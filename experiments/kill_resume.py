@@ -9,8 +9,9 @@ Verbs: pretrain, distill pretrain, finetune, distill task — tiny models on rea
 (Markdown) at the end; exits 1 if any trial differs.
 
 With --torchrun (verbs pretrain and finetune by default) every run is `torchrun --max-restarts 2
---nproc_per_node 2` on 127.0.0.1, and one rank of the group is killed: torchrun restarts the group, which
-resumes by itself; the reference is an uninterrupted 2-process run. Every third trial kills inside a save.
+--nproc_per_node 2` on 127.0.0.1, and one rank of the group (drawn at random) is killed up to a second after a
+random checkpoint (step 2 to 8), or, every third trial, inside that checkpoint's save: torchrun restarts the
+group, which resumes by itself; the reference is an uninterrupted 2-process run.
 """
 from __future__ import annotations
 
@@ -155,28 +156,34 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def torchrun_trial(cmd: list[str], delay: float, in_save: bool, rank: int) -> tuple[str, bool]:
-    """Launch a 2-process group that torchrun may restart twice; after `delay` seconds (in_save: inside the first
-    checkpoint save after that, in the first attempt) SIGKILL `rank`. Returns what happened and whether the
-    group then finished with status 0."""
+def torchrun_trial(cmd: list[str], out: Path, save: int, delay: float, in_save: bool, rank: int) -> tuple[str, bool]:
+    """Launch a 2-process group that torchrun may restart twice, and SIGKILL `rank` once in its first attempt:
+    `delay` seconds after checkpoint step-`save` is complete, or (in_save) inside that checkpoint's save. Returns
+    what happened and whether the group then ended with status 0."""
     import threading
-    faults = ["--sleep-in-save", "30", "--attempt", "0"] if in_save else []
+    faults = ["--sleep-in-save", "30", "--save-step", str(save), "--attempt", "0"] if in_save else []
     proc = subprocess.Popen(torchrun("--max-restarts", "2", "--nproc_per_node", "2", "--master-addr", "127.0.0.1",
                                      "--master-port", str(free_port()), str(RUNNER), "--announce", *faults, "--",
-                                     *cmd), env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+                                     *cmd, "--output", str(out)),
+                            env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     lines: list[str] = []
     reader = threading.Thread(target=lambda: lines.extend(proc.stderr), daemon=True)
     reader.start()
-    start, what = time.time(), "finished first"
+    what, since = "finished first", None
     while proc.poll() is None:
         pids = {int(w[3]): int(w[5]) for w in (line.split() for line in list(lines))
                 if w[:3] == ["[test", "hook]", "rank"] and w[-1] == "0"}
-        saving = any("inside checkpoint save" in line for line in list(lines))
-        if len(pids) == 2 and time.time() - start >= delay and (saving or not in_save):
+        if in_save:
+            ready = any(f"inside checkpoint save of step-{save}" in line for line in list(lines))
+        else:
+            since = since or ((out / "checkpoints" / f"step-{save}").is_dir() and time.time())
+            ready = bool(since) and time.time() - since >= delay
+        if ready and len(pids) == 2:
             os.kill(pids[rank], signal.SIGKILL)
-            what = f"rank {rank} killed " + ("inside a save" if in_save else f"after {time.time() - start:.1f}s")
+            what = f"rank {rank} killed " + (f"inside the save of step-{save}" if in_save else
+                                             f"{delay:.2f}s after the save of step-{save}")
             break
-        time.sleep(0.01)
+        time.sleep(0.005)
     ok = proc.wait(timeout=1800) == 0
     reader.join(timeout=10)
     if not ok:
@@ -220,8 +227,8 @@ def main() -> int:
             shutil.rmtree(out, ignore_errors=True)
             if args.torchrun:
                 in_save = trial % 3 == 2
-                delay = rng.uniform(2.0, max(2.5, args.latest * total))
-                what, ok = torchrun_trial([*cmd, "--output", str(out)], delay, in_save, rng.randrange(2))
+                save, delay, rank = rng.choice([2, 4, 6, 8]), rng.uniform(0.0, 1.0), rng.randrange(2)
+                what, ok = torchrun_trial(cmd, out, save, delay, in_save, rank)
                 equal = ok and (out / "model.safetensors").read_bytes() == reference
                 same += equal
                 print(f"{verb} trial {trial}: {what}; torchrun restarted the group: {ok}; bitwise equal: {equal}",

@@ -357,6 +357,15 @@ def test_a_restarted_group_forms_where_the_dead_group_left_its_keys(monkeypatch)
     assert [r[1] if isinstance(r, tuple) else r for r in second] == [3.0, 3.0]
 
 
+@pytest.mark.parametrize("delays", [[0.0, 0.5], [0.5, 0.0]])
+def test_a_group_forms_by_environment_variables_alone(monkeypatch, delays):
+    """Without torchrun's store (a launch by RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT, as from a batch scheduler)
+    rank 0 serves the store; whichever rank comes first waits for the other."""
+    with_env(monkeypatch, free_port(), agent_store=False)
+    group = form_group(delays)
+    assert [r[1] if isinstance(r, tuple) else r for r in group] == [3.0, 3.0]
+
+
 def test_lost_contact_is_named_only_for_distributed_failures():
     info = dist_.DistInfo(rank=1, world_size=2, timeout=30.0)
     gloo = RuntimeError("[/x/gloo/transport/tcp/pair.cc:537] Read error [127.0.0.1]:57492: Connection reset by peer. "

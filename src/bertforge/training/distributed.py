@@ -117,8 +117,8 @@ def _group_store(info: DistInfo) -> dist.Store:
         store = dist.TCPStore(addr, port, info.world_size, serves, timeout=timedelta(seconds=info.timeout),
                               multi_tenant=True)
     except dist.DistError as err:
-        what = "the other processes did not all join" if serves else "cannot reach the rendezvous"
-        raise DistributedError(f"{info.who}: {what} at {addr}:{port} (MASTER_ADDR:MASTER_PORT) within "
+        what = ": the other processes did not all join" if serves else " cannot reach the rendezvous"
+        raise DistributedError(f"{info.who}{what} at {addr}:{port} (MASTER_ADDR:MASTER_PORT) within "
                                f"{info.timeout:g} s (--dist-timeout): {_first_line(err)}") from None
     return _fresh_namespace(store, info, deadline, f"{addr}:{port}") if shared else store
 
