@@ -8,7 +8,7 @@ from bertforge.commands.options import add_output_arguments
 from bertforge.commands.dataclass_args import (add_dataclass_arguments, dataclass_from_args, non_negative_int,
                                                positive_int)
 from bertforge.commands.options import duration
-from bertforge.training.options import TrainOptions, distill_defaults
+from bertforge.training.options import DIST_TIMEOUT, TrainOptions, distill_defaults
 
 
 def _layers(value: str) -> list[int]:
@@ -91,9 +91,9 @@ def register(sub) -> None:
     task.add_argument("--precision", default="auto", choices=["auto", "fp32", "bf16", "fp16"])
     task.add_argument("--save-every", type=non_negative_int, default=0,
                       help="checkpoint every N steps, so a killed run resumes (0: none)")
-    task.add_argument("--dist-timeout", type=duration, default=600.0,
+    task.add_argument("--dist-timeout", type=duration, default=DIST_TIMEOUT,
                       help="under torchrun: how long a process waits for the others before the run ends naming the "
-                           "rank and the cause, e.g. 90s, 10m (default: 600 s)")
+                           f"rank and the cause, e.g. 90s, 10m (default: {DIST_TIMEOUT:g} s)")
     task.add_argument("--overwrite", action="store_true",
                       help="start again in an OUTPUT that holds another run (its contents are deleted)")
     add_common(task)

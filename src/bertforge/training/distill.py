@@ -31,7 +31,7 @@ from bertforge.device import Precision
 from bertforge.model.distilbert import LAYER_NORM_EPS, DistilBertConfig, DistilBertForMaskedLM
 from bertforge.training.engine import FaultHooks, Session, fit
 from bertforge.training.pretrain import CorpusStage
-from bertforge.training.options import TrainOptions, distill_defaults
+from bertforge.training.options import DIST_TIMEOUT, TrainOptions, distill_defaults
 from bertforge.outputs import fresh_output, is_finished
 from bertforge.training.run_output import claim_run_output
 
@@ -358,7 +358,7 @@ class TaskDistillSettings:
     device: str = "auto"
     precision: str = "auto"
     save_every: int = 0                     # checkpoints every N steps (a killed run then resumes); 0: none
-    dist_timeout: float = 600.0             # seconds a process waits for the others under torchrun
+    dist_timeout: float = DIST_TIMEOUT      # seconds a process waits for the others under torchrun
     overwrite: bool = False
 
 

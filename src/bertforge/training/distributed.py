@@ -25,8 +25,9 @@ import torch
 import torch.distributed as dist
 
 from bertforge.device import resolve_device
+from bertforge.training.options import DIST_TIMEOUT
 
-DEFAULT_TIMEOUT = 600.0  # seconds; --dist-timeout
+DEFAULT_TIMEOUT = DIST_TIMEOUT  # seconds; --dist-timeout
 _POLL = 0.02             # seconds between looks at the store while joining
 _LEADER = "bertforge/leader"
 
