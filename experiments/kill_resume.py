@@ -2,10 +2,16 @@
 command again, and check the final weights are bitwise those of a run that was never interrupted.
 
     python experiments/kill_resume.py --trials 20 --out /tmp/kill-resume
+    python experiments/kill_resume.py --torchrun --trials 10 --out /tmp/kill-resume-ddp
 
 Verbs: pretrain, distill pretrain, finetune, distill task — tiny models on real data from ../shared/data
 (a Wikipedia slice, SST-2) with the real MiniLM vocabulary. Prints one line per trial and a summary table
 (Markdown) at the end; exits 1 if any trial differs.
+
+With --torchrun (verbs pretrain and finetune by default) every run is `torchrun --max-restarts 2
+--nproc_per_node 2` on 127.0.0.1, and one rank of the group (drawn at random) is killed up to a second after a
+random checkpoint (step 2 to 8), or, every third trial, inside that checkpoint's save: torchrun restarts the
+group, which resumes by itself; the reference is an uninterrupted 2-process run.
 """
 from __future__ import annotations
 
@@ -139,11 +145,60 @@ def run_until_killed(cmd: list[str], delay: float, in_save: bool) -> str:
     return "finished first" if finished else ("killed in a save" if in_save else "killed")
 
 
+def torchrun(*args: str) -> list[str]:
+    return [sys.executable, "-m", "torch.distributed.run", *args]
+
+
+def free_port() -> int:
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def torchrun_trial(cmd: list[str], out: Path, save: int, delay: float, in_save: bool, rank: int) -> tuple[str, bool]:
+    """Launch a 2-process group that torchrun may restart twice, and SIGKILL `rank` once in its first attempt:
+    `delay` seconds after checkpoint step-`save` is complete, or (in_save) inside that checkpoint's save. Returns
+    what happened and whether the group then ended with status 0."""
+    import threading
+    faults = ["--sleep-in-save", "30", "--save-step", str(save), "--attempt", "0"] if in_save else []
+    proc = subprocess.Popen(torchrun("--max-restarts", "2", "--nproc_per_node", "2", "--master-addr", "127.0.0.1",
+                                     "--master-port", str(free_port()), str(RUNNER), "--announce", *faults, "--",
+                                     *cmd, "--output", str(out)),
+                            env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    lines: list[str] = []
+    reader = threading.Thread(target=lambda: lines.extend(proc.stderr), daemon=True)
+    reader.start()
+    what, since = "finished first", None
+    while proc.poll() is None:
+        pids = {int(w[3]): int(w[5]) for w in (line.split() for line in list(lines))
+                if w[:3] == ["[test", "hook]", "rank"] and w[-1] == "0"}
+        if in_save:
+            ready = any(f"inside checkpoint save of step-{save}" in line for line in list(lines))
+        else:
+            since = since or ((out / "checkpoints" / f"step-{save}").is_dir() and time.time())
+            ready = bool(since) and time.time() - since >= delay
+        if ready and len(pids) == 2:
+            os.kill(pids[rank], signal.SIGKILL)
+            what = f"rank {rank} killed " + (f"inside the save of step-{save}" if in_save else
+                                             f"{delay:.2f}s after the save of step-{save}")
+            break
+        time.sleep(0.005)
+    ok = proc.wait(timeout=1800) == 0
+    reader.join(timeout=10)
+    if not ok:
+        print("".join(lines[-40:]), file=sys.stderr)
+    return what, ok
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--trials", type=int, default=20)
     parser.add_argument("--out", type=Path, required=True)
-    parser.add_argument("--verbs", default="pretrain,distill pretrain,finetune,distill task")
+    parser.add_argument("--verbs", default=None,
+                        help="default: pretrain,distill pretrain,finetune,distill task (--torchrun: pretrain,finetune)")
+    parser.add_argument("--torchrun", action="store_true",
+                        help="run each verb as a 2-process torchrun group that restarts itself after the kill")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--latest", type=float, default=1.0,
                         help="kill no later than this fraction of the uninterrupted run's time (verbs whose last "
@@ -153,13 +208,16 @@ def main() -> int:
     paths = setup(args.out / "setup")
     rng = random.Random(args.seed)
     table = []
-    for verb in [v.strip() for v in args.verbs.split(",")]:
+    verbs = args.verbs or ("pretrain,finetune" if args.torchrun else "pretrain,distill pretrain,finetune,distill task")
+    launcher = torchrun("--standalone", "--nproc_per_node", "2", "-m", "bertforge") if args.torchrun else \
+        [sys.executable, "-m", "bertforge"]
+    for verb in [v.strip() for v in verbs.split(",")]:
         cmd = commands(paths)[verb]
         ref = args.out / verb.replace(" ", "-") / "reference"
         if not (ref / "model.safetensors").exists():
             shutil.rmtree(ref, ignore_errors=True)
             t0 = time.time()
-            sh([sys.executable, "-m", "bertforge", *cmd, "--output", str(ref)])
+            sh([*launcher, *cmd, "--output", str(ref)])
             (ref.parent / "seconds").write_text(str(time.time() - t0))
         total = float((ref.parent / "seconds").read_text())
         reference = (ref / "model.safetensors").read_bytes()
@@ -167,6 +225,16 @@ def main() -> int:
         for trial in range(args.trials):
             out = ref.parent / f"trial-{trial}"
             shutil.rmtree(out, ignore_errors=True)
+            if args.torchrun:
+                in_save = trial % 3 == 2
+                save, delay, rank = rng.choice([2, 4, 6, 8]), rng.uniform(0.0, 1.0), rng.randrange(2)
+                what, ok = torchrun_trial(cmd, out, save, delay, in_save, rank)
+                equal = ok and (out / "model.safetensors").read_bytes() == reference
+                same += equal
+                print(f"{verb} trial {trial}: {what}; torchrun restarted the group: {ok}; bitwise equal: {equal}",
+                      flush=True)
+                shutil.rmtree(out)
+                continue
             in_save = trial % 4 == 3
             kills = []
             for _ in range(1 + trial % 2):  # every other trial is killed twice before it may finish
@@ -179,7 +247,8 @@ def main() -> int:
                   flush=True)
             shutil.rmtree(out)
         table.append((verb, same, args.trials))
-    print("\n| verb | bitwise equal after kill -9 and resume |\n|---|---|")
+    print(f"\n| verb | bitwise equal after kill -9 and resume{' (torchrun, 2 processes)' if args.torchrun else ''} |"
+          "\n|---|---|")
     for verb, same, n in table:
         print(f"| {verb} | {same}/{n} |")
     (args.out / "summary.json").write_text(json.dumps(table))

@@ -76,6 +76,12 @@ def _wants_debug(argv: list[str]) -> bool:
     return "--debug" in (argv[: argv.index("--")] if "--" in argv else argv)
 
 
+def _reported_by_rank_zero(err: Exception) -> bool:
+    """An error every rank of a torchrun group hit, which rank 0 prints (training.distributed.on_rank_zero)."""
+    distributed = sys.modules.get("bertforge.training.distributed")
+    return distributed is not None and isinstance(err, distributed.FailedOnRankZero)
+
+
 def main(argv: list[str] | None = None, hooks=None) -> int:
     """Run one verb. Every error a user can cause ends as one line on stderr and exit status 1 (argparse's own
     errors: 2); `--debug` shows the traceback instead. `hooks` (a `training.options.FaultHooks`) reaches the
@@ -110,6 +116,8 @@ def main(argv: list[str] | None = None, hooks=None) -> int:
         print(f"bertforge {verb}: {done}")
         return 0
     except Exception as err:
+        if _reported_by_rank_zero(err):
+            return 1
         if debug:
             raise
         from bertforge.commands.errors import describe

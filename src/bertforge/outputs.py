@@ -33,7 +33,7 @@ FINISHED = "finished"
 # re-run may differ in them (or a run folder may have moved) and still be the same run
 PRESENTATION = frozenset({"output", "progress", "show_progress", "no_progress", "overwrite", "tensorboard",
                           "log_every", "save_every", "keep_checkpoints", "keep_checkpoints_at_end", "device",
-                          "workers", "jobs", "debug", "status", "verb"})
+                          "workers", "jobs", "debug", "status", "verb", "dist_timeout"})
 
 
 class OutputError(ValueError):

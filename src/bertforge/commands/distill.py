@@ -7,7 +7,8 @@ from bertforge.commands import add_common
 from bertforge.commands.options import add_output_arguments
 from bertforge.commands.dataclass_args import (add_dataclass_arguments, dataclass_from_args, non_negative_int,
                                                positive_int)
-from bertforge.training.options import TrainOptions, distill_defaults
+from bertforge.commands.options import duration
+from bertforge.training.options import DIST_TIMEOUT, TrainOptions, distill_defaults
 
 
 def _layers(value: str) -> list[int]:
@@ -90,6 +91,9 @@ def register(sub) -> None:
     task.add_argument("--precision", default="auto", choices=["auto", "fp32", "bf16", "fp16"])
     task.add_argument("--save-every", type=non_negative_int, default=0,
                       help="checkpoint every N steps, so a killed run resumes (0: none)")
+    task.add_argument("--dist-timeout", type=duration, default=DIST_TIMEOUT,
+                      help="under torchrun: how long a process waits for the others before the run ends naming the "
+                           f"rank and the cause, e.g. 90s, 10m (default: {DIST_TIMEOUT:g} s)")
     task.add_argument("--overwrite", action="store_true",
                       help="start again in an OUTPUT that holds another run (its contents are deleted)")
     add_common(task)
@@ -125,6 +129,7 @@ def run_task(args: argparse.Namespace) -> int:
         batch_size=args.batch_size, lr=args.lr, max_unlabeled=args.max_unlabeled,
         max_train_samples=args.max_train_samples, max_eval_samples=args.max_eval_samples, seed=args.seed,
         timing_rounds=args.timing_rounds, progress=not args.no_progress, device=args.device,
-        precision=args.precision, save_every=args.save_every, overwrite=args.overwrite),
+        precision=args.precision, save_every=args.save_every, dist_timeout=args.dist_timeout,
+        overwrite=args.overwrite),
         hooks=getattr(args, "hooks", None))
     return 0

@@ -47,7 +47,7 @@ def register(sub) -> None:
     add_dataclass_arguments(p, TrainOptions, defaults=TrainOptions(save_every=0, keep_checkpoints=1, keep="best"),
                             include=("device", "precision", "grad_accum", "max_grad_norm", "eval_every", "save_every",
                                      "keep_checkpoints", "keep_checkpoints_at_end", "keep", "patience", "log_every",
-                                     "progress", "tensorboard"),
+                                     "progress", "tensorboard", "dist_timeout"),
                             title="training")
     add_common(p)
     p.set_defaults(run=run)
@@ -68,7 +68,7 @@ def run(args: argparse.Namespace) -> int:
         max_grad_norm=args.max_grad_norm, eval_every=args.eval_every, save_every=args.save_every,
         keep_checkpoints=args.keep_checkpoints, keep=args.keep,
         keep_checkpoints_at_end=args.keep_checkpoints_at_end, patience=args.patience, log_every=args.log_every,
-        tensorboard=args.tensorboard, overwrite=args.overwrite)
+        tensorboard=args.tensorboard, dist_timeout=args.dist_timeout, overwrite=args.overwrite)
     report = finetune(settings, hooks=getattr(args, "hooks", None))
     shown = {k: v for k, v in report["eval"].items() if not isinstance(v, dict)}
     print("eval:", ", ".join(f"{k}={v:.4f}" if isinstance(v, float) else f"{k}={v}" for k, v in shown.items()))

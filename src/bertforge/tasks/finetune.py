@@ -29,6 +29,7 @@ from bertforge.tasks.features import Feature, collate, feature_length, length_bu
 from bertforge.tasks.registry import TaskSpec, get_task
 from bertforge.tasks.task_data import DataOptions, TaskData, load_task_data, subset
 from bertforge.training.engine import Session, Stage, TrainOptions, fit
+from bertforge.training.options import DIST_TIMEOUT
 from bertforge.training.run_output import claim_run_output
 
 logger = logging.getLogger(__name__)
@@ -78,6 +79,7 @@ class FinetuneSettings:
     patience: int | None = None           # stop a run after this many evaluations without a better score
     log_every: int = 10
     tensorboard: bool = False
+    dist_timeout: float = DIST_TIMEOUT    # seconds a process waits for the others under torchrun
     overwrite: bool = False
     # the user's own data: columns, regression, held-out split (wins over task/data/train_file/eval_file)
     data_options: DataOptions | None = None
@@ -267,7 +269,7 @@ def finetune(settings: FinetuneSettings, say: Callable[[str], None] = print, hoo
 
     spec = get_task(settings.data_options.task if settings.data_options else settings.task)
     _check_settings(settings)
-    with Session(settings.device) as session, claim_run_output(
+    with Session(settings.device, settings.dist_timeout) as session, claim_run_output(
             settings.output, "finetune", _record(settings), session, overwrite=settings.overwrite,
             inputs=_inputs(settings), keep_checkpoints=settings.keep_checkpoints_at_end) as out:
         main = session.is_main

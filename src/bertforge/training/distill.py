@@ -31,7 +31,7 @@ from bertforge.device import Precision
 from bertforge.model.distilbert import LAYER_NORM_EPS, DistilBertConfig, DistilBertForMaskedLM
 from bertforge.training.engine import FaultHooks, Session, fit
 from bertforge.training.pretrain import CorpusStage
-from bertforge.training.options import TrainOptions, distill_defaults
+from bertforge.training.options import DIST_TIMEOUT, TrainOptions, distill_defaults
 from bertforge.outputs import fresh_output, is_finished
 from bertforge.training.run_output import claim_run_output
 
@@ -288,9 +288,9 @@ def run_distillation(cfg: DistillConfig, hooks: FaultHooks | None = None) -> Dis
     opts = cfg.train
     opts.check()
     inputs = (cfg.teacher, cfg.student, cfg.data, cfg.vocab)
-    with Session(opts.device) as session, claim_run_output(cfg.output, "distill-pretrain", cfg, session,
-                                                             overwrite=cfg.overwrite, inputs=inputs,
-                                                             keep_checkpoints=opts.keep_checkpoints_at_end) as out:
+    with Session(opts.device, opts.dist_timeout) as session, \
+            claim_run_output(cfg.output, "distill-pretrain", cfg, session, overwrite=cfg.overwrite, inputs=inputs,
+                             keep_checkpoints=opts.keep_checkpoints_at_end) as out:
         device = session.device
         tokenizer = load_tokenizer(resolve_vocab(cfg.data, cfg.vocab))
         torch.manual_seed(opts.seed)
@@ -358,6 +358,7 @@ class TaskDistillSettings:
     device: str = "auto"
     precision: str = "auto"
     save_every: int = 0                     # checkpoints every N steps (a killed run then resumes); 0: none
+    dist_timeout: float = DIST_TIMEOUT      # seconds a process waits for the others under torchrun
     overwrite: bool = False
 
 
@@ -550,8 +551,9 @@ def distill_task(settings: TaskDistillSettings, say: Callable[[str], None] = pri
         previous.get("max_train_samples")
     inputs = (settings.teacher, settings.student, *settings.unlabeled, settings.data, settings.train_file,
               settings.eval_file)
-    with Session(settings.device) as session, claim_run_output(settings.output, "distill-task", settings, session,
-                                                                 overwrite=settings.overwrite, inputs=inputs) as out:
+    with Session(settings.device, settings.dist_timeout) as session, \
+            claim_run_output(settings.output, "distill-task", settings, session, overwrite=settings.overwrite,
+                             inputs=inputs) as out:
         if is_finished(out):
             say(f"{out} already holds this finished distill-task run; nothing to do")
             return json.loads((out / REPORT_FILE).read_text(encoding="utf-8")) if session.is_main else {}

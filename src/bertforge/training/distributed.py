@@ -2,17 +2,42 @@
 
 `torchrun` sets RANK / WORLD_SIZE / LOCAL_RANK / MASTER_ADDR / MASTER_PORT; without them we run as a single
 process and every helper here is a no-op. CPU uses gloo, CUDA uses nccl (one GPU per local rank).
+
+Joining is bounded and restartable. Every wait (reaching the store at MASTER_ADDR:MASTER_PORT, the other ranks
+joining, any collective) ends after `timeout` seconds (`--dist-timeout`) with a `DistributedError` naming the
+rank and what it waited for. Under torchrun the workers share the launcher's store, which outlives each worker
+group: an elastic restart (`--max-restarts`) would find the keys of the group that died there (gloo's peer
+addresses under the same names) and dial dead ports. So each group works under a namespace of its own, a token
+drawn by its rank 0; the other ranks learn it by a handshake that a dead rank 0 cannot answer (`_fresh_namespace`).
 """
 from __future__ import annotations
 
 import os
+import re
+import socket
+import time
+import uuid
 from dataclasses import dataclass
-from typing import Any
+from datetime import timedelta
+from typing import Any, Callable
 
 import torch
 import torch.distributed as dist
 
 from bertforge.device import resolve_device
+from bertforge.training.options import DIST_TIMEOUT
+
+DEFAULT_TIMEOUT = DIST_TIMEOUT  # seconds; --dist-timeout
+_POLL = 0.02             # seconds between looks at the store while joining
+_LEADER = "bertforge/leader"
+
+
+class DistributedError(RuntimeError):
+    """The process group could not form in time, or lost a member: the message names the rank and the cause."""
+
+
+class FailedOnRankZero(RuntimeError):
+    """Raised on ranks other than 0 for an error rank 0 reports for the whole group (printed once, by rank 0)."""
 
 
 @dataclass
@@ -21,6 +46,8 @@ class DistInfo:
     world_size: int = 1
     local_rank: int = 0
     device: torch.device = torch.device("cpu")
+    timeout: float = DEFAULT_TIMEOUT
+    owns_group: bool = False  # this process group was joined here (and is left here)
 
     @property
     def is_main(self) -> bool:
@@ -30,25 +57,144 @@ class DistInfo:
     def enabled(self) -> bool:
         return self.world_size > 1
 
+    @property
+    def who(self) -> str:
+        return f"rank {self.rank} of {self.world_size}"
 
-def init_distributed(device: str = "auto") -> DistInfo:
-    """Join the process group if launched by torchrun (or already joined); else a single-process DistInfo."""
+
+def init_distributed(device: str = "auto", timeout: float = DEFAULT_TIMEOUT) -> DistInfo:
+    """Join the process group if launched by torchrun (or already joined); else a single-process DistInfo.
+    Every wait while joining, and every collective after, gives up after `timeout` seconds."""
+    if not timeout > 0:
+        raise ValueError(f"--dist-timeout must be positive, got {timeout}")
     world_size = int(os.environ.get("WORLD_SIZE", "1"))
     rank = int(os.environ.get("RANK", "0"))
     local_rank = int(os.environ.get("LOCAL_RANK", "0"))
-    if dist.is_available() and dist.is_initialized():
+    joined = dist.is_available() and dist.is_initialized()
+    if joined:
         world_size, rank = dist.get_world_size(), dist.get_rank()
     dev = resolve_device(device, local_rank)
-    if world_size > 1 and not dist.is_initialized():
-        dist.init_process_group(backend="nccl" if dev.type == "cuda" else "gloo")
-    return DistInfo(rank=rank, world_size=world_size, local_rank=local_rank, device=dev)
+    info = DistInfo(rank=rank, world_size=world_size, local_rank=local_rank, device=dev, timeout=timeout)
+    if world_size > 1 and not joined:
+        store = _group_store(info)
+        try:
+            dist.init_process_group(backend="nccl" if dev.type == "cuda" else "gloo", store=store, rank=rank,
+                                    world_size=world_size, timeout=timedelta(seconds=timeout))
+        except RuntimeError as err:  # DistError, or gloo's own RuntimeError when the mesh does not connect
+            raise DistributedError(f"{info.who} could not connect to the other processes within {timeout:g} s "
+                                   f"(--dist-timeout): {_first_line(err)}") from None
+        info.owns_group = True
+    return info
 
 
 def cleanup(info: DistInfo) -> None:
-    if info.enabled and dist.is_initialized():
+    """Leave the process group this process joined (a group the caller made stays)."""
+    if info.enabled and info.owns_group and dist.is_initialized():
         dist.destroy_process_group()
 
 
+def lost_contact(err: BaseException, info: DistInfo) -> DistributedError | None:
+    """What a collective's failure means for the user (another rank died or hangs), or None if `err` is not one."""
+    if not info.enabled or not isinstance(err, RuntimeError) or isinstance(err, (DistributedError, FailedOnRankZero)):
+        return None
+    text = str(err)
+    if not isinstance(err, dist.DistError) and not any(s in text for s in ("gloo", "Connection reset", "NCCL")):
+        return None
+    return DistributedError(f"{info.who} lost contact with the other processes: one of them stopped, or did not "
+                            f"answer within {info.timeout:g} s (--dist-timeout) ({_first_line(err)})")
+
+
+# ---- joining -----------------------------------------------------------------------------------------------------
+def _group_store(info: DistInfo) -> dist.Store:
+    """The store the group forms in: a namespace of torchrun's own store, or one rank 0 serves itself (a launch
+    by environment variables alone, or torchrun with TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1)."""
+    addr, port = _master()
+    deadline = time.monotonic() + info.timeout
+    shared = os.environ.get("TORCHELASTIC_USE_AGENT_STORE") == "True"
+    serves = info.rank == 0 and not shared
+    if not serves:
+        _wait_reachable(addr, port, deadline, info)
+    try:
+        store = dist.TCPStore(addr, port, info.world_size, serves, timeout=timedelta(seconds=info.timeout),
+                              multi_tenant=True)
+    except dist.DistError as err:
+        what = ": the other processes did not all join" if serves else " cannot reach the rendezvous"
+        raise DistributedError(f"{info.who}{what} at {addr}:{port} (MASTER_ADDR:MASTER_PORT) within "
+                               f"{info.timeout:g} s (--dist-timeout): {_first_line(err)}") from None
+    return _fresh_namespace(store, info, deadline, f"{addr}:{port}") if shared else store
+
+
+def _fresh_namespace(store: dist.Store, info: DistInfo, deadline: float, where: str) -> dist.Store:
+    """A namespace no earlier group used. Rank 0 draws a token and publishes it; each other rank answers the
+    token it finds with a nonce of its own and waits for rank 0 to echo that nonce. A token left by a rank 0
+    that died is never echoed, so a rank that read it simply reads again until this group's token is there."""
+    if info.rank == 0:
+        token = uuid.uuid4().hex
+        store.set(_LEADER, token)
+        for rank in range(1, info.world_size):
+            ping = f"bertforge/{token}/ping/{rank}"
+            _poll(lambda: store.check([ping]), deadline,
+                  lambda: f"{info.who}: rank {rank} did not join the group at {where} within {info.timeout:g} s "
+                          "(--dist-timeout)")
+            store.set(f"bertforge/{token}/welcome/{store.get(ping).decode()}", "1")
+        return dist.PrefixStore(f"bertforge/{token}/", store)
+    nonce, token = uuid.uuid4().hex, None
+
+    def welcomed() -> bool:
+        nonlocal token
+        if not store.check([_LEADER]):
+            return False
+        leader = store.get(_LEADER).decode()
+        if leader != token:  # a newer rank 0 (or the first one seen): answer it
+            token = leader
+            store.set(f"bertforge/{token}/ping/{info.rank}", nonce)
+        return store.check([f"bertforge/{token}/welcome/{nonce}"])
+
+    _poll(welcomed, deadline, lambda: f"{info.who}: rank 0 did not open the group at {where} within "
+                                      f"{info.timeout:g} s (--dist-timeout)")
+    return dist.PrefixStore(f"bertforge/{token}/", store)
+
+
+def _poll(done: Callable[[], bool], deadline: float, failure: Callable[[], str]) -> None:
+    while not done():
+        if time.monotonic() > deadline:
+            raise DistributedError(failure())
+        time.sleep(_POLL)
+
+
+def _wait_reachable(addr: str, port: int, deadline: float, info: DistInfo) -> None:
+    """Wait, quietly, until something listens at addr:port (torch's own client retries log every attempt)."""
+    while True:
+        try:
+            with socket.create_connection((addr, port), timeout=max(0.1, min(5.0, deadline - time.monotonic()))):
+                return
+        except OSError as err:
+            if time.monotonic() > deadline:
+                raise DistributedError(f"{info.who} cannot reach the rendezvous at {addr}:{port} "
+                                       f"(MASTER_ADDR:MASTER_PORT) within {info.timeout:g} s (--dist-timeout): "
+                                       f"{err.strerror or err}") from None
+            time.sleep(0.2)
+
+
+def _master() -> tuple[str, int]:
+    missing = [k for k in ("MASTER_ADDR", "MASTER_PORT") if not os.environ.get(k)]
+    if missing:
+        raise DistributedError(f"WORLD_SIZE is {os.environ.get('WORLD_SIZE')} but {' and '.join(missing)} "
+                               f"{'is' if len(missing) == 1 else 'are'} not set; launch with torchrun")
+    try:
+        return os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"])
+    except ValueError:
+        raise DistributedError(f"MASTER_PORT must be a port number, got {os.environ['MASTER_PORT']!r}") from None
+
+
+def _first_line(err: BaseException) -> str:
+    """The cause in a few words: the first line of torch's message, without gloo's source location and advice."""
+    line = next((line.strip() for line in str(err).splitlines() if line.strip()), type(err).__name__)
+    line = re.sub(r"^\[[^\]]*\.(?:cc|cpp|h):\d+\]\s*", "", line)
+    return line.split(". This is typically caused")[0]
+
+
+# ---- collectives -------------------------------------------------------------------------------------------------
 def barrier(info: DistInfo) -> None:
     if info.enabled:
         dist.barrier()
@@ -88,6 +234,23 @@ def broadcast_object(obj: Any, info: DistInfo) -> Any:
     box = [obj]
     dist.broadcast_object_list(box, src=0)
     return box[0]
+
+
+def on_rank_zero(work: Callable[[], Any], info: DistInfo) -> Any:
+    """`work()` on rank 0 alone (claiming the output, checking a checkpoint), with its error raised on every
+    rank: as itself on rank 0, which reports it, and as a quiet `FailedOnRankZero` elsewhere, so that the user
+    reads one line, not one per rank. Returns what `work` returned (on rank 0; None elsewhere)."""
+    result, failure = None, None
+    if info.is_main:
+        try:
+            result = work()
+        except Exception as err:  # noqa: BLE001 - re-raised below, on every rank
+            failure = err
+    if any_true(failure is not None, info):
+        if failure is not None:
+            raise failure
+        raise FailedOnRankZero("rank 0 stopped the run (its error says why)")
+    return result
 
 
 def _collective_device(info: DistInfo) -> torch.device:

@@ -126,10 +126,11 @@ class FitResult:
 
 
 class Session:
-    """One process's place in the run: rank, world size and device (joins the process group under torchrun)."""
+    """One process's place in the run: rank, world size and device (joins the process group under torchrun;
+    `timeout` bounds every wait for the other processes, in seconds)."""
 
-    def __init__(self, device: str = "auto") -> None:
-        self.info = dist_.init_distributed(device)
+    def __init__(self, device: str = "auto", timeout: float = dist_.DEFAULT_TIMEOUT) -> None:
+        self.info = dist_.init_distributed(device, timeout)
 
     @property
     def device(self) -> torch.device:
@@ -142,8 +143,15 @@ class Session:
     def __enter__(self) -> "Session":
         return self
 
-    def __exit__(self, *exc: Any) -> None:
-        dist_.cleanup(self.info)
+    def __exit__(self, kind: Any, error: BaseException | None, trace: Any) -> None:
+        try:
+            dist_.cleanup(self.info)
+        except Exception:
+            if error is None:
+                raise
+        lost = dist_.lost_contact(error, self.info) if error is not None else None
+        if lost is not None:  # another rank died or hangs: say so in one line, not in gloo's words
+            raise lost from None
 
 
 def fit(stage: Stage, options: TrainOptions, session: Session, output: str | Path, *,
@@ -241,21 +249,12 @@ class _Run:
         if self.main:
             for leftover in ckpt.sweep_partial_saves(self.out):
                 self.notes.append(f"removed an interrupted checkpoint save: {leftover.name}")
-        dist_.barrier(self.info)
-        latest = ckpt.latest_checkpoint(self.out)
+        latest = self._agreed_checkpoint()
         if latest is None:
             torch.manual_seed(self.opts.seed + 1_000_003 * self.info.rank)  # dropout differs between ranks
             return None
         saved = ckpt.load_training_state(latest)
-        was = saved.get("run", {})
-        changed = {k: (was.get(k), v) for k, v in self.record.items() if _differs(was.get(k), v)}
-        if changed:
-            what = ", ".join(f"{k}: {a!r} there, {b!r} now" for k, (a, b) in changed.items())
-            raise ValueError(f"{self.out} holds a run with other settings ({what}); resume with the same settings, "
-                             "start again with --overwrite, or choose another --output")
-        if saved.get("world_size") != self.info.world_size:
-            raise ValueError(f"{latest} was written by {saved.get('world_size')} processes; resume with the same "
-                             f"number (now {self.info.world_size})")
+        dist_.on_rank_zero(lambda: self._check_resumable(saved, latest), self.info)
         self.stage.load_weights(latest)
         self.optimizer.load_state_dict(saved["optimizer"])
         self.scheduler.load_state_dict(saved["scheduler"])
@@ -266,6 +265,34 @@ class _Run:
         self.state.update({k: saved[k] for k in self.state if k in saved})
         self.say(f"resuming from {latest} (step {self.state['step']})")
         return latest
+
+    def _agreed_checkpoint(self) -> Path | None:
+        """Rank 0's newest checkpoint, which every rank must see too (OUTPUT on a filesystem all nodes share)."""
+        latest = dist_.broadcast_object(ckpt.latest_checkpoint(self.out) if self.main else None, self.info)
+        if latest is None or not self.info.enabled:
+            return latest
+        sees = dist_.gather_objects(latest in [path for _, path in ckpt.list_checkpoints(self.out)], self.info)
+
+        def check() -> None:
+            blind = [str(rank) for rank, seen in enumerate(sees or []) if not seen]
+            if blind:
+                raise ValueError(f"rank(s) {', '.join(blind)} cannot read {latest}, the checkpoint rank 0 resumes "
+                                 "from: --output must be a folder every node shares")
+        dist_.on_rank_zero(check, self.info)
+        return latest
+
+    def _check_resumable(self, saved: dict[str, Any], latest: Path) -> None:
+        """Refuse to resume the run in OUTPUT with other settings or another number of processes."""
+        was = saved.get("run", {})
+        changed = {k: (was.get(k), v) for k, v in self.record.items() if _differs(was.get(k), v)}
+        if changed:
+            what = ", ".join(f"{k}: {a!r} there, {b!r} now" for k, (a, b) in changed.items())
+            raise ValueError(f"{self.out} holds a run with other settings ({what}); resume with the same settings, "
+                             "start again with --overwrite, or choose another --output")
+        if saved.get("world_size") != self.info.world_size:
+            raise ValueError(f"{latest} was written by a run of {_processes(saved.get('world_size'))} and this run "
+                             f"has {self.info.world_size}; resume with {saved.get('world_size')} in all (torchrun: "
+                             "--nnodes x --nproc_per_node), or start again with --overwrite")
 
     def _tensorboard(self):
         if not self.opts.tensorboard:
@@ -517,6 +544,10 @@ def _scratch(out: Path) -> Iterator[Path]:
     out.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=out, prefix=".final.") as tmp:
         yield Path(tmp)
+
+
+def _processes(n: Any) -> str:
+    return f"{n} process" if n == 1 else f"{n} processes"
 
 
 def _differs(a: Any, b: Any) -> bool:

@@ -6,6 +6,9 @@ from dataclasses import dataclass, field, fields
 from typing import Any, Callable
 
 
+DIST_TIMEOUT = 1800.0  # seconds (torch's own default for gloo): long enough for rank 0's evaluations
+
+
 def _opt(default: Any, help: str, **meta: Any) -> Any:
     return field(default=default, metadata={"help": help, **meta})
 
@@ -38,6 +41,9 @@ class TrainOptions:
     precision: str = _opt("auto", "fp32, bf16 autocast, or fp16 autocast with loss scaling (CUDA); auto: bf16 on "
                           "CUDA, fp32 on CPU", choices=("auto", "fp32", "bf16", "fp16"))
     progress: bool = _opt(True, "a progress bar (off: one line a minute with rate and ETA)", flag="--no-progress")
+    dist_timeout: float = _opt(DIST_TIMEOUT, "under torchrun: how long a process waits for the others (to join the "
+                               "group, in every collective) before the run ends naming the rank and the cause, e.g. "
+                               "90s, 10m", kind="duration", positive=True)
     tensorboard: bool = _opt(False, "also write TensorBoard events to OUTPUT/tensorboard (pip install "
                              "'bertforge[tensorboard]')")
 

@@ -356,8 +356,8 @@ class PretrainStage(CorpusStage):
         self.train_data, self.heldout, self.precision = train_data, heldout, precision
         self.phases = parse_schedule(cfg.seq_len_schedule)
         self.device = next(model.parameters()).device
-        # mlm/ltr never use the NSP head, so DDP must expect parameters without gradients
-        self.find_unused_parameters = cfg.objective in ("mlm", "ltr")
+        if cfg.objective in ("mlm", "ltr"):
+            freeze_sentence_head(model)
 
     def run_record(self) -> dict[str, Any]:
         c = self.cfg
@@ -405,6 +405,18 @@ class PretrainStage(CorpusStage):
         return shown
 
 
+def freeze_sentence_head(model: torch.nn.Module) -> list[str]:
+    """Mark the pooler and the NSP/SOP head of a BERT-layout model as not trained, for an objective without a
+    sentence task (mlm, ltr): their output is in no loss, so they get no gradient, and DDP, which reduces the
+    gradient of every parameter that requires one, would wait for theirs forever. Returns their names."""
+    frozen = []
+    for name, param in model.named_parameters():
+        if name.startswith(("nsp.", "bert.pooler.")):
+            param.requires_grad_(False)
+            frozen.append(name)
+    return frozen
+
+
 def data_fingerprint(data: str | Path) -> str:
     """What identifies a prepared corpus: its manifest (which holds every shard's sha256)."""
     return hashlib.sha256((Path(data) / MANIFEST).read_bytes()).hexdigest()[:16]
@@ -419,8 +431,9 @@ def run_pretraining(cfg: PretrainConfig, hooks: FaultHooks | None = None) -> Fit
         raise ValueError(f"--eval-batches must be 0 or more, got {cfg.eval_batches}")
     inputs = (cfg.data, cfg.vocab, cfg.init_from, cfg.model)
     keep = opts.keep_checkpoints_at_end
-    with Session(opts.device) as session, claim_run_output(cfg.output, "pretrain", cfg, session, overwrite=cfg.overwrite,
-                                                             inputs=inputs, keep_checkpoints=keep) as out:
+    with Session(opts.device, opts.dist_timeout) as session, \
+            claim_run_output(cfg.output, "pretrain", cfg, session, overwrite=cfg.overwrite, inputs=inputs,
+                             keep_checkpoints=keep) as out:
         tokenizer = load_tokenizer(resolve_vocab(cfg.data, cfg.vocab))
         if cfg.init_from:
             check_init_vocab(cfg.init_from, cfg.data, tokenizer)

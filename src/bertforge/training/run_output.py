@@ -29,25 +29,21 @@ def claim_run_output(output: str | Path, verb: str, settings: Any, session: Any 
     in a folder that was new or empty, remove what it wrote. When OUTPUT holds this very run finished, it is
     yielded untouched (`outputs.is_finished` tells the stage: the engine then returns the recorded result)."""
     path = Path(output)
-    info = session.info if session is not None else None
-    main = info is None or info.is_main
+    info = session.info if session is not None else dist_.DistInfo()
+    main = info.is_main
     record = asdict(settings) if is_dataclass(settings) else dict(settings)
-    fresh = finished = False
-    outcome: tuple[str, str] = ("ok", "")
-    if main:
+
+    def claim() -> tuple[bool, bool]:
         fresh = not path.exists() or (path.is_dir() and not any(path.iterdir())) or overwrite
         try:
             claim_output(path, verb=verb, overwrite=overwrite, resumable=True, settings=record, inputs=inputs)
             write_run_config(path, verb, record)
         except RunAlreadyFinished:
-            outcome = ("finished", "")
-        except ValueError as err:
-            outcome = ("error", str(err))
-    if info is not None and info.enabled:
-        outcome = dist_.broadcast_object(outcome, info)  # every rank stops, or goes on, together
-    if outcome[0] == "error":
-        raise ValueError(outcome[1])
-    finished = outcome[0] == "finished"
+            return fresh, True
+        return fresh, False
+
+    # rank 0 decides and every rank follows; a refused OUTPUT stops every rank and is reported once, by rank 0
+    fresh, finished = dist_.broadcast_object(dist_.on_rank_zero(claim, info), info)
     try:
         yield path
     except BaseException:

@@ -248,8 +248,9 @@ def train_seq2seq(cfg: Seq2SeqConfig, hooks: FaultHooks | None = None):
     eval_pairs = read_pairs(cfg.eval_file) if cfg.eval_file else []
     inputs = (cfg.encoder, cfg.decoder, cfg.train_file, cfg.eval_file)
     keep = opts.keep_checkpoints_at_end
-    with Session(opts.device) as session, claim_run_output(cfg.output, "seq2seq", cfg, session, overwrite=cfg.overwrite,
-                                                             inputs=inputs, keep_checkpoints=keep) as out:
+    with Session(opts.device, opts.dist_timeout) as session, \
+            claim_run_output(cfg.output, "seq2seq", cfg, session, overwrite=cfg.overwrite, inputs=inputs,
+                             keep_checkpoints=keep) as out:
         torch.manual_seed(opts.seed)
         random.seed(opts.seed)
         model, tokenizer = build_model(cfg)
