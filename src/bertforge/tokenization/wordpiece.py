@@ -21,19 +21,10 @@ from typing import Any
 
 from tokenizers import Encoding, Tokenizer
 
-from .arguments import (
-    as_int_list,
-    check_text,
-    check_texts,
-    padding_settings,
-    prepare_inputs,
-    tensor_ready,
-    truncation_settings,
-)
+from .arguments import as_int_list, check_text, check_texts
 from .backend import build_fast, build_words
-from .base import CONFIG_FILE, SPECIAL_TOKENS_MAP_FILE, LazyRows, TokenizerBase
+from .base import CONFIG_FILE, SPECIAL_TOKENS_MAP_FILE, TokenizerBase
 from .charset import suspect_scanner
-from .encoding import BatchEncoding, to_tensors
 from .pretokenize import ReferencePreTokenizer, Word
 from .vocab import read_vocab_lines, save_vocab
 
@@ -411,80 +402,6 @@ class BertTokenizer(TokenizerBase):
                 out[i] = e.ids
         return out
 
-    def __call__(
-        self,
-        text: str | Sequence[str] | Sequence[Sequence[str]],
-        text_pair: str | Sequence[str] | Sequence[Sequence[str]] | None = None,
-        *,
-        add_special_tokens: bool = True,
-        max_length: int | None = None,
-        truncation: bool | str = False,
-        padding: bool | str = False,
-        return_tensors: str | None = None,
-        return_offsets_mapping: bool = False,
-        return_word_ids: bool = False,
-        return_special_tokens_mask: bool = False,
-        is_split_into_words: bool = False,
-        return_overflowing_tokens: bool = False,
-        stride: int = 0,
-    ) -> BatchEncoding:
-        """Tokenize a text, a pair, or a batch of them into model inputs.
-
-        ``text`` is a str or a list of str (``text_pair`` the same shape); with
-        ``is_split_into_words=True`` it is a list of words or a list of such
-        lists, word ids then index the given words and offsets are relative to
-        each word. ``truncation`` True/"longest_first"/"only_first"/"only_second"
-        cuts to ``max_length`` (default ``model_max_length``); with
-        ``return_overflowing_tokens`` the cut-off tokens come back as extra rows
-        that overlap the previous row by ``stride`` tokens, and
-        ``overflow_to_sample_mapping`` says which input each row belongs to.
-        ``padding`` True/"longest" pads to the longest row, "max_length" to
-        ``max_length``. Offsets are character offsets into the original strings,
-        (0, 0) for special and padding tokens.
-        """
-        batched, texts, pairs = prepare_inputs(text, text_pair, is_split_into_words)
-        truncate = truncation_settings(
-            truncation, max_length, stride, self.model_max_length, pairs is not None, add_special_tokens
-        )
-        pad_length = padding_settings(padding, max_length, self.model_max_length)
-        if return_overflowing_tokens and truncate is None:
-            raise ValueError(
-                "return_overflowing_tokens=True needs truncation (e.g. truncation='only_second' and max_length)"
-            )
-        if return_tensors not in (None, "pt", "np"):
-            raise ValueError(f"return_tensors must be None, 'pt' or 'np', got {return_tensors!r}")
-
-        rows, sample_of_row = self._encode_rows(
-            texts, pairs, is_split_into_words, add_special_tokens, truncate, pad_length, return_overflowing_tokens
-        )
-
-        data: dict[str, Any] = {
-            "input_ids": [r.ids for r in rows],
-            "token_type_ids": [r.type_ids for r in rows],
-            "attention_mask": [r.attention_mask for r in rows],
-        }
-        if return_special_tokens_mask:
-            data["special_tokens_mask"] = [r.special_tokens_mask for r in rows]
-        if return_offsets_mapping:
-            data["offset_mapping"] = [r.offsets for r in rows]
-            if pairs is not None:
-                data["sequence_ids"] = [r.sequence_ids for r in rows]
-        if return_word_ids:
-            data["word_ids"] = [r.word_ids for r in rows]
-        if return_overflowing_tokens:
-            data["overflow_to_sample_mapping"] = sample_of_row if sample_of_row is not None else list(range(len(rows)))
-        # Overflowing windows always make a batch, and so do tensors (a model wants a
-        # leading batch dimension even for one text, as with Hugging Face).
-        batched = batched or return_overflowing_tokens or return_tensors is not None
-        if not batched:
-            data = {k: v[0] for k, v in data.items()}
-        if return_tensors is not None:
-            data = tensor_ready(data)
-            data = to_tensors(data, return_tensors, batched)
-        return BatchEncoding(
-            data, word_ids=LazyRows(rows, "word_ids"), sequence_ids=LazyRows(rows, "sequence_ids"), is_batched=batched
-        )
-
     # ------------------------------------------------------------------ internals
 
     def _find_suspect(self, texts: Sequence[Any], pairs: Sequence[Any] | None, pretokenized: bool) -> set[int]:
@@ -510,7 +427,9 @@ class BertTokenizer(TokenizerBase):
             origins.extend([j] * len(sub))
         return words, origins
 
-    def _encode_rows(self, texts, pairs, pretokenized, add_special_tokens, truncate, pad_length, overflow):
+    def _encode_rows(self, texts: list[Any], pairs: list[Any] | None, pretokenized: bool, add_special_tokens: bool,
+                     truncate: tuple[int, str, int] | None, pad_length: int | str | None,
+                     overflow: bool) -> tuple[list[Any], list[int] | None]:
         """Encode every input, pad, and flatten overflowing windows into rows.
 
         All inputs go through one Rust call (suspect ones replaced by an empty
