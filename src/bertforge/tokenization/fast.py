@@ -18,6 +18,7 @@ from typing import Any, ClassVar
 
 from tokenizers import AddedToken, Tokenizer
 
+from ..folder_files import SETTINGS_MAX_BYTES, folder_has, read_folder_text
 from .arguments import as_int_list, check_text, check_texts
 from .base import CONFIG_FILE, SPECIAL_TOKENS_MAP_FILE, TokenizerBase
 
@@ -210,12 +211,12 @@ def read_tokenizer_config(folder: Path, allowed: Sequence[str]) -> dict[str, Any
     Special tokens may be stored as HF's serialised ``AddedToken`` dicts; their content is used.
     """
     path = folder / CONFIG_FILE
-    if not path.is_file():
+    if not folder_has(folder, CONFIG_FILE):
         return {}
     try:
-        config = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise ValueError(f"cannot read tokenizer settings from {path}: {exc}") from exc
+        config = json.loads(read_folder_text(folder, CONFIG_FILE, SETTINGS_MAX_BYTES))
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"cannot read tokenizer settings from {path}: {exc}") from None
     if not isinstance(config, dict):
         raise ValueError(f"{path} must hold a JSON object, got {type(config).__name__}")
     options: dict[str, Any] = {}

@@ -18,6 +18,7 @@ from typing import Any, NamedTuple
 from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors
 from tqdm.auto import tqdm
 
+from ..folder_files import SPIECE_MODEL_MAX_BYTES, folder_has, read_folder_bytes
 from ..textio import total_bytes
 from .fast import SPECIAL_NAMES, FastTokenizer, check_overrides, read_tokenizer_config
 
@@ -100,13 +101,13 @@ class AlbertTokenizer(FastTokenizer):
         """
         check_overrides(overrides, _OPTIONS)
         p = Path(path)
-        if p.is_file():
+        if os.path.lexists(p) and not p.is_dir():  # a model file (read_folder_bytes says if it is not one)
             return cls(p, **overrides)
         if not p.is_dir():
             raise FileNotFoundError(f"tokenizer path not found: {p} (expected a folder with {MODEL_FILE})")
-        if (p / TOKENIZER_JSON).is_file():
+        if folder_has(p, TOKENIZER_JSON):
             return cls._from_tokenizer_json(p, overrides)
-        if not (p / MODEL_FILE).is_file():
+        if not folder_has(p, MODEL_FILE):
             raise FileNotFoundError(f"{p} has no {MODEL_FILE}; a SentencePiece tokenizer needs it")
         return cls(p / MODEL_FILE, **{**read_tokenizer_config(p, _OPTIONS), **overrides})
 
@@ -159,12 +160,7 @@ def albert_normalizer(do_lower_case: bool, keep_accents: bool, charsmap: bytes |
 
 
 def _read_bytes(path: Path) -> bytes:
-    try:
-        return path.read_bytes()
-    except FileNotFoundError:
-        raise FileNotFoundError(f"SentencePiece model not found: {path}") from None
-    except IsADirectoryError:
-        raise FileNotFoundError(f"{path} is a folder, not a SentencePiece model file") from None
+    return read_folder_bytes(path.parent, path.name, SPIECE_MODEL_MAX_BYTES)
 
 
 def read_spiece_model(model: bytes, path: Path) -> tuple[list[tuple[str, float]], int, bytes | None]:

@@ -21,6 +21,7 @@ from typing import Any
 
 from tokenizers import Encoding, Tokenizer
 
+from ..folder_files import SETTINGS_MAX_BYTES, folder_has, read_folder_text
 from .arguments import as_int_list, check_text, check_texts
 from .backend import build_fast, build_words
 from .base import CONFIG_FILE, SPECIAL_TOKENS_MAP_FILE, TokenizerBase
@@ -180,19 +181,17 @@ class BertTokenizer(TokenizerBase):
             raise TypeError(f"from_pretrained() got unexpected argument(s) {unknown}; allowed: {list(_INIT_OPTIONS)}")
         p = Path(path)
         options: dict[str, Any] = {}
-        if p.is_dir() and not (p / VOCAB_FILE).is_file() and (p / TOKENIZER_JSON).is_file():
+        if p.is_dir() and not folder_has(p, VOCAB_FILE) and folder_has(p, TOKENIZER_JSON):
             return cls._from_tokenizer_json(p, do_lower_case, overrides)
         if p.is_dir():
             vocab_file = p / VOCAB_FILE
-            if not vocab_file.is_file():
+            if not folder_has(p, VOCAB_FILE):
                 raise FileNotFoundError(
                     f"{p} has no {VOCAB_FILE}; expected a tokenizer folder with {VOCAB_FILE} "
                     f"(and optionally {CONFIG_FILE}) or the path of a {VOCAB_FILE} file"
                 )
-            config_file = p / CONFIG_FILE
-            if config_file.is_file():
-                options = _options_from_config(config_file)
-        elif p.is_file():
+            options = _options_from_config(p)
+        elif os.path.lexists(p):  # a vocab.txt (read_vocab_lines says if it is not one)
             vocab_file = p
         else:
             raise FileNotFoundError(
@@ -212,7 +211,7 @@ class BertTokenizer(TokenizerBase):
         kind = model_type(data, folder / TOKENIZER_JSON)
         if kind != "WordPiece":
             raise ValueError(f"{folder / TOKENIZER_JSON} holds a {kind} tokenizer, not BERT's WordPiece")
-        options = _options_from_config(folder / CONFIG_FILE) if (folder / CONFIG_FILE).is_file() else {}
+        options = _options_from_config(folder)
         options.update(wordpiece_options(data))
         options.update(overrides)
         if do_lower_case is not None:
@@ -541,11 +540,15 @@ def _rebuild(vocab_lines: list[str], state: dict[str, Any]) -> BertTokenizer:
     return tok
 
 
-def _options_from_config(path: Path) -> dict[str, Any]:
+def _options_from_config(folder: Path) -> dict[str, Any]:
+    """BertTokenizer's settings from the folder's tokenizer_config.json; {} without one."""
+    if not folder_has(folder, CONFIG_FILE):
+        return {}
+    path = folder / CONFIG_FILE
     try:
-        config = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise ValueError(f"cannot read tokenizer settings from {path}: {exc}") from exc
+        config = json.loads(read_folder_text(folder, CONFIG_FILE, SETTINGS_MAX_BYTES))
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"cannot read tokenizer settings from {path}: {exc}") from None
     if not isinstance(config, dict):
         raise ValueError(f"{path} must hold a JSON object, got {type(config).__name__}")
     options: dict[str, Any] = {}
