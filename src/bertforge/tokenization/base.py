@@ -79,7 +79,6 @@ class TokenizerBase:
                             "for batches")
         return enc["input_ids"]
 
-
     def __call__(
         self,
         text: str | Sequence[str] | Sequence[Sequence[str]],

@@ -22,7 +22,7 @@ from ..folder_files import SPIECE_MODEL_MAX_BYTES, folder_has, read_folder_bytes
 from ..textio import total_bytes
 from .fast import SPECIAL_NAMES, FastTokenizer, check_overrides, read_tokenizer_config
 
-__all__ = ["AlbertTokenizer", "train_sentencepiece"]
+__all__ = ["AlbertTokenizer", "UnigramModel", "train_sentencepiece"]
 
 MODEL_FILE = "spiece.model"
 TOKENIZER_JSON = "tokenizer.json"
