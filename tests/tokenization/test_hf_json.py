@@ -3,7 +3,10 @@ spiece.model) load with ids identical to transformers' own tokenizer of that fol
 tokenizer.json and the classic files, so transformers reads them either way."""
 from __future__ import annotations
 
+import math
+import re
 import shutil
+import struct
 
 import pytest
 
@@ -92,6 +95,64 @@ def test_albert_unigram_from_transformers_5_folder(wiki_lines, tmp_path_factory,
     (root / "text.txt").write_text("\n".join(wiki_lines[:1500]) + "\n", encoding="utf-8")
     source = train_sentencepiece([root / "text.txt"], root / "tok", vocab_size=1200, show_progress=False)
     check_family(source, AlbertTokenizer, tmp_path_factory, texts, "albert")
+
+
+FAMILIES = {"bert": ("BertTokenizer", BertTokenizer), "roberta": ("RobertaTokenizer", RobertaTokenizer),
+            "albert": ("AlbertTokenizer", AlbertTokenizer)}
+
+
+@pytest.fixture(scope="module")
+def held_out_lines(wiki_lines):
+    """3,000 Wikipedia lines none of the vocabularies below saw: the 500 longest (up to ~6k characters) of
+    lines 20,000-40,000 and 2,500 spread evenly over the rest."""
+    held = wiki_lines[20_000:]
+    longest = set(sorted(range(len(held)), key=lambda i: len(held[i]))[-500:])
+    rest = [i for i in range(len(held)) if i not in longest]
+    return [held[i] for i in sorted([*longest, *rest[:: len(rest) // 2500][:2500]])]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("family", FAMILIES)
+def test_folder_trained_and_saved_by_transformers_gives_its_ids_on_held_out_lines(family, wiki_lines,
+                                                                                   held_out_lines, tmp_path):
+    """transformers trains a vocabulary (its own trainers: WordPiece, byte BPE, Unigram with float64 scores) on
+    2,000 lines and saves the folder (tokenizer.json only); every held-out line gets transformers' ids."""
+    name, cls = FAMILIES[family]
+    fast_unigram = {"shrinking_factor": 0.5, "n_sub_iterations": 1} if family == "albert" else {}
+    trained = getattr(transformers, name)().train_new_from_iterator(iter(wiki_lines[:2000]), vocab_size=2000,
+                                                                    **fast_unigram)
+    trained.save_pretrained(str(tmp_path))
+    assert {p.name for p in tmp_path.iterdir()} == {"tokenizer.json", "tokenizer_config.json"}
+    ours = load_tokenizer(tmp_path)
+    theirs = transformers.AutoTokenizer.from_pretrained(str(tmp_path))
+    assert type(ours) is cls and len(held_out_lines) == 3000
+    mine, reference = ours(held_out_lines)["input_ids"], theirs(held_out_lines)["input_ids"]
+    differ = [i for i, (a, b) in enumerate(zip(mine, reference)) if a != b]
+    assert len(mine) == len(reference) and not differ, \
+        f"{len(differ)}/3000 lines differ, first: {held_out_lines[differ[0]][:80]!r}"
+
+
+def test_unigram_scores_keep_float64_precision(wiki_lines, tmp_path):
+    """Unigram's Viterbi adds float64 scores, and an exact tie ("xiii" = x+i+ii = x+ii+i) is decided by the
+    rounding of those sums: transformers runs the float64 scores of tokenizer.json, and so must we. (A copy of
+    the scores rounded to float32, as spiece.model stores them, splits "XIII" the other way.)"""
+    counts = {"▁": 50, "▁i": 9, "▁v": 7, "▁x": 5, "i": 30, "ii": 11, "v": 8, "x": 6, "l": 4, "c": 4, "d": 3, "m": 3}
+    specials = [("<pad>", 0.0), ("<unk>", 0.0), ("[CLS]", 0.0), ("[SEP]", 0.0), ("[MASK]", 0.0)]
+    exact = specials + [(piece, math.log(n / sum(counts.values()))) for piece, n in counts.items()]
+    rounded = [(piece, struct.unpack("<f", struct.pack("<f", score))[0]) for piece, score in exact]
+    transformers.AlbertTokenizer(vocab=exact).save_pretrained(str(tmp_path / "exact"))
+    transformers.AlbertTokenizer(vocab=rounded).save_pretrained(str(tmp_path / "rounded"))
+    theirs = transformers.AutoTokenizer.from_pretrained(str(tmp_path / "exact"))
+    theirs_rounded = transformers.AutoTokenizer.from_pretrained(str(tmp_path / "rounded"))
+    numerals = sorted({w for line in wiki_lines for w in line.split() if re.fullmatch("[IVXLCDM]+", w)})
+    reference = theirs(numerals)["input_ids"]
+    assert reference != theirs_rounded(numerals)["input_ids"], "no tie is decided by the rounding: test is void"
+    ours = load_tokenizer(tmp_path / "exact")
+    assert ours(numerals)["input_ids"] == reference
+    # our save keeps them too (tokenizer.json beside the float32 spiece.model, and tokenizer.json is read)
+    ours.save_pretrained(tmp_path / "ours")
+    assert load_tokenizer(tmp_path / "ours")(numerals)["input_ids"] == reference
+    assert transformers.AutoTokenizer.from_pretrained(str(tmp_path / "ours"))(numerals)["input_ids"] == reference
 
 
 def test_rebuilt_spiece_model_reads_like_the_original(wiki_lines, tmp_path_factory):

@@ -1,11 +1,15 @@
 """Load whichever tokenizer a folder holds: WordPiece (`vocab.txt`), byte-level BPE (`vocab.json` +
 `merges.txt`, RoBERTa) or SentencePiece (`spiece.model`, ALBERT), or a `tokenizer.json` alone (what
-`transformers` 5 saves) of any of the three."""
+`transformers` 5 saves) of any of the three.
+
+Every file is read through `bertforge.folder_files`: only a regular file inside the folder, of bounded size."""
 from __future__ import annotations
 
 import importlib
 from pathlib import Path
 from typing import Any
+
+from ..folder_files import folder_has
 
 # file that identifies the kind -> "module:Class"; checked in this order
 TOKENIZER_FILES = (
@@ -30,7 +34,7 @@ def tokenizer_class_for(directory: str | Path) -> type:
     if not folder.is_dir():
         raise FileNotFoundError(f"{directory}: no such tokenizer folder")
     for name, target in TOKENIZER_FILES:
-        if (folder / name).is_file():
+        if folder_has(folder, name):
             if target is None:
                 from .hf_json import model_type, read_tokenizer_json
                 target = JSON_MODEL_TYPES[model_type(read_tokenizer_json(folder), folder / name)]

@@ -1,8 +1,10 @@
-"""What every tokenizer of the family answers the same way: vocabulary look-ups, ``encode``, lazy rows.
+"""What every tokenizer of the family answers the same way: the call API, vocabulary look-ups, ``encode``.
 
 ``BertTokenizer`` (WordPiece, with its Python fallback) and ``FastTokenizer`` (byte BPE, SentencePiece) differ
 in how they encode and decode; around that they must behave alike, so that code written against one works
-with any. A subclass sets ``_vocab`` (token -> id), ``_ids_to_tokens`` and an ``unk_token`` property.
+with any. A subclass sets ``_vocab`` (token -> id), ``_ids_to_tokens``, ``model_max_length`` and an
+``unk_token`` property, and turns checked inputs into rows of encodings in ``_encode_rows``; ``__call__``
+checks the arguments and builds the :class:`BatchEncoding` from those rows.
 """
 
 from __future__ import annotations
@@ -11,17 +13,21 @@ import numbers
 from collections.abc import Sequence
 from typing import Any
 
-from .arguments import as_int_list
+from .arguments import as_int_list, padding_settings, prepare_inputs, tensor_ready, truncation_settings
+from .encoding import BatchEncoding, to_tensors
 
 CONFIG_FILE = "tokenizer_config.json"
 SPECIAL_TOKENS_MAP_FILE = "special_tokens_map.json"
 
 
 class TokenizerBase:
+    """Vocabulary look-ups and the call API; a subclass encodes rows in :meth:`_encode_rows`."""
+
     _vocab: dict[str, int]
     _ids_to_tokens: dict[int, str]
     unk_token: str
     all_special_ids: list[int]
+    model_max_length: int
 
     @property
     def vocab(self) -> dict[str, int]:
@@ -72,6 +78,93 @@ class TokenizerBase:
             raise TypeError("encode() takes one text (or one list of words); use __call__ or encode_batch_ids "
                             "for batches")
         return enc["input_ids"]
+
+    def __call__(
+        self,
+        text: str | Sequence[str] | Sequence[Sequence[str]],
+        text_pair: str | Sequence[str] | Sequence[Sequence[str]] | None = None,
+        *,
+        add_special_tokens: bool = True,
+        max_length: int | None = None,
+        truncation: bool | str = False,
+        padding: bool | str = False,
+        return_tensors: str | None = None,
+        return_offsets_mapping: bool = False,
+        return_word_ids: bool = False,
+        return_special_tokens_mask: bool = False,
+        is_split_into_words: bool = False,
+        return_overflowing_tokens: bool = False,
+        stride: int = 0,
+    ) -> BatchEncoding:
+        """Tokenize a text, a pair, or a batch of them into model inputs.
+
+        ``text`` is a str or a list of str (``text_pair`` the same shape); with
+        ``is_split_into_words=True`` it is a list of words or a list of such
+        lists, word ids then index the given words and offsets are relative to
+        each word. ``truncation`` True/"longest_first"/"only_first"/"only_second"
+        cuts to ``max_length`` (default ``model_max_length``); with
+        ``return_overflowing_tokens`` the cut-off tokens come back as extra rows
+        that overlap the previous row by ``stride`` tokens, and
+        ``overflow_to_sample_mapping`` says which input each row belongs to.
+        ``padding`` True/"longest" pads to the longest row, "max_length" to
+        ``max_length``. Offsets are character offsets into the original strings,
+        (0, 0) for special and padding tokens.
+        """
+        batched, texts, pairs = prepare_inputs(text, text_pair, is_split_into_words)
+        truncate = truncation_settings(
+            truncation, max_length, stride, self.model_max_length, pairs is not None, add_special_tokens
+        )
+        if truncate is not None and add_special_tokens:
+            self._check_room(truncate, pairs is not None)
+        pad_length = padding_settings(padding, max_length, self.model_max_length)
+        if return_overflowing_tokens and truncate is None:
+            raise ValueError(
+                "return_overflowing_tokens=True needs truncation (e.g. truncation='only_second' and max_length)"
+            )
+        if return_tensors not in (None, "pt", "np"):
+            raise ValueError(f"return_tensors must be None, 'pt' or 'np', got {return_tensors!r}")
+
+        rows, sample_of_row = self._encode_rows(
+            texts, pairs, is_split_into_words, add_special_tokens, truncate, pad_length, return_overflowing_tokens
+        )
+
+        data: dict[str, Any] = {
+            "input_ids": [r.ids for r in rows],
+            "token_type_ids": [r.type_ids for r in rows],
+            "attention_mask": [r.attention_mask for r in rows],
+        }
+        if return_special_tokens_mask:
+            data["special_tokens_mask"] = [r.special_tokens_mask for r in rows]
+        if return_offsets_mapping:
+            data["offset_mapping"] = [r.offsets for r in rows]
+            if pairs is not None:
+                data["sequence_ids"] = [r.sequence_ids for r in rows]
+        if return_word_ids:
+            data["word_ids"] = [r.word_ids for r in rows]
+        if return_overflowing_tokens:
+            data["overflow_to_sample_mapping"] = sample_of_row if sample_of_row is not None else list(range(len(rows)))
+        # Overflowing windows always make a batch, and so do tensors (a model wants a
+        # leading batch dimension even for one text, as with Hugging Face).
+        batched = batched or return_overflowing_tokens or return_tensors is not None
+        if not batched:
+            data = {k: v[0] for k, v in data.items()}
+        if return_tensors is not None:
+            data = to_tensors(tensor_ready(data), return_tensors, batched)
+        return BatchEncoding(
+            data, word_ids=LazyRows(rows, "word_ids"), sequence_ids=LazyRows(rows, "sequence_ids"), is_batched=batched
+        )
+
+    def _check_room(self, truncate: tuple[int, str, int], has_pair: bool) -> None:
+        """Refuse a truncation that leaves no room for text; `truncation_settings` already counted BERT's 2/3
+        special tokens, so only a tokenizer with more overrides this."""
+
+    def _encode_rows(self, texts: list[Any], pairs: list[Any] | None, pretokenized: bool, add_special_tokens: bool,
+                     truncate: tuple[int, str, int] | None, pad_length: int | str | None,
+                     overflow: bool) -> tuple[Sequence[Any], list[int] | None]:
+        """(rows, the input of each row or None when row i is input i): encodings with ``ids``, ``type_ids``,
+        ``attention_mask``, ``special_tokens_mask``, ``offsets``, ``word_ids``, ``sequence_ids``, overflowing
+        windows flattened into rows when ``overflow``."""
+        raise NotImplementedError
 
 
 class LazyRows:

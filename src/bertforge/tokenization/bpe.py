@@ -19,6 +19,7 @@ from typing import Any
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
 from tqdm.auto import tqdm
 
+from ..folder_files import VOCAB_MAX_BYTES, folder_has, read_folder_text
 from ..textio import total_bytes
 from .fast import SPECIAL_NAMES, FastTokenizer, check_overrides, read_tokenizer_config, write_json
 from .train import _batches
@@ -97,7 +98,7 @@ class RobertaTokenizer(FastTokenizer):
         folder = Path(path)
         if not folder.is_dir():
             raise FileNotFoundError(f"tokenizer folder not found: {folder} (expected {VOCAB_FILE} + {MERGES_FILE})")
-        if not (folder / MERGES_FILE).is_file() and (folder / TOKENIZER_JSON).is_file():
+        if not folder_has(folder, MERGES_FILE) and folder_has(folder, TOKENIZER_JSON):
             from .hf_json import bpe_parts, model_type, read_tokenizer_json
             data = read_tokenizer_json(folder)
             kind = model_type(data, folder / TOKENIZER_JSON)
@@ -106,7 +107,7 @@ class RobertaTokenizer(FastTokenizer):
             vocab, merges = bpe_parts(data, folder / TOKENIZER_JSON)
             return cls(vocab, merges, **{**read_tokenizer_config(folder, _OPTIONS), **overrides})
         for name in (VOCAB_FILE, MERGES_FILE):
-            if not (folder / name).is_file():
+            if not folder_has(folder, name):
                 raise FileNotFoundError(f"{folder} has no {name}; a byte-level BPE tokenizer needs "
                                         f"{VOCAB_FILE} and {MERGES_FILE}")
         options = {**read_tokenizer_config(folder, _OPTIONS), **overrides}
@@ -132,11 +133,10 @@ class RobertaTokenizer(FastTokenizer):
 def read_vocab_json(path: str | os.PathLike[str]) -> dict[str, int]:
     """``vocab.json`` as token -> id; errors name the file."""
     path = Path(path)
+    text = read_folder_text(path.parent, path.name, VOCAB_MAX_BYTES)
     try:
-        vocab = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise FileNotFoundError(f"vocabulary file not found: {path}") from None
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        vocab = json.loads(text)
+    except json.JSONDecodeError as exc:
         raise ValueError(f"{path} is not a valid vocab.json (a JSON object of token -> id): {exc}") from None
     if not isinstance(vocab, dict) or not vocab or not all(
             isinstance(t, str) and isinstance(i, int) and not isinstance(i, bool) for t, i in vocab.items()):
@@ -149,12 +149,7 @@ def read_vocab_json(path: str | os.PathLike[str]) -> dict[str, int]:
 def read_merges(path: str | os.PathLike[str]) -> list[tuple[str, str]]:
     """``merges.txt`` as (left, right) pairs in priority order; the ``#version`` header is skipped."""
     path = Path(path)
-    try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except FileNotFoundError:
-        raise FileNotFoundError(f"merges file not found: {path}") from None
-    except UnicodeDecodeError as exc:
-        raise ValueError(f"{path} is not a valid merges.txt (not UTF-8 text): {exc}") from None
+    lines = read_folder_text(path.parent, path.name, VOCAB_MAX_BYTES).splitlines()
     merges = []
     for number, line in enumerate(lines, 1):
         if not line or (number == 1 and line.startswith("#version")):

@@ -18,17 +18,9 @@ from typing import Any, ClassVar
 
 from tokenizers import AddedToken, Tokenizer
 
-from .arguments import (
-    as_int_list,
-    check_text,
-    check_texts,
-    padding_settings,
-    prepare_inputs,
-    tensor_ready,
-    truncation_settings,
-)
-from .base import CONFIG_FILE, SPECIAL_TOKENS_MAP_FILE, LazyRows, TokenizerBase
-from .encoding import BatchEncoding, to_tensors
+from ..folder_files import SETTINGS_MAX_BYTES, folder_has, read_folder_text
+from .arguments import as_int_list, check_text, check_texts
+from .base import CONFIG_FILE, SPECIAL_TOKENS_MAP_FILE, TokenizerBase
 
 __all__ = ["FastTokenizer", "SPECIAL_NAMES", "check_overrides", "read_tokenizer_config", "write_json"]
 
@@ -150,44 +142,18 @@ class FastTokenizer(TokenizerBase):
         check_texts(texts, "encode_batch_ids")
         return [e.ids for e in self._backend.encode_batch_fast(list(texts), add_special_tokens=False)]
 
-    def __call__(
-        self,
-        text: str | Sequence[str] | Sequence[Sequence[str]],
-        text_pair: str | Sequence[str] | Sequence[Sequence[str]] | None = None,
-        *,
-        add_special_tokens: bool = True,
-        max_length: int | None = None,
-        truncation: bool | str = False,
-        padding: bool | str = False,
-        return_tensors: str | None = None,
-        return_offsets_mapping: bool = False,
-        return_word_ids: bool = False,
-        return_special_tokens_mask: bool = False,
-        is_split_into_words: bool = False,
-        return_overflowing_tokens: bool = False,
-        stride: int = 0,
-    ) -> BatchEncoding:
-        """Tokenize a text, a pair, or a batch of them into model inputs; arguments as in
-        :meth:`BertTokenizer.__call__`. Offsets are character offsets into the original strings."""
-        batched, texts, pairs = prepare_inputs(text, text_pair, is_split_into_words)
-        truncate = truncation_settings(truncation, max_length, stride, self.model_max_length, pairs is not None,
-                                       add_special_tokens)
-        if truncate is not None and add_special_tokens:
-            self._check_room(truncate, pairs is not None)
-        pad_length = padding_settings(padding, max_length, self.model_max_length)
-        if return_overflowing_tokens and truncate is None:
-            raise ValueError(
-                "return_overflowing_tokens=True needs truncation (e.g. truncation='only_second' and max_length)")
-        if return_tensors not in (None, "pt", "np"):
-            raise ValueError(f"return_tensors must be None, 'pt' or 'np', got {return_tensors!r}")
+    # ------------------------------------------------------------------ internals
 
+    def _encode_rows(self, texts: list[Any], pairs: list[Any] | None, pretokenized: bool, add_special_tokens: bool,
+                     truncate: tuple[int, str, int] | None, pad_length: int | str | None,
+                     overflow: bool) -> tuple[list[Any], list[int] | None]:
+        """One Rust call for the whole batch; overflowing windows follow the row they came from."""
         inputs = texts if pairs is None else list(zip(texts, pairs))
         try:
             with self._lock:
-                engine = self._call_engines[is_split_into_words]
+                engine = self._call_engines[pretokenized]
                 self._configure(engine, truncate, pad_length)
-                encs = engine.encode_batch(inputs, is_pretokenized=is_split_into_words,
-                                           add_special_tokens=add_special_tokens)
+                encs = engine.encode_batch(inputs, is_pretokenized=pretokenized, add_special_tokens=add_special_tokens)
         except BaseException as exc:  # the Rust engine raises a bare Exception, or panics (a BaseException)
             if truncate is not None and ("Truncation error" in str(exc) or "`stride` must be" in str(exc)):
                 raise ValueError(
@@ -195,38 +161,14 @@ class FastTokenizer(TokenizerBase):
                     f"stride={truncate[2]}: the sequence that may be cut leaves too little room for at least one "
                     "input; use a larger max_length, a smaller stride or 'longest_first'") from None
             raise
-        rows, sample_of_row = encs, list(range(len(encs)))
-        if return_overflowing_tokens:
-            rows, sample_of_row = [], []
-            for i, e in enumerate(encs):
-                pieces = [e, *e.overflowing]
-                rows.extend(pieces)
-                sample_of_row.extend([i] * len(pieces))
-
-        data: dict[str, Any] = {
-            "input_ids": [r.ids for r in rows],
-            "token_type_ids": [r.type_ids for r in rows],
-            "attention_mask": [r.attention_mask for r in rows],
-        }
-        if return_special_tokens_mask:
-            data["special_tokens_mask"] = [r.special_tokens_mask for r in rows]
-        if return_offsets_mapping:
-            data["offset_mapping"] = [r.offsets for r in rows]
-            if pairs is not None:
-                data["sequence_ids"] = [r.sequence_ids for r in rows]
-        if return_word_ids:
-            data["word_ids"] = [r.word_ids for r in rows]
-        if return_overflowing_tokens:
-            data["overflow_to_sample_mapping"] = sample_of_row
-        batched = batched or return_overflowing_tokens or return_tensors is not None
-        if not batched:
-            data = {k: v[0] for k, v in data.items()}
-        if return_tensors is not None:
-            data = to_tensors(tensor_ready(data), return_tensors, batched)
-        return BatchEncoding(data, word_ids=LazyRows(rows, "word_ids"), sequence_ids=LazyRows(rows, "sequence_ids"),
-                             is_batched=batched)
-
-    # ------------------------------------------------------------------ internals
+        if not overflow:
+            return encs, None
+        rows, sample_of_row = [], []
+        for i, e in enumerate(encs):
+            pieces = [e, *e.overflowing]
+            rows.extend(pieces)
+            sample_of_row.extend([i] * len(pieces))
+        return rows, sample_of_row
 
     def _check_room(self, truncate: tuple[int, str, int], has_pair: bool) -> None:
         """`truncation_settings` assumes BERT's 2/3 special tokens; RoBERTa's pairs have 4."""
@@ -269,12 +211,12 @@ def read_tokenizer_config(folder: Path, allowed: Sequence[str]) -> dict[str, Any
     Special tokens may be stored as HF's serialised ``AddedToken`` dicts; their content is used.
     """
     path = folder / CONFIG_FILE
-    if not path.is_file():
+    if not folder_has(folder, CONFIG_FILE):
         return {}
     try:
-        config = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise ValueError(f"cannot read tokenizer settings from {path}: {exc}") from exc
+        config = json.loads(read_folder_text(folder, CONFIG_FILE, SETTINGS_MAX_BYTES))
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"cannot read tokenizer settings from {path}: {exc}") from None
     if not isinstance(config, dict):
         raise ValueError(f"{path} must hold a JSON object, got {type(config).__name__}")
     options: dict[str, Any] = {}

@@ -14,6 +14,8 @@ import struct
 from pathlib import Path
 from typing import Any
 
+from ..folder_files import TOKENIZER_JSON_MAX_BYTES, read_folder_text
+
 __all__ = [
     "TOKENIZER_JSON",
     "bpe_parts",
@@ -31,12 +33,11 @@ TOKENIZER_JSON = "tokenizer.json"
 
 def read_tokenizer_json(folder: str | Path) -> dict[str, Any]:
     path = Path(folder) / TOKENIZER_JSON
+    text = read_folder_text(folder, TOKENIZER_JSON, TOKENIZER_JSON_MAX_BYTES)
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = json.loads(text)
     except json.JSONDecodeError as err:
         raise ValueError(f"{path}: not valid JSON (line {err.lineno}, column {err.colno}: {err.msg})") from None
-    except UnicodeDecodeError:
-        raise ValueError(f"{path}: not UTF-8 text") from None
     if not isinstance(data, dict) or not isinstance(data.get("model"), dict):
         raise ValueError(f"{path}: expected a tokenizers JSON object with a 'model' section")
     return data

@@ -13,15 +13,16 @@ import os
 import unicodedata
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors
 from tqdm.auto import tqdm
 
+from ..folder_files import SPIECE_MODEL_MAX_BYTES, folder_has, read_folder_bytes
 from ..textio import total_bytes
 from .fast import SPECIAL_NAMES, FastTokenizer, check_overrides, read_tokenizer_config
 
-__all__ = ["AlbertTokenizer", "train_sentencepiece"]
+__all__ = ["AlbertTokenizer", "UnigramModel", "train_sentencepiece"]
 
 MODEL_FILE = "spiece.model"
 TOKENIZER_JSON = "tokenizer.json"
@@ -30,18 +31,31 @@ PAD, UNK, CLS, SEP, MASK = "<pad>", "<unk>", "[CLS]", "[SEP]", "[MASK]"
 _OPTIONS = ("do_lower_case", "keep_accents", "model_max_length", *SPECIAL_NAMES)
 
 
+class UnigramModel(NamedTuple):
+    """A unigram model already read: its ``spiece.model`` bytes (what a save writes) and the pieces with the
+    scores the tokenizer runs. The scores of a ``tokenizer.json`` are float64, those of ``spiece.model`` float32:
+    Viterbi sums float64 scores with rounding that decides exact ties ("i"+"ii" against "ii"+"i"), so the pieces
+    read from a ``tokenizer.json`` are kept as they are, not rounded through ``spiece.model``."""
+
+    model_bytes: bytes
+    pieces: list[tuple[str, float]]
+    unk_id: int
+    charsmap: bytes | None
+
+
 class AlbertTokenizer(FastTokenizer):
     """ALBERT's SentencePiece tokenizer with :class:`BertTokenizer`'s call API (pair: ``[CLS] A [SEP] B [SEP]``).
 
-    ``do_lower_case`` lowercases; unless ``keep_accents``, accents are stripped (NFKD, combining marks
-    dropped), as in ALBERT's preprocessing.
+    ``vocab_file`` is a ``spiece.model`` (its path or bytes) or a :class:`UnigramModel`. ``do_lower_case``
+    lowercases; unless ``keep_accents``, accents are stripped (NFKD, combining marks dropped), as in ALBERT's
+    preprocessing.
     """
 
     word_start_prefix = "▁"
 
     def __init__(
         self,
-        vocab_file: str | os.PathLike[str],
+        vocab_file: str | os.PathLike[str] | bytes | UnigramModel,
         do_lower_case: bool = True,
         keep_accents: bool = False,
         model_max_length: int = 512,
@@ -56,11 +70,12 @@ class AlbertTokenizer(FastTokenizer):
         for name, value in (("do_lower_case", do_lower_case), ("keep_accents", keep_accents)):
             if not isinstance(value, bool):
                 raise TypeError(f"{name} must be True or False, got {value!r}")
-        # bytes are a spiece.model already in memory (rebuilt from a tokenizer.json)
-        self._model_bytes = vocab_file if isinstance(vocab_file, bytes) else _read_bytes(Path(vocab_file))
-        if isinstance(vocab_file, bytes):
+        if isinstance(vocab_file, UnigramModel):  # read from a tokenizer.json
+            self._model_bytes, pieces, unk_id, charsmap = vocab_file
             vocab_file = TOKENIZER_JSON
-        pieces, unk_id, charsmap = read_spiece_model(self._model_bytes, Path(vocab_file))
+        else:  # a spiece.model, or its bytes
+            self._model_bytes = vocab_file if isinstance(vocab_file, bytes) else _read_bytes(Path(vocab_file))
+            pieces, unk_id, charsmap = read_spiece_model(self._model_bytes, Path(vocab_file))
         self.do_lower_case, self.keep_accents = do_lower_case, keep_accents
         backend = Tokenizer(models.Unigram(pieces, unk_id=unk_id, byte_fallback=False))
         backend.normalizer = albert_normalizer(do_lower_case, keep_accents, charsmap)
@@ -78,23 +93,28 @@ class AlbertTokenizer(FastTokenizer):
 
     @classmethod
     def from_pretrained(cls, path: str | os.PathLike[str], **overrides: Any) -> AlbertTokenizer:
-        """Load a folder with ``spiece.model`` (+ optional ``tokenizer_config.json``) or a ``.model`` file."""
+        """Load a folder with ``tokenizer.json`` or ``spiece.model`` (+ optional ``tokenizer_config.json``), or a
+        ``.model`` file.
+
+        When a folder holds both, ``tokenizer.json`` is read, as ``transformers`` does: its scores are exact,
+        ``spiece.model`` holds them rounded to float32 (see :class:`UnigramModel`).
+        """
         check_overrides(overrides, _OPTIONS)
         p = Path(path)
-        if p.is_file():
+        if os.path.lexists(p) and not p.is_dir():  # a model file (read_folder_bytes says if it is not one)
             return cls(p, **overrides)
         if not p.is_dir():
             raise FileNotFoundError(f"tokenizer path not found: {p} (expected a folder with {MODEL_FILE})")
-        if not (p / MODEL_FILE).is_file() and (p / TOKENIZER_JSON).is_file():
+        if folder_has(p, TOKENIZER_JSON):
             return cls._from_tokenizer_json(p, overrides)
-        if not (p / MODEL_FILE).is_file():
+        if not folder_has(p, MODEL_FILE):
             raise FileNotFoundError(f"{p} has no {MODEL_FILE}; a SentencePiece tokenizer needs it")
         return cls(p / MODEL_FILE, **{**read_tokenizer_config(p, _OPTIONS), **overrides})
 
     @classmethod
     def _from_tokenizer_json(cls, folder: Path, overrides: dict[str, Any]) -> AlbertTokenizer:
-        """A folder saved by transformers 5 (no spiece.model): pieces and normalisation come from tokenizer.json
-        (what transformers runs), special tokens and length from tokenizer_config.json."""
+        """Pieces, scores and normalisation come from tokenizer.json (what transformers runs), special tokens and
+        length from tokenizer_config.json; the spiece.model a save writes is rebuilt from them."""
         from .hf_json import model_type, read_tokenizer_json, spiece_model_bytes, unigram_options, unigram_parts
         path = folder / TOKENIZER_JSON
         data = read_tokenizer_json(folder)
@@ -106,7 +126,7 @@ class AlbertTokenizer(FastTokenizer):
         control = {t["content"] for t in data.get("added_tokens") or [] if t.get("special")}
         control.discard(pieces[unk_id][0])
         model = spiece_model_bytes(pieces, unk_id, charsmap, control, pad_token=options.get("pad_token", PAD))
-        return cls(model, **options)
+        return cls(UnigramModel(model, pieces, unk_id, charsmap), **options)
 
     def save_pretrained(self, save_directory: str | os.PathLike[str]) -> tuple[Path, ...]:
         """Write ``spiece.model``, ``tokenizer.json`` and the config files ``transformers.AutoTokenizer`` reads.
@@ -140,12 +160,7 @@ def albert_normalizer(do_lower_case: bool, keep_accents: bool, charsmap: bytes |
 
 
 def _read_bytes(path: Path) -> bytes:
-    try:
-        return path.read_bytes()
-    except FileNotFoundError:
-        raise FileNotFoundError(f"SentencePiece model not found: {path}") from None
-    except IsADirectoryError:
-        raise FileNotFoundError(f"{path} is a folder, not a SentencePiece model file") from None
+    return read_folder_bytes(path.parent, path.name, SPIECE_MODEL_MAX_BYTES)
 
 
 def read_spiece_model(model: bytes, path: Path) -> tuple[list[tuple[str, float]], int, bytes | None]:

@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from ..folder_files import VOCAB_MAX_BYTES, read_folder_text
+
 __all__ = ["read_vocab_lines", "load_vocab", "save_vocab"]
 
 
@@ -14,13 +16,11 @@ def read_vocab_lines(path: str | os.PathLike[str]) -> list[str]:
     Lines end at ``"\\n"``, ``"\\r\\n"`` or ``"\\r"`` (Python's universal newlines), only
     that ending is removed (a token may contain other whitespace), and if a
     token appears twice the later line wins: ids match the original tokenizer on
-    any file it accepts.
+    any file it accepts. The file is read as a file of its folder (:mod:`bertforge.folder_files`).
     """
     p = Path(path)
-    if not p.is_file():
-        raise FileNotFoundError(f"vocabulary file not found: {p}")
-    with open(p, encoding="utf-8") as f:
-        lines = f.read().split("\n")
+    text = read_folder_text(p.parent, p.name, VOCAB_MAX_BYTES)
+    lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
     if lines and lines[-1] == "":
         lines.pop()  # the final newline ends the last line, it does not start a new token
     if not lines:

@@ -21,19 +21,11 @@ from typing import Any
 
 from tokenizers import Encoding, Tokenizer
 
-from .arguments import (
-    as_int_list,
-    check_text,
-    check_texts,
-    padding_settings,
-    prepare_inputs,
-    tensor_ready,
-    truncation_settings,
-)
+from ..folder_files import SETTINGS_MAX_BYTES, folder_has, read_folder_text
+from .arguments import as_int_list, check_text, check_texts
 from .backend import build_fast, build_words
-from .base import CONFIG_FILE, SPECIAL_TOKENS_MAP_FILE, LazyRows, TokenizerBase
+from .base import CONFIG_FILE, SPECIAL_TOKENS_MAP_FILE, TokenizerBase
 from .charset import suspect_scanner
-from .encoding import BatchEncoding, to_tensors
 from .pretokenize import ReferencePreTokenizer, Word
 from .vocab import read_vocab_lines, save_vocab
 
@@ -189,19 +181,17 @@ class BertTokenizer(TokenizerBase):
             raise TypeError(f"from_pretrained() got unexpected argument(s) {unknown}; allowed: {list(_INIT_OPTIONS)}")
         p = Path(path)
         options: dict[str, Any] = {}
-        if p.is_dir() and not (p / VOCAB_FILE).is_file() and (p / TOKENIZER_JSON).is_file():
+        if p.is_dir() and not folder_has(p, VOCAB_FILE) and folder_has(p, TOKENIZER_JSON):
             return cls._from_tokenizer_json(p, do_lower_case, overrides)
         if p.is_dir():
             vocab_file = p / VOCAB_FILE
-            if not vocab_file.is_file():
+            if not folder_has(p, VOCAB_FILE):
                 raise FileNotFoundError(
                     f"{p} has no {VOCAB_FILE}; expected a tokenizer folder with {VOCAB_FILE} "
                     f"(and optionally {CONFIG_FILE}) or the path of a {VOCAB_FILE} file"
                 )
-            config_file = p / CONFIG_FILE
-            if config_file.is_file():
-                options = _options_from_config(config_file)
-        elif p.is_file():
+            options = _options_from_config(p)
+        elif os.path.lexists(p):  # a vocab.txt (read_vocab_lines says if it is not one)
             vocab_file = p
         else:
             raise FileNotFoundError(
@@ -221,7 +211,7 @@ class BertTokenizer(TokenizerBase):
         kind = model_type(data, folder / TOKENIZER_JSON)
         if kind != "WordPiece":
             raise ValueError(f"{folder / TOKENIZER_JSON} holds a {kind} tokenizer, not BERT's WordPiece")
-        options = _options_from_config(folder / CONFIG_FILE) if (folder / CONFIG_FILE).is_file() else {}
+        options = _options_from_config(folder)
         options.update(wordpiece_options(data))
         options.update(overrides)
         if do_lower_case is not None:
@@ -411,80 +401,6 @@ class BertTokenizer(TokenizerBase):
                 out[i] = e.ids
         return out
 
-    def __call__(
-        self,
-        text: str | Sequence[str] | Sequence[Sequence[str]],
-        text_pair: str | Sequence[str] | Sequence[Sequence[str]] | None = None,
-        *,
-        add_special_tokens: bool = True,
-        max_length: int | None = None,
-        truncation: bool | str = False,
-        padding: bool | str = False,
-        return_tensors: str | None = None,
-        return_offsets_mapping: bool = False,
-        return_word_ids: bool = False,
-        return_special_tokens_mask: bool = False,
-        is_split_into_words: bool = False,
-        return_overflowing_tokens: bool = False,
-        stride: int = 0,
-    ) -> BatchEncoding:
-        """Tokenize a text, a pair, or a batch of them into model inputs.
-
-        ``text`` is a str or a list of str (``text_pair`` the same shape); with
-        ``is_split_into_words=True`` it is a list of words or a list of such
-        lists, word ids then index the given words and offsets are relative to
-        each word. ``truncation`` True/"longest_first"/"only_first"/"only_second"
-        cuts to ``max_length`` (default ``model_max_length``); with
-        ``return_overflowing_tokens`` the cut-off tokens come back as extra rows
-        that overlap the previous row by ``stride`` tokens, and
-        ``overflow_to_sample_mapping`` says which input each row belongs to.
-        ``padding`` True/"longest" pads to the longest row, "max_length" to
-        ``max_length``. Offsets are character offsets into the original strings,
-        (0, 0) for special and padding tokens.
-        """
-        batched, texts, pairs = prepare_inputs(text, text_pair, is_split_into_words)
-        truncate = truncation_settings(
-            truncation, max_length, stride, self.model_max_length, pairs is not None, add_special_tokens
-        )
-        pad_length = padding_settings(padding, max_length, self.model_max_length)
-        if return_overflowing_tokens and truncate is None:
-            raise ValueError(
-                "return_overflowing_tokens=True needs truncation (e.g. truncation='only_second' and max_length)"
-            )
-        if return_tensors not in (None, "pt", "np"):
-            raise ValueError(f"return_tensors must be None, 'pt' or 'np', got {return_tensors!r}")
-
-        rows, sample_of_row = self._encode_rows(
-            texts, pairs, is_split_into_words, add_special_tokens, truncate, pad_length, return_overflowing_tokens
-        )
-
-        data: dict[str, Any] = {
-            "input_ids": [r.ids for r in rows],
-            "token_type_ids": [r.type_ids for r in rows],
-            "attention_mask": [r.attention_mask for r in rows],
-        }
-        if return_special_tokens_mask:
-            data["special_tokens_mask"] = [r.special_tokens_mask for r in rows]
-        if return_offsets_mapping:
-            data["offset_mapping"] = [r.offsets for r in rows]
-            if pairs is not None:
-                data["sequence_ids"] = [r.sequence_ids for r in rows]
-        if return_word_ids:
-            data["word_ids"] = [r.word_ids for r in rows]
-        if return_overflowing_tokens:
-            data["overflow_to_sample_mapping"] = sample_of_row if sample_of_row is not None else list(range(len(rows)))
-        # Overflowing windows always make a batch, and so do tensors (a model wants a
-        # leading batch dimension even for one text, as with Hugging Face).
-        batched = batched or return_overflowing_tokens or return_tensors is not None
-        if not batched:
-            data = {k: v[0] for k, v in data.items()}
-        if return_tensors is not None:
-            data = tensor_ready(data)
-            data = to_tensors(data, return_tensors, batched)
-        return BatchEncoding(
-            data, word_ids=LazyRows(rows, "word_ids"), sequence_ids=LazyRows(rows, "sequence_ids"), is_batched=batched
-        )
-
     # ------------------------------------------------------------------ internals
 
     def _find_suspect(self, texts: Sequence[Any], pairs: Sequence[Any] | None, pretokenized: bool) -> set[int]:
@@ -510,7 +426,9 @@ class BertTokenizer(TokenizerBase):
             origins.extend([j] * len(sub))
         return words, origins
 
-    def _encode_rows(self, texts, pairs, pretokenized, add_special_tokens, truncate, pad_length, overflow):
+    def _encode_rows(self, texts: list[Any], pairs: list[Any] | None, pretokenized: bool, add_special_tokens: bool,
+                     truncate: tuple[int, str, int] | None, pad_length: int | str | None,
+                     overflow: bool) -> tuple[list[Any], list[int] | None]:
         """Encode every input, pad, and flatten overflowing windows into rows.
 
         All inputs go through one Rust call (suspect ones replaced by an empty
@@ -622,11 +540,15 @@ def _rebuild(vocab_lines: list[str], state: dict[str, Any]) -> BertTokenizer:
     return tok
 
 
-def _options_from_config(path: Path) -> dict[str, Any]:
+def _options_from_config(folder: Path) -> dict[str, Any]:
+    """BertTokenizer's settings from the folder's tokenizer_config.json; {} without one."""
+    if not folder_has(folder, CONFIG_FILE):
+        return {}
+    path = folder / CONFIG_FILE
     try:
-        config = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise ValueError(f"cannot read tokenizer settings from {path}: {exc}") from exc
+        config = json.loads(read_folder_text(folder, CONFIG_FILE, SETTINGS_MAX_BYTES))
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"cannot read tokenizer settings from {path}: {exc}") from None
     if not isinstance(config, dict):
         raise ValueError(f"{path} must hold a JSON object, got {type(config).__name__}")
     options: dict[str, Any] = {}
