@@ -21,9 +21,12 @@ def tiny_model(tmp_path_factory, minilm_dir) -> Path:
     return out
 
 
-def glue_folder(root: Path, shared_data: Path, *tasks: str) -> Path:
-    """`root` holding links to the named folders of ../shared/data/glue (RTE, WNLI, QNLI...)."""
-    root.mkdir(parents=True, exist_ok=True)
-    for task in tasks:
-        (root / task).symlink_to(shared_data / "glue" / task, target_is_directory=True)
-    return root
+@pytest.fixture()
+def glue_folder(shared_data):
+    """`glue_folder(root, "RTE", "WNLI", ...)`: `root` holding links to those folders of ../shared/data/glue."""
+    def make(root: Path, *tasks: str) -> Path:
+        root.mkdir(parents=True, exist_ok=True)
+        for task in tasks:
+            (root / task).symlink_to(shared_data / "glue" / task, target_is_directory=True)
+        return root
+    return make

@@ -8,25 +8,23 @@ import pytest
 
 from bertforge.evaluation.glue import GlueSettings, model_fingerprint, plan_tasks, run_glue
 
-from conftest import glue_folder
-
 
 def settings(model, data, output, **kw) -> GlueSettings:
     return GlueSettings(model=str(model), data=str(data), output=str(output), progress=False, **kw)
 
 
-def test_tasks_without_files_are_skipped_with_the_reason(tiny_model, shared_data, tmp_path):
-    data = glue_folder(tmp_path / "glue", shared_data, "RTE", "WNLI", "QNLI")
+def test_tasks_without_files_are_skipped_with_the_reason(glue_folder, tiny_model, shared_data, tmp_path):
+    data = glue_folder(tmp_path / "glue", "RTE", "WNLI", "QNLI")
     s = settings(tiny_model, data, tmp_path / "out")
     plans, skipped = plan_tasks(s, s.resolve_protocol())
     assert [p.task for p in plans] == ["rte", "wnli"]
     assert [p.method for p in plans] == ["finetune", "majority"]
-    assert skipped["qnli"] == "QNLI/ has no train.tsv"
+    assert skipped["qnli"] == "QNLI/ has no train file (train.tsv)"
     assert skipped["sst2"] == f"no SST-2/ folder in {data}" and set(skipped) == {
         "cola", "sst2", "mrpc", "stsb", "qqp", "mnli", "qnli"}
     assert plans[0].train_examples == 2490 and plans[0].dev_examples == {"dev": 277}
     # a task asked for by name must be there
-    with pytest.raises(FileNotFoundError, match="task qnli: QNLI/ has no train.tsv"):
+    with pytest.raises(FileNotFoundError, match=r"task qnli: QNLI/ has no train file \(train.tsv\)"):
         plan_tasks(settings(tiny_model, data, tmp_path / "o", tasks=["rte", "QNLI"]), s.resolve_protocol())
     with pytest.raises(ValueError, match="unknown GLUE task 'squad'"):
         plan_tasks(settings(tiny_model, data, tmp_path / "o", tasks=["squad"]), s.resolve_protocol())
@@ -36,8 +34,8 @@ def test_tasks_without_files_are_skipped_with_the_reason(tiny_model, shared_data
     assert plans[1].train_examples == 635  # the majority class counts every train label
 
 
-def test_a_changed_protocol_model_or_data_is_refused_and_named(tiny_model, shared_data, tmp_path):
-    data = glue_folder(tmp_path / "glue", shared_data, "WNLI")
+def test_a_changed_protocol_model_or_data_is_refused_and_named(glue_folder, tiny_model, shared_data, tmp_path):
+    data = glue_folder(tmp_path / "glue", "WNLI")
     out = tmp_path / "out"
     result = run_glue(settings(tiny_model, data, out, tasks=["wnli"]))
     assert result["tasks"]["wnli"]["method"] == "majority" and result["average"] is None
@@ -82,7 +80,7 @@ def _numbers(result: dict) -> dict:
 
 
 @pytest.mark.slow
-def test_a_suite_killed_midway_continues_and_ends_as_an_uninterrupted_one(tiny_model, shared_data, tmp_path):
+def test_a_suite_killed_midway_continues_and_ends_as_an_uninterrupted_one(glue_folder, tiny_model, shared_data, tmp_path):
     """Two runs of 8 steps (64 examples in batches of 8), checkpoints every 2 steps; MRPC goes first (equal work:
     GLUE's order). The whole suite is SIGKILLed inside RTE's checkpoint save of step 6. Re-running the same command
     keeps MRPC's finished run as it is and resumes RTE from step 4; the numbers equal, bitwise, those of a suite
@@ -93,7 +91,7 @@ def test_a_suite_killed_midway_continues_and_ends_as_an_uninterrupted_one(tiny_m
     import sys
     from pathlib import Path
 
-    data = glue_folder(tmp_path / "glue", shared_data, "RTE", "MRPC")
+    data = glue_folder(tmp_path / "glue", "RTE", "MRPC")
     flags = ["--model", str(tiny_model), "--data", str(data), "--tasks", "rte,mrpc", "--protocol", "sane",
              "--seeds", "1", "--epochs", "1", "--batch-size", "8", "--max-train-samples", "64",
              "--max-eval-samples", "16", "--save-every", "2", "--jobs", "1", "--no-progress"]
@@ -149,7 +147,7 @@ ARCHITECTURES = {"bert": "Bert", "roberta": "Roberta", "albert": "Albert", "dist
 
 @pytest.mark.slow
 @pytest.mark.parametrize("family", list(FAMILIES))
-def test_every_family_folder_saved_by_transformers(family, minilm_dir, shared_data, tmp_path):
+def test_every_family_folder_saved_by_transformers(glue_folder, family, minilm_dir, shared_data, tmp_path):
     """A random tiny encoder saved by transformers' save_pretrained, with a WordPiece tokenizer beside it: the suite
     fine-tunes the family's own classifier on it and scores it."""
     import json
@@ -164,7 +162,7 @@ def test_every_family_folder_saved_by_transformers(family, minilm_dir, shared_da
     getattr(transformers, model_name)(config).save_pretrained(folder)
     for name in ("vocab.txt", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"):
         shutil.copyfile(minilm_dir / name, folder / name)
-    data = glue_folder(tmp_path / "glue", shared_data, "RTE")
+    data = glue_folder(tmp_path / "glue", "RTE")
     result = run_glue(settings(folder, data, tmp_path / "out", tasks=["rte"], seeds=1, epochs=1.0, batch_size=8,
                                max_train_samples=16, max_eval_samples=16, jobs=1, keep_predictors=True))
     assert result["model"]["model_type"] == family and result["model"]["fingerprint"] == model_fingerprint(folder)
@@ -178,7 +176,7 @@ def test_every_family_folder_saved_by_transformers(family, minilm_dir, shared_da
 
 
 @pytest.mark.slow
-def test_the_numbers_are_sklearn_and_scipy_on_the_saved_predictors(tiny_model, shared_data, tmp_path):
+def test_the_numbers_are_sklearn_and_scipy_on_the_saved_predictors(glue_folder, tiny_model, shared_data, tmp_path):
     """Every metric in glue.json equals scikit-learn's or scipy's on what the run's saved predictor answers for the
     same dev examples (read here with the csv module, not bertforge's reader)."""
     import csv
@@ -188,8 +186,9 @@ def test_the_numbers_are_sklearn_and_scipy_on_the_saved_predictors(tiny_model, s
     from sklearn import metrics as sk
 
     from bertforge.tasks.predictor import Predictor
-    data = glue_folder(tmp_path / "glue", shared_data, "MRPC", "STS-B", "CoLA")
+    data = glue_folder(tmp_path / "glue", "MRPC", "STS-B", "CoLA")
     n = 48
+    _mnli_from_rte(shared_data / "glue" / "RTE", data / "MNLI")
     result = run_glue(settings(tiny_model, data, tmp_path / "out", protocol="bert", seeds=1, epochs=1.0,
                                batch_size=8, max_train_samples=32, max_eval_samples=n, jobs=2, keep_predictors=True,
                                learning_rates=[1e-3, 5e-4]))
@@ -215,10 +214,41 @@ def test_the_numbers_are_sklearn_and_scipy_on_the_saved_predictors(tiny_model, s
     cola = rows("CoLA", header=False)
     gold, predicted = [int(r[1]) for r in cola], [int(a["label"]) for a in answers("cola", [r[3] for r in cola])]
     assert result["tasks"]["cola"]["metrics"] == pytest.approx({"mcc": 100 * sk.matthews_corrcoef(gold, predicted)})
+    # MNLI: matched and mismatched, each scored on its own file
+    for split, key in (("dev_matched", "accuracy_matched"), ("dev_mismatched", "accuracy_mismatched")):
+        with open(data / "MNLI" / f"{split}.tsv", encoding="utf-8", newline="") as handle:
+            pairs = list(csv.reader(handle, delimiter="\t", quoting=csv.QUOTE_NONE))[1:n + 1]
+        predicted = [a["label"] for a in answers("mnli", [(r[1], r[2]) for r in pairs])]
+        assert result["tasks"]["mnli"]["metrics"][key] == pytest.approx(
+            100 * sk.accuracy_score([r[3] for r in pairs], predicted))
     # bert: the best of the lr grid on dev, per task
-    for task in ("mrpc", "stsb", "cola"):
+    for task in ("mrpc", "stsb", "cola", "mnli"):
         entry = result["tasks"][task]
         assert [r["lr"] for r in entry["runs"]] == [1e-3, 5e-4]
         assert entry["score"] == max(r["score"] for r in entry["runs"])
     assert json.loads((tmp_path / "out" / "glue.json").read_text())["average"] == pytest.approx(
-        sum(result["tasks"][t]["score"] for t in ("cola", "mrpc", "stsb")) / 3)
+        sum(result["tasks"][t]["score"] for t in ("cola", "mrpc", "stsb", "mnli")) / 4)
+
+
+def _mnli_from_rte(rte, folder) -> None:
+    """An MNLI-shaped folder (no MNLI here): real RTE sentence pairs with three labels, train from RTE's train
+    set, dev_matched and dev_mismatched from two different halves of its dev set."""
+    import csv
+    folder.mkdir()
+    labels = ("contradiction", "neutral")
+
+    def write(name: str, rows: list[list[str]]) -> None:
+        with open(folder / f"{name}.tsv", "w", encoding="utf-8") as handle:
+            handle.write("index\tsentence1\tsentence2\tgold_label\n")
+            for i, (_, first, second, label) in enumerate(rows):
+                gold = "entailment" if label == "entailment" else labels[i % 2]
+                handle.write(f"{i}\t{first}\t{second}\t{gold}\n")
+
+    def read(name: str) -> list[list[str]]:
+        with open(rte / f"{name}.tsv", encoding="utf-8", newline="") as handle:
+            return list(csv.reader(handle, delimiter="\t", quoting=csv.QUOTE_NONE))[1:]
+
+    dev = read("dev")
+    write("train", read("train")[:64])
+    write("dev_matched", dev[:120])
+    write("dev_mismatched", dev[120:240])

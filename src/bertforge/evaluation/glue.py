@@ -43,17 +43,18 @@ Other writers build it from their runs with `task_entry` and `assemble` (a run's
 """
 from __future__ import annotations
 
+import contextlib
 import datetime
 import hashlib
 import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 from bertforge.evaluation.protocols import Protocol, changed_settings, get_protocol
 from bertforge.evaluation.report import FORMAT, write_report
-from bertforge.evaluation.scheduler import run_units
+from bertforge.evaluation.scheduler import Failure, run_units
 from bertforge.evaluation.scores import (GLUE_TASKS, glue_average, majority_baseline, summarize_runs, task_score)
 from bertforge.evaluation.units import Unit, UnitContext, planned_steps, read_result, unit_folder
 
@@ -150,13 +151,14 @@ def model_fingerprint(folder: str | Path) -> str:
 def _missing(spec, data: Path) -> str | None:
     """Why a task cannot run from `data`, or None."""
     folder = Path(spec.folder).name
+    if not ((data / folder).is_dir() or (data / spec.folder).is_dir()):
+        return f"no {folder}/ folder in {data}"
     for split in ("train", "dev"):
         try:
             spec.files(data, split)
         except FileNotFoundError:
             names = {"train": spec.train_files, "dev": spec.dev_files}[split]
-            where = f"{folder}/" if (data / folder).is_dir() or (data / spec.folder).is_dir() else None
-            return (f"{where} has no {' or '.join(names)}" if where else f"no {folder}/ folder in {data}")
+            return f"{folder}/ has no {split} file ({', '.join(names)})"
     return None
 
 
@@ -253,6 +255,33 @@ def _changes(earlier: dict[str, Any], now: dict[str, Any]) -> list[str]:
     return changed
 
 
+@contextlib.contextmanager
+def suite_lock(out: Path) -> Iterator[None]:
+    """Hold OUTPUT for this process: a second suite started on the same folder stops at once instead of running
+    the same units beside the first one."""
+    try:
+        import fcntl
+    except ImportError:  # not POSIX: no lock
+        yield
+        return
+    with open(out / ".glue.lock", "a+", encoding="utf-8") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            handle.seek(0)
+            holder = handle.read().strip() or "another process"
+            raise RuntimeError(f"{out} is in use by another bertforge glue ({holder}); wait for it to end, or choose "
+                               "another --output") from None
+        handle.seek(0)
+        handle.truncate()
+        handle.write(f"pid {os.getpid()}\n")
+        handle.flush()
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
 # ---- the suite ---------------------------------------------------------------------------------------------------
 def run_glue(settings: GlueSettings, say: Callable[[str], None] | None = None, hooks: Any = None) -> dict[str, Any]:
     """Run (or continue) the suite and write glue.json, glue.md and glue.png into OUTPUT; returns glue.json's
@@ -271,23 +300,29 @@ def run_glue(settings: GlueSettings, say: Callable[[str], None] | None = None, h
     units = plan_units(plans, protocol, out, settings.seed)
     for task, reason in skipped.items():
         say(f"skipping {task}: {reason}")
-    finished = sum(read_result(u) is not None for u in units)
-    jobs, threads = _jobs(settings.jobs, len(units) - finished, cuda_devices)
-    say(f"GLUE, protocol {protocol.name}: {len(plans)} tasks, {len(units)} fine-tuning runs ({finished} done "
-        f"earlier), {jobs} at a time with {threads} threads each, into {out}")
-    ctx = UnitContext(model=settings.model, data=settings.data, protocol=protocol, device=settings.device,
-                      precision=settings.precision, save_every=settings.save_every,
-                      keep_predictors=settings.keep_predictors)
-    failures = run_units(units, ctx, jobs=jobs, threads=threads, progress=settings.progress, hooks=hooks,
-                         cuda_devices=cuda_devices,
-                         on_done=lambda unit, r: say(f"  {unit.label}: score {r['score']:.2f} ({r['seconds']:.0f}s)"))
-    failed = {f.unit.task: f"{f.unit.label}: {f.reason}" for f in reversed(failures)}
-    result = build_result(settings, protocol, plans, skipped, failed, fingerprint, model_type)
-    write_report(result, out)
+    with suite_lock(out):
+        failures = _fine_tune(settings, protocol, units, out, cuda_devices, say, hooks)
+        failed = {f.unit.task: f"{f.unit.label}: {f.reason}" for f in reversed(failures)}
+        result = build_result(settings, protocol, plans, skipped, failed, fingerprint, model_type)
+        write_report(result, out)
     if failures:
         raise RuntimeError(f"{len(failures)} of {len(units)} fine-tuning runs failed (first: {failures[0].unit.label}: "
                            f"{failures[0].reason}); {out / 'glue.json'} has the other tasks; re-run to retry")
     return result
+
+
+def _fine_tune(settings: GlueSettings, protocol: Protocol, units: list[Unit], out: Path, cuda_devices: int,
+               say: Callable[[str], None], hooks: Any) -> list[Failure]:
+    finished = sum(read_result(u) is not None for u in units)
+    jobs, threads = _jobs(settings.jobs, len(units) - finished, cuda_devices)
+    say(f"GLUE, protocol {protocol.name}: {len({u.task for u in units})} tasks to fine-tune, {len(units)} runs "
+        f"({finished} done earlier), {jobs} at a time with {threads} threads each, into {out}")
+    ctx = UnitContext(model=settings.model, data=settings.data, protocol=protocol, device=settings.device,
+                      precision=settings.precision, save_every=settings.save_every,
+                      keep_predictors=settings.keep_predictors)
+    return run_units(units, ctx, jobs=jobs, threads=threads, progress=settings.progress, hooks=hooks,
+                     cuda_devices=cuda_devices,
+                     on_done=lambda unit, r: say(f"  {unit.label}: score {r['score']:.2f} ({r['seconds']:.0f}s)"))
 
 
 def _model_type(model: str) -> str:
