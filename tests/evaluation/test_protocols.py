@@ -38,7 +38,7 @@ def test_overrides_are_applied_checked_and_listed():
     p = get_protocol("sane", epochs=1.0, max_train_samples=300, seeds=None)
     assert p.epochs == 1.0 and p.max_train_samples == 300 and p.seeds == 5
     assert changed_settings(p) == {"epochs": 1.0, "max_train_samples": 300}
-    assert get_protocol("bert", learning_rates=[3e-5]).learning_rates == (3e-5,)
+    assert get_protocol("bert", learning_rates=[3e-5, 2e-5, 3e-5]).learning_rates == (3e-5, 2e-5)
     with pytest.raises(ValueError, match="epochs"):
         get_protocol("sane", epochs=0.0)
     with pytest.raises(ValueError, match="weight_decay"):

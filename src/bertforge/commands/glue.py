@@ -91,8 +91,9 @@ def run(args: argparse.Namespace) -> int:
         max_eval_samples=args.max_eval_samples, wnli=args.wnli, jobs=args.jobs, device=args.device,
         precision=args.precision, save_every=args.save_every, keep_predictors=args.keep_predictors, name=args.name,
         overwrite=args.overwrite, progress=args.progress, command=command_line(args))
-    try:
-        result = run_glue(settings, say=print, hooks=getattr(args, "hooks", None))
+    from tqdm import tqdm
+    try:  # tqdm.write: a line printed while the suite's progress bar is up does not break it
+        result = run_glue(settings, say=tqdm.write, hooks=getattr(args, "hooks", None))
     except KeyboardInterrupt:
         print(f"interrupted; run the same command again to continue (finished runs are kept in {args.output})")
         raise

@@ -114,8 +114,8 @@ def get_protocol(name: str, **overrides: Any) -> Protocol:
     unknown = sorted(set(given) - set(OVERRIDABLE))
     if unknown:
         raise ValueError(f"protocol setting {unknown[0]!r} cannot be overridden; these can: {', '.join(OVERRIDABLE)}")
-    if "learning_rates" in given:
-        given["learning_rates"] = tuple(float(lr) for lr in given["learning_rates"])
+    if "learning_rates" in given:  # each lr once: a unit's folder is named by its lr
+        given["learning_rates"] = tuple(dict.fromkeys(float(lr) for lr in given["learning_rates"]))
     protocol = replace(PROTOCOLS[name], **given)
     protocol.check()
     return protocol
