@@ -115,7 +115,7 @@ def markdown(result: dict[str, Any]) -> str:
     lines.append("")
     lines += _notes(result, floor is not None)
     lines += ["", "### Per task", "", "| task | score | metrics | runs | lr | seeds: min–max (stdev) | train examples "
-              "| minutes |", "|---|---:|---|---:|---:|---|---:|---:|"]
+              "| train minutes |", "|---|---:|---|---:|---:|---|---:|---:|"]
     for task in _columns([result]):
         lines.append(_task_row(task, result["tasks"][task]))
     model = result["model"]
