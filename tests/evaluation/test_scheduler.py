@@ -54,3 +54,33 @@ def test_jobs_one_per_core_with_the_cores_shared_out(monkeypatch):
     assert _jobs(None, 3, 0) == (3, 2)      # never more jobs than runs left
     assert _jobs(None, 0, 0) == (1, 8)
     assert _jobs(None, 20, 2) == (2, 4)     # CUDA: one job per GPU
+
+
+def test_the_longest_runs_start_first(tmp_path, monkeypatch):
+    """Equal steps, longer examples: RTE's pairs before SST-2's sentences; then more steps first."""
+    from bertforge.evaluation import scheduler
+    started = []
+    monkeypatch.setattr(scheduler, "SuiteProgress", lambda *a, **k: type("P", (), {
+        "update": lambda self, r: None, "close": lambda self: None, "finished": lambda self, u: None})())
+
+    class Recorder:
+        def __init__(self, target, args, name):
+            started.append(args[0].task)
+            self.sentinel, self.exitcode = object(), 0
+
+        def start(self):
+            pass
+
+        def join(self):
+            pass
+
+    monkeypatch.setattr(scheduler, "_context", lambda: type("C", (), {"Process": Recorder})())
+    monkeypatch.setattr(scheduler, "wait", lambda sentinels, timeout: sentinels)
+    monkeypatch.setattr(scheduler, "read_result", lambda u: None if u.task not in started else {"score": 1.0})
+    units = [Unit("sst2", 42, 1e-4, str(tmp_path / "a"), 320, 10, 60.0),
+             Unit("rte", 42, 1e-4, str(tmp_path / "b"), 320, 10, 400.0),
+             Unit("cola", 42, 1e-4, str(tmp_path / "c"), 6400, 200, 40.0)]
+    from bertforge.evaluation.protocols import get_protocol
+    from bertforge.evaluation.units import UnitContext
+    scheduler.run_units(units, UnitContext("m", "d", get_protocol("cpu")), jobs=1, threads=1, progress=False)
+    assert started == ["cola", "rte", "sst2"]

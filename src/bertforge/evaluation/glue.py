@@ -103,6 +103,7 @@ class TaskPlan:
     task: str
     method: str                 # "finetune" or "majority"
     train_examples: int         # after the protocol's cap
+    example_length: float       # mean characters of a train example, cut where max_seq_length would cut
     dev_examples: dict[str, int]
     majority: dict[str, Any]
     fingerprint: str
@@ -205,7 +206,9 @@ def _plan_task(task: str, spec, data: Path, protocol: Protocol) -> TaskPlan:
     if protocol.max_train_samples is not None and method == "finetune":  # the majority class counts every label
         n_train = min(n_train, protocol.max_train_samples)
     files = spec.files(data, "train") + spec.files(data, "dev")
-    return TaskPlan(task, method, n_train, dict(zip(dev_names, map(len, dev_labels))),
+    cut = 6 * protocol.max_seq_length  # about six characters a WordPiece token in English
+    length = sum(min(cut, len(ex.text) + len(ex.text_pair or "")) for ex in train.examples) / max(1, len(train.examples))
+    return TaskPlan(task, method, n_train, length, dict(zip(dev_names, map(len, dev_labels))),
                     {"score": task_score(task, majority), "metrics": majority}, _hash_files(files))
 
 
@@ -216,7 +219,7 @@ def plan_units(plans: Sequence[TaskPlan], protocol: Protocol, output: Path, firs
             continue
         steps = planned_steps(plan.train_examples, protocol)
         plan.units = [Unit(plan.task, seed, float(lr), str(unit_folder(output, plan.task, seed, lr)),
-                           plan.train_examples, steps)
+                           plan.train_examples, steps, plan.example_length)
                       for seed in range(first_seed, first_seed + protocol.seeds) for lr in protocol.learning_rates]
         units += plan.units
     return units

@@ -1,8 +1,8 @@
 """Run a suite's units in parallel worker processes, with one progress line for the whole suite.
 
 Each unit runs in a fresh process with its output in the unit's log file; a process per unit also hands all of
-a run's memory back when it ends, which a long suite in one process would not. The longest units start first,
-so that the last job to finish is a short one.
+a run's memory back when it ends, which a long suite in one process would not. The longest units (steps x
+example length) start first, so that the last job to finish is a short one.
 """
 from __future__ import annotations
 
@@ -71,7 +71,7 @@ def run_units(units: Sequence[Unit], ctx: UnitContext, *, jobs: int, threads: in
               cuda_devices: int = 0, poll: float = 1.0) -> list[Failure]:
     """Run `units` (finished ones are skipped), `jobs` processes at a time with `threads` torch threads each;
     returns the units that failed. On CUDA, job i sees GPU i % cuda_devices only."""
-    todo = sorted((u for u in units if read_result(u) is None), key=lambda u: -u.steps)
+    todo = sorted((u for u in units if read_result(u) is None), key=lambda u: -u.steps * u.example_length)
     suite = SuiteProgress(units, todo, ctx.protocol.batch_size, progress)
     context = _context()
     running: dict[Any, tuple[Unit, Any, int]] = {}

@@ -38,6 +38,7 @@ class Unit:
     folder: str
     train_examples: int   # after the protocol's cap
     steps: int            # optimizer steps the run will take
+    example_length: float = 1.0   # the task's mean train example length (characters): what a step costs, roughly
 
     @property
     def label(self) -> str:
