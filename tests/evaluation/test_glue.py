@@ -81,10 +81,10 @@ def _numbers(result: dict) -> dict:
 
 @pytest.mark.slow
 def test_a_suite_killed_midway_continues_and_ends_as_an_uninterrupted_one(glue_folder, tiny_model, shared_data, tmp_path):
-    """Two runs of 8 steps (64 examples in batches of 8), checkpoints every 2 steps; MRPC goes first (equal work:
-    GLUE's order). The whole suite is SIGKILLed inside RTE's checkpoint save of step 6. Re-running the same command
-    keeps MRPC's finished run as it is and resumes RTE from step 4; the numbers equal, bitwise, those of a suite
-    that was never interrupted (run meanwhile, beside it)."""
+    """Two runs of 8 steps (64 examples in batches of 8), checkpoints every 2 steps; RTE goes first (equal steps,
+    longer examples). The whole suite is SIGKILLed inside MRPC's checkpoint save of step 6. Re-running the same
+    command keeps RTE's finished run as it is and resumes MRPC from step 4; the numbers equal, bitwise, those of a
+    suite that was never interrupted (run meanwhile, beside it)."""
     import json
     import os
     import subprocess
@@ -110,27 +110,27 @@ def test_a_suite_killed_midway_continues_and_ends_as_an_uninterrupted_one(glue_f
         return process.returncode, output
 
     out, ref = tmp_path / "killed", tmp_path / "reference"
-    killed, reference = suite(out, kill=("rte", 6)), suite(ref)
+    killed, reference = suite(out, kill=("mrpc", 6)), suite(ref)
     code, output = finish(killed)
     assert code == -9, output
     mrpc, rte = out / "units" / "mrpc" / "seed42-lr4e-05", out / "units" / "rte" / "seed42-lr4e-05"
-    assert "killing the suite inside the checkpoint save of step-6" in (rte / "unit.log").read_text()
-    assert (mrpc / "unit.json").exists() and not (rte / "unit.json").exists()
-    assert sorted(p.name for p in (rte / "run" / "checkpoints").iterdir() if not p.name.startswith(".")) == ["step-4"]
-    finished = (mrpc / "unit.json").read_bytes(), (mrpc / "unit.json").stat().st_mtime_ns
+    assert "killing the suite inside the checkpoint save of step-6" in (mrpc / "unit.log").read_text()
+    assert (rte / "unit.json").exists() and not (mrpc / "unit.json").exists()
+    assert sorted(p.name for p in (mrpc / "run" / "checkpoints").iterdir() if not p.name.startswith(".")) == ["step-4"]
+    finished = (rte / "unit.json").read_bytes(), (rte / "unit.json").stat().st_mtime_ns
 
     code, output = finish(suite(out))
     assert code == 0 and "(1 done earlier)" in output, output
-    assert ((mrpc / "unit.json").read_bytes(), (mrpc / "unit.json").stat().st_mtime_ns) == finished  # not redone
-    assert (mrpc / "unit.log").read_text().count("== mrpc seed 42") == 1
-    assert "step-4 (step 4)" in (rte / "unit.log").read_text()  # resumed, not restarted
+    assert ((rte / "unit.json").read_bytes(), (rte / "unit.json").stat().st_mtime_ns) == finished  # not redone
+    assert (rte / "unit.log").read_text().count("== rte seed 42") == 1
+    assert "step-4 (step 4)" in (mrpc / "unit.log").read_text()  # resumed, not restarted
 
     code, output = finish(reference)
     assert code == 0, output
     a, b = (json.loads((folder / "glue.json").read_text()) for folder in (out, ref))
     assert _numbers(a) == _numbers(b) and a["average"] == b["average"]
-    assert [r["steps"] for r in a["tasks"]["rte"]["runs"]] == [8]
-    assert not (rte / "run" / "checkpoints").exists() and not (rte / "run" / "model.safetensors").exists()
+    assert [r["steps"] for r in a["tasks"]["mrpc"]["runs"]] == [8]
+    assert not (mrpc / "run" / "checkpoints").exists() and not (mrpc / "run" / "model.safetensors").exists()
 
 
 FAMILIES = {"bert": ("BertConfig", "BertModel", {}),
