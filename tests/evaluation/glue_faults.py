@@ -23,6 +23,17 @@ class KillGroupAt:
             os.killpg(os.getpgrp(), signal.SIGKILL)
 
 
+class NanIn:
+    """FaultHooks.nan_at: every loss of TASK's run is NaN, so that run diverges and fails."""
+
+    def __init__(self, task: str) -> None:
+        self.task = task
+
+    def __call__(self, step: int) -> bool:
+        import multiprocessing
+        return multiprocessing.current_process().name.startswith(f"glue {self.task} ")
+
+
 if __name__ == "__main__":
     from glue_faults import KillGroupAt as Hook  # by its module name, so workers can unpickle it
 

@@ -252,3 +252,24 @@ def _mnli_from_rte(rte, folder) -> None:
     write("train", read("train")[:64])
     write("dev_matched", dev[:120])
     write("dev_mismatched", dev[120:240])
+
+
+@pytest.mark.slow
+def test_a_failed_run_is_named_and_the_other_tasks_are_kept(glue_folder, tiny_model, tmp_path):
+    """RTE's run diverges (every loss NaN: 20 bad steps stop it); MRPC's finishes. The suite raises one error naming
+    the run, its reason and its log, and glue.json still holds MRPC and says RTE failed."""
+    import json
+
+    from bertforge.training.options import FaultHooks
+
+    from .glue_faults import NanIn
+    data = glue_folder(tmp_path / "glue", "RTE", "MRPC")
+    out = tmp_path / "out"
+    with pytest.raises(RuntimeError, match=r"1 of 2 fine-tuning runs failed \(first: rte seed 42 lr 4e-05: "
+                                           r"NonFiniteLossError: 20 steps in a row .* \(log: .*unit.log\)\)"):
+        run_glue(settings(tiny_model, data, out, tasks=["rte", "mrpc"], seeds=1, epochs=1.0, batch_size=8,
+                          max_train_samples=160, max_eval_samples=16, jobs=2), hooks=FaultHooks(nan_at=NanIn("rte")))
+    result = json.loads((out / "glue.json").read_text())
+    assert list(result["tasks"]) == ["mrpc"] and result["average_over"] == ["mrpc"]
+    assert result["failed"]["rte"].startswith("rte seed 42 lr 4e-05: NonFiniteLossError")
+    assert "**Failed** RTE" in (out / "glue.md").read_text()
