@@ -319,7 +319,8 @@ def _fine_tune(settings: GlueSettings, protocol: Protocol, units: list[Unit], ou
     finished = sum(read_result(u) is not None for u in units)
     jobs, threads = _jobs(settings.jobs, len(units) - finished, cuda_devices)
     say(f"GLUE, protocol {protocol.name}: {len({u.task for u in units})} tasks to fine-tune, {len(units)} runs "
-        f"({finished} done earlier), {jobs} at a time with {threads} threads each, into {out}")
+        f"({finished} done earlier), {jobs} at a time with {threads} torch thread{'s' if threads > 1 else ''} each, "
+        f"into {out}")
     ctx = UnitContext(model=settings.model, data=settings.data, protocol=protocol, device=settings.device,
                       precision=settings.precision, save_every=settings.save_every,
                       keep_predictors=settings.keep_predictors)
