@@ -7,8 +7,8 @@ naming what changed (`--seeds` may change: more seeds add units). The result is 
 and `glue.png` drawn from it (`report.py`).
 
 glue.json (format "bertforge-glue/1"; every score and metric in points, i.e. percent, as GLUE reports them;
-other tools may write it — experiments that fine-tune with transformers' Trainer do — and `bertforge glue
---compare` draws any of them side by side):
+other tools may write it too — a script fine-tuning with transformers' Trainer, say — and `bertforge glue
+--compare` draws any of them side by side; keep it stable):
 
     {
       "format": "bertforge-glue/1",
