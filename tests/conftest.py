@@ -98,6 +98,20 @@ def _first_articles(path: Path, n: int) -> str:
 
 
 @pytest.fixture(scope="session")
+def tiny_model(tmp_path_factory, minilm_dir) -> Path:
+    """A random 2-layer, 32-wide BERT with MiniLM's real vocabulary: a whole fine-tuning run in seconds.
+    Shared by the session: copy it before changing anything in it."""
+    from bertforge import BertConfig, BertModel
+    from bertforge.tokenization import BertTokenizer
+    out = tmp_path_factory.mktemp("tiny-bert")
+    tok = BertTokenizer.from_pretrained(minilm_dir)
+    BertModel(BertConfig(vocab_size=tok.vocab_size, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                         intermediate_size=64, max_position_embeddings=512)).save_pretrained(out)
+    tok.save_pretrained(out)
+    return out
+
+
+@pytest.fixture(scope="session")
 def vocab_dir(minilm_dir) -> Path:
     return minilm_dir
 

@@ -26,6 +26,7 @@ VERBS = {
     "distill": "distill",
     "seq2seq": "seq2seq",
     "evaluate": "evaluate",
+    "glue": "glue",
     "predict": "predict",
     "features": "features",
     "embed": "embed",

@@ -7,24 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from bertforge import BertConfig, BertModel
 from bertforge.commands.finetune import parse_lrs
 from bertforge.tasks.finetune import LR_GRID, FinetuneSettings, finetune
 
 from needs import require_module
-
-
-@pytest.fixture(scope="module")
-def tiny_model(tmp_path_factory, minilm_dir) -> Path:
-    """A 2-layer, 32-wide random BERT with MiniLM's real vocabulary: the whole pipeline in seconds."""
-    from bertforge.tokenization import BertTokenizer
-    out = tmp_path_factory.mktemp("tiny")
-    tok = BertTokenizer.from_pretrained(minilm_dir)
-    config = BertConfig(vocab_size=tok.vocab_size, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
-                        intermediate_size=64, max_position_embeddings=512)
-    BertModel(config).save_pretrained(out)
-    tok.save_pretrained(out)
-    return out
 
 
 def quiet(**kw) -> FinetuneSettings:

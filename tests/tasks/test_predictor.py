@@ -6,21 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from bertforge import BertConfig, BertModel
 from bertforge.cli import main
 from bertforge.tasks.finetune import FinetuneSettings, finetune
 from bertforge.tasks.predictor import Predictor, _entities, split_words
-
-
-@pytest.fixture(scope="module")
-def tiny_model(tmp_path_factory, minilm_dir) -> Path:
-    from bertforge.tokenization import BertTokenizer
-    out = tmp_path_factory.mktemp("tiny")
-    tok = BertTokenizer.from_pretrained(minilm_dir)
-    BertModel(BertConfig(vocab_size=tok.vocab_size, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
-                         intermediate_size=64, max_position_embeddings=512)).save_pretrained(out)
-    tok.save_pretrained(out)
-    return out
 
 
 def _train(task: str, model: Path, out: Path, **kw) -> Path:

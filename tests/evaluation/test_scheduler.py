@@ -1,0 +1,86 @@
+"""The suite's progress: finished and interrupted units count as done from the start, running units by the steps
+their metrics.jsonl shows; and why a unit failed, in one line."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from bertforge.evaluation.glue import _jobs
+from bertforge.evaluation.scheduler import ERROR, SuiteProgress, _failure_reason
+from bertforge.evaluation.units import Unit, examples_done
+
+
+def unit(tmp_path, task: str, steps: int = 10) -> Unit:
+    return Unit(task, 42, 1e-4, str(tmp_path / task), 10 * steps, steps)
+
+
+def log_steps(u: Unit, *steps: int, cut: bool = False) -> None:
+    run = Path(u.folder) / "run"
+    run.mkdir(parents=True, exist_ok=True)
+    lines = [json.dumps({"step": s, "split": "train", "loss": 0.5}) for s in steps]
+    (run / "metrics.jsonl").write_text("\n".join(lines) + ("\n{\"step\": 9" if cut else "\n"))
+
+
+def test_progress_counts_finished_interrupted_and_running_units(tmp_path):
+    done, partial, fresh = unit(tmp_path, "cola"), unit(tmp_path, "sst2"), unit(tmp_path, "rte", steps=20)
+    done.result_path.parent.mkdir(parents=True)
+    done.result_path.write_text("{}")
+    log_steps(partial, 1, 2, 3, cut=True)  # killed mid-line: the cut line is not counted
+    assert examples_done(partial, batch_size=8) == 24
+    suite = SuiteProgress([done, partial, fresh], [partial, fresh], batch_size=8, progress=False)
+    assert suite.bar.n == 10 * 8 + 3 * 8 and suite.bar.total == 40 * 8 and suite.description() == "glue: 1/3 units"
+    log_steps(partial, 1, 2, 3, 4, 5, 6)
+    log_steps(fresh, 2)
+    suite.update([partial, fresh])
+    assert suite.bar.n == 80 + 6 * 8 + 2 * 8
+    suite.finished(partial)
+    suite.update([fresh])
+    assert suite.bar.n == 80 + 80 + 16 and suite.bar.desc == "glue: 2/3 units"
+    suite.close()
+
+
+def test_failure_reasons_name_the_cause_and_the_log(tmp_path):
+    u = unit(tmp_path, "mrpc")
+    (tmp_path / "mrpc").mkdir()
+    assert _failure_reason(u, -9).startswith("its process was killed by signal 9 (out of memory?) (log: ")
+    (tmp_path / "mrpc" / ERROR).write_text("DataError: train.tsv line 7: expected a label\n")
+    assert _failure_reason(u, 1) == f"DataError: train.tsv line 7: expected a label (log: {tmp_path / 'mrpc' / 'unit.log'})"
+
+
+def test_jobs_one_per_core_with_the_cores_shared_out(monkeypatch):
+    monkeypatch.setattr("os.sched_getaffinity", lambda _pid: set(range(8)), raising=False)
+    assert _jobs(None, 20, 0) == (8, 1)
+    assert _jobs(2, 20, 0) == (2, 4)
+    assert _jobs(None, 3, 0) == (3, 2)      # never more jobs than runs left
+    assert _jobs(None, 0, 0) == (1, 8)
+    assert _jobs(None, 20, 2) == (2, 4)     # CUDA: one job per GPU
+
+
+def test_the_longest_runs_start_first(tmp_path, monkeypatch):
+    """Equal steps, longer examples: RTE's pairs before SST-2's sentences; then more steps first."""
+    from bertforge.evaluation import scheduler
+    started = []
+    monkeypatch.setattr(scheduler, "SuiteProgress", lambda *a, **k: type("P", (), {
+        "update": lambda self, r: None, "close": lambda self: None, "finished": lambda self, u: None})())
+
+    class Recorder:
+        def __init__(self, target, args, name):
+            started.append(args[0].task)
+            self.sentinel, self.exitcode = object(), 0
+
+        def start(self):
+            pass
+
+        def join(self):
+            pass
+
+    monkeypatch.setattr(scheduler, "_context", lambda: type("C", (), {"Process": Recorder})())
+    monkeypatch.setattr(scheduler, "wait", lambda sentinels, timeout: sentinels)
+    monkeypatch.setattr(scheduler, "read_result", lambda u: None if u.task not in started else {"score": 1.0})
+    units = [Unit("sst2", 42, 1e-4, str(tmp_path / "a"), 320, 10, 60.0),
+             Unit("rte", 42, 1e-4, str(tmp_path / "b"), 320, 10, 400.0),
+             Unit("cola", 42, 1e-4, str(tmp_path / "c"), 6400, 200, 40.0)]
+    from bertforge.evaluation.protocols import get_protocol
+    from bertforge.evaluation.units import UnitContext
+    scheduler.run_units(units, UnitContext("m", "d", get_protocol("cpu")), jobs=1, threads=1, progress=False)
+    assert started == ["cola", "rte", "sst2"]
