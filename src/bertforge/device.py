@@ -13,8 +13,33 @@ from typing import Any, ContextManager
 
 import torch
 
+from bertforge.settings import setting
+
 DEVICES = ("auto", "cpu", "cuda")
 PRECISIONS = ("auto", "fp32", "bf16", "fp16")
+
+
+def device_setting() -> Any:
+    """The `device` setting (`--device`), declared once for every verb that runs a model."""
+    return setting("auto", "where to run: auto (CUDA when present; under torchrun each process takes its local "
+                   "rank's GPU), cpu or cuda", choices=DEVICES)
+
+
+PRECISION_HELP = ("fp32, bf16 autocast, or fp16 autocast (CUDA only; training scales the loss); auto: bf16 on CUDA, "
+                  "fp32 on CPU")
+
+
+def precision_setting() -> Any:
+    """The `precision` setting (`--precision`), declared once for every verb that runs a model."""
+    return setting("auto", PRECISION_HELP, choices=PRECISIONS)
+
+
+@dataclass
+class DeviceOptions:
+    """Where a model runs and in which precision (the training verbs have the same two in `TrainOptions`)."""
+
+    device: str = device_setting()
+    precision: str = precision_setting()
 
 
 def resolve_device(device: str = "auto", local_rank: int = 0) -> torch.device:

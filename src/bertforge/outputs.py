@@ -24,6 +24,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
+from bertforge.settings import flatten
+
 __all__ = ["RUN_CONFIG", "OutputError", "RunAlreadyFinished", "claim_output", "claim_output_file", "fresh_output",
            "is_finished", "mark_finished", "read_run_config", "settings_differences", "write_run_config"]
 
@@ -77,7 +79,7 @@ def settings_differences(stored: Mapping[str, Any], given: Mapping[str, Any]) ->
     after a JSON round trip (tuples become lists, paths strings); nested settings (a run's engine options) by
     their own names. Two paths to the same existing file or folder are the same setting."""
     skip = PRESENTATION
-    a, b = _flat(_json_round_trip(stored)), _flat(_json_round_trip(given))
+    a, b = flatten(_json_round_trip(stored)), flatten(_json_round_trip(given))
     # settings one side does not record (a field a later version added, a verb's own bookkeeping) are not compared
     return [f"{name}: {a[name]!r} there, {b[name]!r} now" for name in sorted(set(a) & set(b))
             if name not in skip and _differs(a[name], b[name])]
@@ -85,16 +87,6 @@ def settings_differences(stored: Mapping[str, Any], given: Mapping[str, Any]) ->
 
 def _json_round_trip(value: Mapping[str, Any]) -> dict[str, Any]:
     return json.loads(json.dumps(dict(value), default=str))
-
-
-def _flat(settings: Mapping[str, Any]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for key, value in settings.items():
-        if isinstance(value, dict):
-            out.update(_flat(value))
-        else:
-            out[key] = value
-    return out
 
 
 def _differs(a: Any, b: Any) -> bool:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from bertforge.commands.finetune import parse_lrs
+from bertforge.tasks.finetune import parse_learning_rates as parse_lrs
 from bertforge.tasks.finetune import LR_GRID, FinetuneSettings, finetune
 
 from needs import require_module

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from bertforge.commands.data_args import add_data_arguments, data_options_from_args
+from bertforge.commands.flags import add_data_arguments, data_options_from_args
 from bertforge.tasks.readers import (
     CONLL2003_LABELS,
     BadRowsError,

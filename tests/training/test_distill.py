@@ -264,3 +264,16 @@ def test_cli_init_and_clear_errors(task_setup, tmp_path, capsys):
     assert main(["distill", "pretrain", "--teacher", str(teacher_dir), "--student", str(student), "--data",
                  str(tmp_path / "nothing"), "--output", str(tmp_path / "p"), "--max-steps", "1"]) == 1
     assert "nothing" in capsys.readouterr().err
+
+
+def test_the_teachers_seed_and_sample_size_are_read_from_either_record_shape(tmp_path):
+    """Task distillation defaults to the teacher's seed and train subset: found in metrics.json whether the
+    settings were recorded by part (train.seed) or, by earlier versions, flat."""
+    from bertforge.training.distill import _teacher_finetune_settings
+    for name, settings in (("by-part", {"train": {"seed": 7}, "max_train_samples": 16}),
+                           ("flat", {"seed": 7, "max_train_samples": 16})):
+        folder = tmp_path / name
+        folder.mkdir()
+        (folder / "metrics.json").write_text(json.dumps({"settings": settings}))
+        found = _teacher_finetune_settings(folder)
+        assert (found["seed"], found["max_train_samples"]) == (7, 16)

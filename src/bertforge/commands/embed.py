@@ -7,8 +7,9 @@ import sys
 from pathlib import Path
 
 from bertforge.commands import add_common
+from bertforge.commands.flags import add_settings_arguments
 from bertforge.commands.options import add_text_argument, check_plain_text, positive_int
-from bertforge.device import DEVICES, PRECISIONS
+from bertforge.device import DeviceOptions
 
 OUTPUT_KINDS = (".npy", ".jsonl")
 
@@ -33,8 +34,7 @@ def register(sub) -> None:
                    help="unit-length vectors (default: what the folder declares)")
     p.add_argument("--batch-size", type=positive_int, default=32, help="texts per model call")
     p.add_argument("--backend", choices=("torch", "onnx"), default="torch")
-    p.add_argument("--device", choices=DEVICES, default="auto")
-    p.add_argument("--precision", choices=PRECISIONS, default="auto")
+    add_settings_arguments(p, DeviceOptions)
     add_common(p)
     p.set_defaults(run=run)
 

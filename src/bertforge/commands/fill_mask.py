@@ -4,8 +4,9 @@ from __future__ import annotations
 import argparse
 
 from bertforge.commands import add_common
+from bertforge.commands.flags import add_settings_arguments
 from bertforge.commands.options import add_text_argument, bounded_int, existing_dir, positive_int
-from bertforge.device import DEVICES
+from bertforge.device import DeviceOptions
 
 # A sentence to fill is short; a megabyte of text is a mistake (a file pasted as an argument) that would only
 # cost minutes of tokenizing before being truncated to the model's length anyway.
@@ -32,7 +33,7 @@ def register(sub) -> None:
                         "pieces is ranked by its first piece, as transformers' fill-mask pipeline does)")
     p.add_argument("--max-chars", type=positive_int, default=MAX_CHARS, metavar="N",
                    help="refuse a text longer than this many characters (checked before tokenizing)")
-    p.add_argument("--device", default="auto", choices=DEVICES, help="where the model runs (auto: CUDA when present)")
+    add_settings_arguments(p, DeviceOptions, hide=("precision",))  # fill-mask ranks in fp32
     add_common(p)
     p.set_defaults(run=run)
 

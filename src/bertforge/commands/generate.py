@@ -7,7 +7,9 @@ import json
 from collections.abc import Iterator
 
 from bertforge.commands import add_common
+from bertforge.commands.flags import add_settings_arguments
 from bertforge.commands.options import add_text_argument, bounded_int, existing_file, non_negative_float
+from bertforge.device import PRECISION_HELP, DeviceOptions
 
 # Upper bounds of the counts, checked at parse time: each is far beyond any useful run (mask-predict uses T=10,
 # Gibbs sampling a few hundred sweeps), and a slip of the keyboard past it would otherwise run for days or
@@ -75,11 +77,9 @@ def add_mlm_run_arguments(p) -> None:
     """How a masked LM runs, for `generate` and `score` alike: batch size in tokens, device, precision."""
     p.add_argument("--max-tokens", type=bounded_int(1, MAX_TOKENS), default=8192,
                    help=f"padded tokens per model call (default 8192; 1-{MAX_TOKENS:,})")
-    p.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"],
-                   help="where the model runs (auto: CUDA when present)")
-    p.add_argument("--precision", default="auto", choices=["auto", "fp32", "bf16"],
-                   help="auto: bf16 on CUDA, fp32 on CPU; bf16 is faster on CPUs with native bf16 but moves "
-                        "log-probabilities by about 1e-2")
+    add_settings_arguments(p, DeviceOptions, help={
+        "precision": PRECISION_HELP + "; bf16 is faster on CPUs with native bf16 but moves "
+        "log-probabilities by about 1e-2"})
     p.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
     add_common(p)
 

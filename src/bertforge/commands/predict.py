@@ -5,7 +5,8 @@ import argparse
 import sys
 
 from bertforge.commands import add_common
-from bertforge.device import DEVICES, PRECISIONS
+from bertforge.commands.flags import add_settings_arguments
+from bertforge.device import DeviceOptions
 
 
 def positive_int(text: str) -> int:
@@ -16,9 +17,7 @@ def positive_int(text: str) -> int:
 
 def add_inference_flags(p: argparse.ArgumentParser, batch_size: int) -> None:
     """--device, --precision and --batch-size, shared by predict, evaluate and features."""
-    p.add_argument("--device", default="auto", choices=DEVICES, help="where the model runs (auto: CUDA when present)")
-    p.add_argument("--precision", default="auto", choices=PRECISIONS,
-                   help="auto: bf16 on CUDA, fp32 on CPU; fp16 needs CUDA")
+    add_settings_arguments(p, DeviceOptions)
     p.add_argument("--batch-size", type=positive_int, default=batch_size, help="most inputs per batch")
 
 

@@ -7,7 +7,8 @@ import signal
 
 from bertforge.commands import add_common
 from bertforge.commands.options import non_negative_float, positive_float, positive_int
-from bertforge.device import DEVICES, PRECISIONS
+from bertforge.commands.flags import add_settings_arguments
+from bertforge.device import DeviceOptions
 from bertforge.serving.limits import MAX_WAIT_MS_LIMIT
 
 
@@ -39,8 +40,7 @@ def register(sub) -> None:
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default: loopback only)")
     p.add_argument("--port", type=_port, default=8080)
     p.add_argument("--backend", choices=("torch", "onnx"), default="torch")
-    p.add_argument("--device", choices=DEVICES, default="auto")
-    p.add_argument("--precision", choices=PRECISIONS, default="auto")
+    add_settings_arguments(p, DeviceOptions)
     p.add_argument("--max-batch-tokens", type=positive_int, default=16384,
                    help="padded tokens (longest input x inputs) per model call")
     p.add_argument("--max-wait-ms", type=_up_to(MAX_WAIT_MS_LIMIT, "milliseconds"), default=0.0,

@@ -14,7 +14,7 @@ import math
 import random
 import shutil
 import statistics
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
@@ -24,12 +24,13 @@ import torch
 from bertforge.atomic import atomic_write_text
 from bertforge.device import Precision, move_to
 from bertforge.outputs import is_finished
+from bertforge.settings import flat_keywords, part, setting, settings_record
 from bertforge.tasks.evaluation import default_seq_length, encode, evaluate_examples, main_value, model_inputs
 from bertforge.tasks.features import Feature, collate, feature_length, length_bucketed_batches
 from bertforge.tasks.registry import TaskSpec, get_task
 from bertforge.tasks.task_data import DataOptions, TaskData, load_task_data, subset
 from bertforge.training.engine import Session, Stage, TrainOptions, fit
-from bertforge.training.options import DIST_TIMEOUT
+from bertforge.training.options import finetune_defaults
 from bertforge.training.run_output import claim_run_output
 
 logger = logging.getLogger(__name__)
@@ -39,50 +40,53 @@ TASK_FILE = "task.json"
 RUN_RESULT = "run_result.json"
 
 
+def parse_learning_rates(value: str) -> list[float]:
+    """`grid` -> the paper's {5e-5, 4e-5, 3e-5, 2e-5}; otherwise one or more comma-separated rates."""
+    if value.strip().lower() == "grid":
+        return list(LR_GRID)
+    try:
+        return [float(v) for v in value.split(",") if v.strip()]
+    except ValueError:
+        raise ValueError(f"--lr takes a number, a comma list or 'grid', not {value!r}") from None
+
+
+@flat_keywords
 @dataclass
 class FinetuneSettings:
-    """Everything one fine-tuning job needs; also what `task.json` keeps for prediction later."""
+    """Everything one fine-tuning job needs: the checkpoint, the data, the engine's settings for each run, and
+    fine-tuning's own (epochs, the lr grid, restarts, lengths); the encoding ones also go into `task.json`.
+    The settings of the parts may be given by their own names: `FinetuneSettings(..., task="sst2", seed=1)`."""
 
-    task: str
-    model: str
-    output: str
-    data: str | None = None
-    train_file: str | None = None
-    eval_file: str | None = None
-    epochs: float = 3.0
-    batch_size: int = 32                  # per process and micro-batch
-    eval_batch_size: int = 64
-    learning_rates: Sequence[float] = (2e-5,)
-    restarts: int = 1
-    max_seq_length: int | None = None  # None: 384 for SQuAD, 128 otherwise
-    max_train_samples: int | None = None
-    max_eval_samples: int | None = None
-    seed: int = 42
-    skip_bad_rows: bool = False
-    warmup_fraction: float = 0.1
-    weight_decay: float = 0.01
-    doc_stride: int = 128
-    max_query_length: int = 64
-    max_answer_length: int = 30
-    n_best: int = 20
-    progress: bool = True
-    # the engine's settings for each run
-    device: str = "auto"
-    precision: str = "auto"
-    grad_accum: int = 1
-    max_grad_norm: float = 1.0
-    eval_every: int = 0                   # steps between evaluations; 0: after every epoch
-    save_every: int = 0                   # steps between checkpoints (OUTPUT/checkpoints/step-N); 0: none
-    keep_checkpoints: int = 1
-    keep_checkpoints_at_end: bool = False  # a finished run's folder holds the predictor, not its checkpoints
-    keep: str = "best"                    # the predictor holds the best evaluation's weights, or the last step's
-    patience: int | None = None           # stop a run after this many evaluations without a better score
-    log_every: int = 10
-    tensorboard: bool = False
-    dist_timeout: float = DIST_TIMEOUT    # seconds a process waits for the others under torchrun
-    overwrite: bool = False
-    # the user's own data: columns, regression, held-out split (wins over task/data/train_file/eval_file)
-    data_options: DataOptions | None = None
+    model: str = setting(help="pre-trained checkpoint folder (HF layout)", metavar="DIR")
+    output: str = setting(help="folder for the predictor (new, empty, or this run's own)", metavar="DIR")
+    data_options: DataOptions = part(DataOptions, title="data")
+    train: TrainOptions = part(
+        TrainOptions, finetune_defaults, title="training",
+        # each run's steps, lr and warmup follow from --epochs, --lr and --warmup
+        hide=("max_steps", "time_budget", "lr", "warmup_steps"),
+        help={"seed": "random seed of the first run (run r of --restarts has seed + r); it also draws "
+                      "--max-train-samples",
+              "eval_every": "evaluate every N steps (0: after every epoch)",
+              "save_every": "checkpoint every N steps, so that a killed run resumes there (0: no checkpoints; a "
+                            "killed run starts again)"})
+    epochs: float = setting(3.0, "passes over the training set", positive=True)
+    batch_size: int = setting(32, "examples per micro-batch and process", positive=True)
+    eval_batch_size: int = setting(64, "examples per evaluation batch", positive=True)
+    learning_rates: Sequence[float] = setting((2e-5,), "learning rate(s): 2e-5, '5e-5,3e-5' or 'grid' "
+                                              "(5e-5,4e-5,3e-5,2e-5); one run per rate and restart, the best is kept",
+                                              flag="--lr", metavar="LR|grid", parse=parse_learning_rates)
+    restarts: int = setting(1, "runs per learning rate, each with another seed", positive=True)
+    max_seq_length: int | None = setting(None, "tokens per example (default: 384 for SQuAD, 128 otherwise)",
+                                         positive=True)
+    max_train_samples: int | None = setting(None, "train on a seeded sample of this many examples", positive=True)
+    max_eval_samples: int | None = setting(None, "evaluate on the first N examples", positive=True)
+    warmup_fraction: float = setting(0.1, "fraction of each run's steps for linear lr warmup", flag="--warmup",
+                                     kind="probability")
+    doc_stride: int = setting(128, "SQuAD: tokens between window starts", positive=True)
+    max_query_length: int = setting(64, "SQuAD: question tokens kept", positive=True)
+    max_answer_length: int = setting(30, "SQuAD: longest answer span in tokens", positive=True)
+    n_best: int = setting(20, "SQuAD: start and end candidates scored per window", positive=True)
+    overwrite: bool = setting(False, "start again in an OUTPUT that holds another run (its contents are deleted)")
 
     def seq_length(self, spec: TaskSpec) -> int:
         return default_seq_length(spec, self.max_seq_length)
@@ -172,7 +176,7 @@ class FinetuneStage(Stage):
         self.device = next(model.parameters()).device
         self.null_threshold: float | None = None  # SQuAD v2: the best no-answer threshold of the latest evaluation
         # checkpoints (weights + optimizer) only when asked for: a fine-tuned predictor is the result
-        self.final_checkpoint = settings.save_every > 0
+        self.final_checkpoint = settings.train.save_every > 0
 
     # what the engine calls
     def run_record(self) -> dict[str, Any]:
@@ -228,13 +232,11 @@ class FinetuneStage(Stage):
 
 
 def run_options(settings: FinetuneSettings, lr: float, seed: int, total: int, steps_per_epoch: int) -> TrainOptions:
-    """The engine's options for one fine-tuning run (evaluation after every epoch unless told otherwise)."""
-    s = settings
-    return TrainOptions(max_steps=total, lr=lr, weight_decay=s.weight_decay, warmup_steps=int(s.warmup_fraction * total),
-                        grad_accum=s.grad_accum, max_grad_norm=s.max_grad_norm, save_every=s.save_every,
-                        keep_checkpoints=s.keep_checkpoints, eval_every=s.eval_every or steps_per_epoch,
-                        log_every=s.log_every, keep=s.keep, patience=s.patience, seed=seed, device=s.device,
-                        precision=s.precision, progress=s.progress, tensorboard=s.tensorboard)
+    """The engine's options for one fine-tuning run: the settings' own, with the run's steps, lr, warmup and
+    seed (and evaluation after every epoch unless told otherwise)."""
+    train = settings.train
+    return replace(train, max_steps=total, lr=lr, warmup_steps=int(settings.warmup_fraction * total), seed=seed,
+                   eval_every=train.eval_every or steps_per_epoch)
 
 
 def train_run(spec: TaskSpec, tokenizer, data: TaskData, train_features: list[Feature], settings: FinetuneSettings,
@@ -248,10 +250,10 @@ def train_run(spec: TaskSpec, tokenizer, data: TaskData, train_features: list[Fe
     model = build_model(spec, settings.model, data.labels).to(session.device)
     batches = EpochBatches(train_features, settings.batch_size, seed, tokenizer.pad_token_id, info.rank,
                            info.world_size)
-    steps_per_epoch = max(1, batches.per_epoch // settings.grad_accum)
+    steps_per_epoch = max(1, batches.per_epoch // settings.train.grad_accum)
     total = max(1, math.ceil(steps_per_epoch * settings.epochs))
     first_eval = next(iter(data.evals.values()), [])
-    precision = Precision.resolve(settings.precision, session.device)
+    precision = Precision.resolve(settings.train.precision, session.device)
     make = make_stage or FinetuneStage
     stage = make(spec, settings, model, tokenizer, batches, first_eval, data.labels, precision, data.note)
     opts = run_options(settings, lr, seed, total, steps_per_epoch)
@@ -267,23 +269,22 @@ def finetune(settings: FinetuneSettings, say: Callable[[str], None] = print, hoo
     """Run every (lr, restart), keep the best on the eval set, save it as a predictor; returns metrics.json."""
     from bertforge.tokenization import load_tokenizer
 
-    spec = get_task(settings.data_options.task if settings.data_options else settings.task)
+    spec = get_task(settings.data_options.task)
     _check_settings(settings)
-    with Session(settings.device, settings.dist_timeout) as session, claim_run_output(
-            settings.output, "finetune", _record(settings), session, overwrite=settings.overwrite,
-            inputs=_inputs(settings), keep_checkpoints=settings.keep_checkpoints_at_end) as out:
+    train = settings.train
+    with Session(train.device, train.dist_timeout) as session, claim_run_output(
+            settings.output, "finetune", settings, session, overwrite=settings.overwrite,
+            inputs=_inputs(settings), keep_checkpoints=train.keep_checkpoints_at_end) as out:
         main = session.is_main
         say = say if main else (lambda msg: None)
         if is_finished(out):
             say(f"{out} already holds this finished finetune run; nothing to do")
             return json.loads((out / "metrics.json").read_text(encoding="utf-8")) if main else {}
-        data = load_task_data(None, settings.data_options or DataOptions(
-            task=settings.task, data=settings.data, train_file=settings.train_file, eval_file=settings.eval_file,
-            skip_bad_rows=settings.skip_bad_rows))
+        data = load_task_data(None, settings.data_options)
         spec = data.spec or spec  # e.g. `classification` data whose labels are scores is a regression task
         if data.note:
             say(f"NOTE: {data.note}")
-        data.train = subset(data.train, settings.max_train_samples, settings.seed)
+        data.train = subset(data.train, settings.max_train_samples, train.seed)
         data.evals = {k: subset(v, settings.max_eval_samples, None) for k, v in data.evals.items()}
         if not data.train:
             raise ValueError("no training examples")
@@ -292,7 +293,7 @@ def finetune(settings: FinetuneSettings, say: Callable[[str], None] = print, hoo
         say(f"{spec.name}: {len(data.train)} train examples ({len(train_features)} features), "
             + ", ".join(f"{len(v)} {k} examples" for k, v in data.evals.items()))
 
-        grid = [(lr, settings.seed + r) for lr in settings.learning_rates for r in range(settings.restarts)]
+        grid = [(lr, train.seed + r) for lr in settings.learning_rates for r in range(settings.restarts)]
         runs: list[RunResult] = []
         for lr, seed in grid:
             name = f"lr{lr:g}_seed{seed}"
@@ -313,11 +314,11 @@ def finetune(settings: FinetuneSettings, say: Callable[[str], None] = print, hoo
             extra = list(data.evals.items())[1:]
             if extra:
                 from bertforge.tasks.predictor import Predictor
-                predictor = Predictor.load(out, device=session.device, precision=settings.precision)
+                predictor = Predictor.load(out, device=session.device, precision=train.precision)
                 for name, examples in extra:
                     report[name], _ = evaluate_examples(predictor.model, tokenizer, spec, examples, settings,
                                                         data.labels, device=session.device,
-                                                        precision=settings.precision)
+                                                        precision=train.precision)
             atomic_write_text(out / "metrics.json", json.dumps(report, indent=2, default=_json_default) + "\n")
         values = [x.value for x in runs]
         say(f"best {best.name}: {report['main_metric']} = {best.value:.4f}; over {len(values)} runs median "
@@ -331,7 +332,7 @@ def _check_settings(s: FinetuneSettings) -> None:
     checks = {  # flag: (holds, what it must be, what was given)
         "--epochs": (s.epochs > 0, "above 0", s.epochs), "--batch-size": (s.batch_size > 0, "at least 1", s.batch_size),
         "--restarts": (s.restarts > 0, "at least 1", s.restarts),
-        "--grad-accum": (s.grad_accum > 0, "at least 1", s.grad_accum),
+        "--grad-accum": (s.train.grad_accum > 0, "at least 1", s.train.grad_accum),
         "--eval-batch-size": (s.eval_batch_size > 0, "at least 1", s.eval_batch_size),
         "--doc-stride": (s.doc_stride > 0, "at least 1", s.doc_stride),
         "--lr": (bool(s.learning_rates) and all(lr > 0 for lr in s.learning_rates), "one or more rates above 0", lrs),
@@ -339,19 +340,14 @@ def _check_settings(s: FinetuneSettings) -> None:
     for flag, (ok, expected, given) in checks.items():
         if not ok:
             raise ValueError(f"{flag} must be {expected}, got {given}")
-    if s.keep not in ("best", "last"):
-        raise ValueError(f"--keep must be best or last, got {s.keep!r}")
+    if s.train.keep not in ("best", "last"):
+        raise ValueError(f"--keep must be best or last, got {s.train.keep!r}")
 
 
 def _inputs(settings: FinetuneSettings) -> tuple[str | None, ...]:
     """What a fine-tuning run reads: `--overwrite` must never empty one of them."""
     d = settings.data_options
-    return (settings.model, settings.data, settings.train_file, settings.eval_file,
-            *((d.data, d.train_file, d.eval_file) if d is not None else ()))
-
-
-def _record(settings: FinetuneSettings) -> dict[str, Any]:
-    return {k: (list(v) if isinstance(v, tuple) else v) for k, v in asdict(settings).items()}
+    return settings.model, d.data, d.train_file, d.eval_file
 
 
 def _main_metric_name(spec: TaskSpec) -> str:
@@ -371,7 +367,7 @@ def _report(spec: TaskSpec, settings: FinetuneSettings, data: TaskData, train_fe
                   "seconds": x.seconds, "eval": x.metrics} for x in runs],
         "summary": {"median": statistics.median(values), "min": min(values), "max": max(values),
                     "stdev": statistics.stdev(values) if len(values) > 1 else 0.0, "n_runs": len(values)},
-        "settings": _record(settings),
+        "settings": settings_record(settings),
     }
 
 

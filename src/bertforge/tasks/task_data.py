@@ -1,7 +1,7 @@
 """A task's examples: the train set and the eval sets, from the task's standard files or the user's own.
 
 `DataOptions` is the one description of "which data, read how"; the CLI flags are generated from
-its fields (`bertforge.commands.data_args`), so a new option is added here once. `load_task_data`
+its fields (`bertforge.commands.flags`), so a new option is added here once. `load_task_data`
 turns it into a `TaskData`, whose `note` says everything a reader of the results must know
 (held-out split, skipped rows, regression chosen from the labels, re-anchored answers).
 """
@@ -13,6 +13,7 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any, Callable, Hashable, Sequence
 
+from bertforge.settings import setting
 from bertforge.tasks.readers import ReadResult, numeric_labels, split_squad_by_article
 from bertforge.tasks.registry import TASKS, TaskSpec, get_task
 
@@ -21,47 +22,54 @@ GENERIC_TASKS = tuple(name for name, spec in TASKS.items() if spec.generic)
 COLUMN_OPTIONS = ("text_column", "text_pair_column", "label_column")
 
 
-def _opt(help: str, flag: str | None = None, metavar: str | None = None, cli: bool = True,
-         choices: tuple[str, ...] | None = None) -> dict[str, Any]:
-    """Field metadata the CLI builds its flags from (`flag` defaults to --field-name)."""
-    return {"help": help, "flag": flag, "metavar": metavar, "cli": cli, "choices": choices}
+def task_name(value: str) -> str:
+    """Any usual spelling (`SST-2`, `CoNLL-2003`) -> the registry name; an unknown name lists the known ones."""
+    try:
+        return get_task(value).name
+    except KeyError as exc:
+        raise ValueError(str(exc.args[0])) from None
+
+
+def held_out_fraction(value: str) -> float:
+    try:
+        number = float(value)
+    except ValueError:
+        number = math.nan
+    if not 0.0 <= number < 1.0:
+        raise ValueError(f"expected a fraction at least 0 and below 1 (e.g. 0.1), got {value!r}")
+    return number
 
 
 @dataclass
 class DataOptions:
     """Which data a task reads and how: files, columns, the held-out split, bad-row policy."""
 
-    task: str = field(metadata=_opt(
-        "task: a named benchmark (sst2, cola, mrpc, stsb, qqp, mnli, qnli, rte, wnli, squad, squad2, conll2003, "
-        "swag) or your own data: classification, regression, ner, qa"))
-    data: str | None = field(default=None, metadata=_opt(
-        "the task's data folder (train.* and dev.*); for classification/regression/ner/qa also a single "
-        "train file; for squad the v1.1 dev JSON, which is then split by article", metavar="PATH"))
-    train_file: str | None = field(default=None, metadata=_opt(
-        "train file (wins over --data)", flag="--train", metavar="FILE"))
-    eval_file: str | None = field(default=None, metadata=_opt(
-        "eval file (wins over --data); without one, --eval-fraction of the train file is held out",
-        flag="--eval", metavar="FILE"))
-    text_column: str | None = field(default=None, metadata=_opt(
-        "classification/regression: the text column or JSON key (default text, sentence or sentence1); "
-        "ner JSON Lines: the token list key (default tokens or words)", metavar="NAME"))
-    text_pair_column: str | None = field(default=None, metadata=_opt(
-        "classification/regression: the second text of a pair (default text_pair or sentence2 when present)",
-        metavar="NAME"))
-    label_column: str | None = field(default=None, metadata=_opt(
-        "classification/regression: the label column or key (default label); ner JSON Lines: the tag list key "
-        "(default tags, ner_tags or labels)", metavar="NAME"))
-    regression: bool | None = field(default=None, metadata=_opt(
-        "classification data: fit a score instead of classes (--regression) or never (--no-regression); "
-        "default: regression when every train label is a number and some are not integers"))
-    eval_fraction: float = field(default=0.1, metadata=_opt(
-        "fraction of the train file held out for evaluation when no eval set is given", metavar="F"))
-    split_seed: int = field(default=42, metadata=_opt("seed of the held-out split", metavar="N"))
-    skip_bad_rows: bool = field(default=False, metadata=_opt(
-        "skip (and count) malformed rows, sentences or questions instead of failing"))
-    eval_split: str = field(default="dev", metadata=_opt(
-        "which standard split of --data to evaluate on", flag="--split", cli=False,
-        choices=("dev", "test", "train")))
+    task: str = setting(help="task: a named benchmark (sst2, cola, mrpc, stsb, qqp, mnli, qnli, rte, wnli, squad, "
+                        "squad2, conll2003, swag) or your own data: classification, regression, ner, qa",
+                        parse=task_name)
+    data: str | None = setting(None, "the task's data folder (train.* and dev.*); for classification/regression/ner/qa "
+                               "also a single train file; for squad the v1.1 dev JSON, which is then split by article",
+                               metavar="PATH")
+    train_file: str | None = setting(None, "train file (wins over --data)", flag="--train", metavar="FILE")
+    eval_file: str | None = setting(None, "eval file (wins over --data); without one, --eval-fraction of the train "
+                                    "file is held out", flag="--eval", metavar="FILE")
+    text_column: str | None = setting(None, "classification/regression: the text column or JSON key (default text, "
+                                      "sentence or sentence1); ner JSON Lines: the token list key (default tokens or "
+                                      "words)", metavar="NAME")
+    text_pair_column: str | None = setting(None, "classification/regression: the second text of a pair (default "
+                                           "text_pair or sentence2 when present)", metavar="NAME")
+    label_column: str | None = setting(None, "classification/regression: the label column or key (default label); ner "
+                                       "JSON Lines: the tag list key (default tags, ner_tags or labels)",
+                                       metavar="NAME")
+    regression: bool | None = setting(None, "classification data: fit a score instead of classes (--regression) or "
+                                      "never (--no-regression); default: regression when every train label is a "
+                                      "number and some are not integers")
+    eval_fraction: float = setting(0.1, "fraction of the train file held out for evaluation when no eval set is "
+                                   "given", metavar="F", parse=held_out_fraction)
+    split_seed: int = setting(42, "seed of the held-out split", metavar="N")
+    skip_bad_rows: bool = setting(False, "skip (and count) malformed rows, sentences or questions instead of failing")
+    eval_split: str = setting("dev", "which standard split of --data to evaluate on", flag="--split", cli=False,
+                              choices=("dev", "test", "train"))
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.eval_fraction < 1.0 or math.isnan(self.eval_fraction):

@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 import statistics
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable, Optional, Sequence
 
@@ -31,8 +31,9 @@ from bertforge.device import Precision
 from bertforge.model.distilbert import LAYER_NORM_EPS, DistilBertConfig, DistilBertForMaskedLM
 from bertforge.training.engine import FaultHooks, Session, fit
 from bertforge.training.pretrain import CorpusStage
-from bertforge.training.options import DIST_TIMEOUT, TrainOptions, distill_defaults
+from bertforge.training.options import TrainOptions, distill_defaults, task_distill_defaults
 from bertforge.outputs import fresh_output, is_finished
+from bertforge.settings import flat_keywords, flatten, part, setting, settings_record
 from bertforge.training.run_output import claim_run_output
 
 INIT_RECORD = "distill_init.json"
@@ -153,23 +154,28 @@ def distillation_loss(student_logits: torch.Tensor, teacher_logits: torch.Tensor
     return {"loss": loss, "loss_ce": ce, "loss_mlm": mlm, "loss_cos": cos}
 
 
+@flat_keywords
 @dataclass
 class DistillConfig:
-    teacher: str
-    student: str                           # the initial student (e.g. from init_student)
-    data: str                              # a folder written by `bertforge prepare`
-    output: str
-    temperature: float = 2.0
-    alpha_ce: float = 5.0                  # DistilBERT's weights
-    alpha_mlm: float = 2.0
-    alpha_cos: float = 1.0
-    vocab: str | None = None               # default: the vocab the corpus was prepared with
-    batch_size: int = 32
-    max_seq_length: int = 128
-    mask_rate: float = 0.15
-    eval_batches: int = 20                 # held-out batches at the end (0: none)
-    overwrite: bool = False
-    train: TrainOptions = field(default_factory=distill_defaults)
+    """A pre-training distillation run: teacher, initial student, corpus, DistilBERT's loss weights, and the
+    engine's settings (`train`; also given by their own names, `max_steps=...`)."""
+
+    teacher: str = setting(help="checkpoint with an MLM head", metavar="DIR")
+    student: str = setting(help="initial student (e.g. from `distill init`)", metavar="DIR")
+    data: str = setting(help="a folder written by `bertforge prepare`", metavar="DIR")
+    output: str = setting(help="folder for the student and its checkpoints", metavar="DIR")
+    temperature: float = setting(2.0, "softmax temperature of the soft targets")
+    alpha_ce: float = setting(5.0, "weight of the soft-target loss (DistilBERT's 5)")
+    alpha_mlm: float = setting(2.0, "weight of the masked-LM loss (DistilBERT's 2)")
+    alpha_cos: float = setting(1.0, "weight of the cosine loss between last hidden states (DistilBERT's 1)")
+    vocab: str | None = setting(None, "tokenizer folder (default: the vocab the corpus was prepared with)",
+                                metavar="DIR")
+    batch_size: int = setting(32, "sequences per micro-batch and process", positive=True)
+    max_seq_length: int = setting(128, "tokens per sequence", positive=True)
+    mask_rate: float = setting(0.15, "share of tokens masked")
+    eval_batches: int = setting(20, "held-out batches evaluated at the end (0: none)", non_negative=True)
+    overwrite: bool = setting(False, "start again in an OUTPUT that holds another run (its contents are deleted)")
+    train: TrainOptions = part(TrainOptions, distill_defaults, title="training")
 
 
 @dataclass
@@ -185,10 +191,8 @@ class DistillResult:
 def distill(teacher: str | Path, student: str | Path, data: str | Path, output: str | Path, *,
             hooks: FaultHooks | None = None, **options: Any) -> DistillResult:
     """Keyword front end: ``distill("teacher/", "student/", "data/", "out/", max_steps=1000)``."""
-    from bertforge.training.pretrain import split_options
-    own, train = split_options(DistillConfig, options, distill_defaults())
     return run_distillation(DistillConfig(teacher=str(teacher), student=str(student), data=str(data),
-                                          output=str(output), train=train, **own), hooks=hooks)
+                                          output=str(output), **options), hooks=hooks)
 
 
 def _check_pair(teacher, student, tokenizer, cfg: DistillConfig, teacher_has_head: bool) -> None:
@@ -329,37 +333,43 @@ def run_distillation(cfg: DistillConfig, hooks: FaultHooks | None = None) -> Dis
 
 
 # ---- (c) task distillation for serving ------------------------------------------------------------------------
+@flat_keywords
 @dataclass
 class TaskDistillSettings:
-    teacher: str                            # a predictor folder (`bertforge finetune` output)
-    student: str                            # a checkpoint folder, e.g. from `init_student`
-    # .txt files (one text per line, TAB before a pair) or .tsv/.csv/.jsonl with a text column (labels ignored)
-    unlabeled: Sequence[str]
-    output: str
-    task: str | None = None                 # default: the teacher's
-    data: str | None = None                 # the task's folder: labelled train set and dev set
-    train_file: str | None = None
-    eval_file: str | None = None
-    temperature: float = 2.0
-    alpha_hard: float = 0.0                 # weight of cross-entropy on gold labels of the train set
-    include_train: bool = True              # the labelled train texts join the transfer set too
-    epochs: float = 2.0
-    batch_size: int = 32
-    eval_batch_size: int = 64
-    lr: float = 1e-4
-    weight_decay: float = 0.01
-    warmup_fraction: float = 0.1
-    max_unlabeled: int | None = None
-    max_train_samples: int | None = None    # default: the teacher's (from its metrics.json)
-    max_eval_samples: int | None = None
-    seed: int | None = None                 # default: the teacher's
-    timing_rounds: int = 3
-    progress: bool = True
-    device: str = "auto"
-    precision: str = "auto"
-    save_every: int = 0                     # checkpoints every N steps (a killed run then resumes); 0: none
-    dist_timeout: float = DIST_TIMEOUT      # seconds a process waits for the others under torchrun
-    overwrite: bool = False
+    """A task distillation run: teacher predictor, student checkpoint, the texts the teacher labels, and the
+    engine's settings for the student's training (`train`; also given by their own names, `lr=...`)."""
+
+    teacher: str = setting(help="a `bertforge finetune` output folder", metavar="PREDICTOR")
+    student: str = setting(help="student checkpoint (e.g. `distill init`)", metavar="DIR")
+    unlabeled: Sequence[str] = setting(help=".txt (one text per line, TAB before a pair) or .tsv/.csv/.jsonl with a "
+                                       "text column (labels ignored)", metavar="FILE", nargs="+")
+    output: str = setting(help="folder for the student predictor and distill_report.json", metavar="DIR")
+    train: TrainOptions = part(
+        TrainOptions, task_distill_defaults, title="training",
+        # the run's steps follow from --epochs and its warmup from --warmup; its seed is --seed (or the teacher's)
+        hide=("max_steps", "time_budget", "warmup_steps", "seed"),
+        help={"eval_every": "evaluate every N steps (0: after every epoch)",
+              "save_every": "checkpoint every N steps, so that a killed run resumes there (0: no checkpoints; a "
+                            "killed run starts again)"})
+    task: str | None = setting(None, "the task (default: the teacher's)")
+    data: str | None = setting(None, "the task's folder (train set and dev set)", metavar="DIR")
+    train_file: str | None = setting(None, "labelled train file (overrides --data)", flag="--train", metavar="FILE")
+    eval_file: str | None = setting(None, "dev file (overrides --data)", flag="--eval", metavar="FILE")
+    temperature: float = setting(2.0, "softmax temperature of the soft targets", positive=True)
+    alpha_hard: float = setting(0.0, "weight of gold-label cross-entropy on the train set")
+    include_train: bool = setting(True, "leave the train set out of the transfer set", flag="--no-train-texts")
+    epochs: float = setting(2.0, "passes over the transfer set", positive=True)
+    batch_size: int = setting(32, "examples per micro-batch and process", positive=True)
+    eval_batch_size: int = setting(64, "examples per batch when the teacher labels and when timing", positive=True)
+    warmup_fraction: float = setting(0.1, "fraction of the steps for linear lr warmup", flag="--warmup",
+                                     kind="probability")
+    max_unlabeled: int | None = setting(None, "a seeded sample of this many texts", positive=True)
+    max_train_samples: int | None = setting(None, "train-set examples in the transfer set (default: the teacher's)",
+                                            positive=True)
+    max_eval_samples: int | None = setting(None, "evaluate on the first N dev examples", positive=True)
+    seed: int | None = setting(None, "random seed (default: the teacher's)")
+    timing_rounds: int = setting(3, "interleaved throughput rounds per model", positive=True)
+    overwrite: bool = setting(False, "start again in an OUTPUT that holds another run (its contents are deleted)")
 
 
 def read_texts(paths: Sequence[str | Path]) -> list[Any]:
@@ -410,9 +420,10 @@ def task_distillation_loss(student_logits: torch.Tensor, teacher_logits: torch.T
 
 
 def _teacher_finetune_settings(folder: Path) -> dict[str, Any]:
-    """The settings `bertforge finetune` recorded in the teacher's metrics.json (train subset size, seed)."""
+    """The settings `bertforge finetune` recorded in the teacher's metrics.json (train subset size, seed), by
+    their own names."""
     try:
-        return json.loads((folder / "metrics.json").read_text(encoding="utf-8")).get("settings", {}) or {}
+        return flatten(json.loads((folder / "metrics.json").read_text(encoding="utf-8")).get("settings", {}) or {})
     except (OSError, json.JSONDecodeError, AttributeError):
         return {}
 
@@ -551,9 +562,10 @@ def distill_task(settings: TaskDistillSettings, say: Callable[[str], None] = pri
         previous.get("max_train_samples")
     inputs = (settings.teacher, settings.student, *settings.unlabeled, settings.data, settings.train_file,
               settings.eval_file)
-    with Session(settings.device, settings.dist_timeout) as session, \
+    train = settings.train
+    with Session(train.device, train.dist_timeout) as session, \
             claim_run_output(settings.output, "distill-task", settings, session, overwrite=settings.overwrite,
-                             inputs=inputs) as out:
+                             inputs=inputs, keep_checkpoints=train.keep_checkpoints_at_end) as out:
         if is_finished(out):
             say(f"{out} already holds this finished distill-task run; nothing to do")
             return json.loads((out / REPORT_FILE).read_text(encoding="utf-8")) if session.is_main else {}
@@ -566,15 +578,13 @@ def _distill_task(settings: TaskDistillSettings, say: Callable[[str], None], ses
     from bertforge.tasks.evaluation import encode, run_model
     from bertforge.tasks.finetune import FinetuneSettings, train_run
     from bertforge.tasks.predictor import Predictor
-    from bertforge.tasks.task_data import TaskData
+    from bertforge.tasks.task_data import DataOptions, TaskData
 
     transfer = build_transfer_set(settings, spec, labels, seed, max_train)
-    ft = FinetuneSettings(task=spec.name, model=str(settings.student), output=str(out),
-                          max_seq_length=teacher.settings.seq_length(spec), batch_size=settings.batch_size,
-                          eval_batch_size=settings.eval_batch_size, seed=seed, progress=settings.progress,
-                          epochs=settings.epochs, weight_decay=settings.weight_decay,
-                          warmup_fraction=settings.warmup_fraction, device=settings.device,
-                          precision=settings.precision, keep="last", eval_every=0, save_every=settings.save_every)
+    ft = FinetuneSettings(model=str(settings.student), output=str(out), data_options=DataOptions(task=spec.name),
+                          train=replace(settings.train, seed=seed), max_seq_length=teacher.settings.seq_length(spec),
+                          batch_size=settings.batch_size, eval_batch_size=settings.eval_batch_size,
+                          epochs=settings.epochs, warmup_fraction=settings.warmup_fraction)
     say(f"{spec.name}: transfer set of {len(transfer.examples)} texts ({transfer.n_unlabeled} unlabeled, "
         f"{len(transfer.examples) - transfer.n_unlabeled} from the train set), {len(transfer.dev)} dev examples")
 
@@ -594,7 +604,7 @@ def _distill_task(settings: TaskDistillSettings, say: Callable[[str], None], ses
         features = encode(spec, student_tokenizer, transfer.examples, ft, None, training=False)
     data = TaskData([], {"eval": transfer.dev} if transfer.dev else {}, labels, transfer.note or "")
     make_stage = task_distill_stage(soft, transfer.hard, settings.temperature, settings.alpha_hard)
-    run = train_run(spec, student_tokenizer, data, features, ft, settings.lr, seed, out, session, hooks=hooks,
+    run = train_run(spec, student_tokenizer, data, features, ft, settings.train.lr, seed, out, session, hooks=hooks,
                     make_stage=make_stage)
     if not session.is_main:
         return {}
@@ -612,7 +622,7 @@ def _distill_task(settings: TaskDistillSettings, say: Callable[[str], None], ses
                               "files": [str(p) for p in settings.unlabeled],
                               "teacher_labelling_seconds": round(labelling_seconds, 2)}
     report["training"] = {"steps": run.steps, "epochs": settings.epochs, "seconds": run.seconds}
-    report["settings"] = {k: (list(v) if isinstance(v, tuple) else v) for k, v in asdict(settings).items()}
+    report["settings"] = settings_record(settings)
     atomic_write_text(out / REPORT_FILE, json.dumps(report, indent=2, default=str) + "\n")
     if transfer.dev:
         t, s, metric = report["teacher"], report["student"], spec.main_metric

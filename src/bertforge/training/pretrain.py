@@ -9,7 +9,7 @@ from __future__ import annotations
 import hashlib
 import math
 import re
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -18,60 +18,74 @@ import torch
 from bertforge.data import MaskingConfig, PretrainingDataset, load_manifest
 from bertforge.data.shards import MANIFEST, load_tokenizer
 from bertforge.device import Precision
+from bertforge.settings import flat_keywords, part, setting
 from bertforge.training.engine import FaultHooks, FitResult, NonFiniteLossError, Session, Stage, TrainOptions, fit
 from bertforge.training.options import pretrain_defaults
-from bertforge.training.recipes import DEFAULT_RECIPE, recipe_options
+from bertforge.training.recipes import DEFAULT_RECIPE, RECIPES, recipe_options
 from bertforge.training.run_output import claim_run_output
 
 __all__ = ["PretrainConfig", "PretrainResult", "pretrain", "run_pretraining", "NonFiniteLossError"]
 
 
+BY_RECIPE = "default: set by --recipe"
+INITS = ("model", "bert")
+
+
+@flat_keywords
 @dataclass
 class PretrainConfig:
-    data: str
-    output: str
-    model: str = "tiny"                      # preset name, or a config.json (or a folder holding one)
-    objective: str = "mlm+nsp"
-    packing: str = "full-sentences"
-    vocab: str | None = None                 # default: the vocab the corpus was prepared with
-    batch_size: int = 32                     # per rank, per micro-batch
-    seq_len_schedule: str = "128:1.0"        # "128:0.9,512:0.1": phases as fractions of the run
-    eval_batches: int = 20                   # held-out batches per evaluation; 0: never evaluate
-    masking: str = "dynamic"
-    mask_rate: float = 0.15
-    dupe_factor: int = 10                    # static masking: differently masked copies of the corpus
-    whole_word: bool = False
-    span_masking: bool = False               # SpanBERT spans (geometric lengths) instead of single tokens
-    dropout: float | None = None             # hidden + attention dropout; None = the model's own (BERT 0.1)
-    init_from: str | None = None
-    init: str = "model"                      # random init: "model" (the family's own) or "bert" (normal, std 0.02)
-    generator_fraction: float = 0.25         # ELECTRA: the generator's width as a fraction of the discriminator's
-    disc_weight: float = 50.0                # ELECTRA: weight of replaced-token detection in the loss
-    overwrite: bool = False                  # start again in an OUTPUT that holds another run
-    recipe: str = DEFAULT_RECIPE             # which recipe filled in the settings left unset (`from_options`)
-    train: TrainOptions = field(default_factory=pretrain_defaults)
+    """A pre-training run: corpus, model, objective and masking, and the engine's settings (`train`; also given
+    by their own names, `max_steps=...`). `from_options` fills what is not given from a recipe."""
+
+    data: str = setting(help="a folder written by `bertforge prepare`", metavar="DIR")
+    output: str = setting(help="folder for the model, its tokenizer, metrics and checkpoints", metavar="DIR")
+    model: str = setting("tiny", "a size (tiny, mini, small, medium, base, large), optionally of a family "
+                         "(roberta-mini, albert-base, modernbert-small...), or a config.json (or a folder holding one)",
+                         metavar="PRESET|CONFIG", deferred="default: tiny; a bare size gets the recipe's layout: "
+                         "--recipe fast --model mini is modernbert-mini")
+    objective: str = setting("mlm+nsp", "mlm+nsp (BERT), mlm+sop (ALBERT), mlm (RoBERTa), ltr (left to right), "
+                             "electra (a small generator fills the masks, the model learns which tokens were "
+                             "replaced)", choices=("mlm+nsp", "mlm+sop", "mlm", "ltr", "electra"), deferred=BY_RECIPE)
+    packing: str = setting("full-sentences", "how mlm/ltr fill sequences", choices=("full-sentences", "doc-sentences"))
+    vocab: str | None = setting(None, "tokenizer folder (default: the vocab the corpus was prepared with)",
+                                metavar="DIR")
+    batch_size: int = setting(32, "sequences per micro-batch and process", positive=True)
+    seq_len_schedule: str = setting("128:1.0", "sequence-length phases as fractions of the run, e.g. 128:0.9,512:0.1",
+                                    metavar="LEN:FRAC,...")
+    eval_batches: int = setting(20, "held-out batches per evaluation (0: none)", non_negative=True)
+    masking: str = setting("dynamic", "dynamic: new masks every epoch; static: --dupe-factor masked copies, drawn once",
+                           choices=("dynamic", "static"))
+    mask_rate: float = setting(0.15, "share of tokens masked", deferred=BY_RECIPE)
+    dupe_factor: int = setting(10, "static masking: how many differently masked copies of the corpus (BERT used 10)",
+                               positive=True)
+    whole_word: bool = setting(False, "mask whole words (all their pieces) together")
+    span_masking: bool = setting(False, "mask SpanBERT spans: geometric lengths (p 0.2, at most 10), same "
+                                 "--mask-rate budget")
+    dropout: float | None = setting(None, "hidden and attention dropout for this run (bert: the model's, 0.1; "
+                                    "fast: 0, as in Cramming and ModernBERT, which also lets CPU attention use SDPA's "
+                                    "fused kernel)", metavar="P", deferred=BY_RECIPE)
+    init_from: str | None = setting(None, "start from these weights instead of a random init", metavar="DIR")
+    init: str = setting("model", "random init: the model family's own, or BERT's (normal, std 0.02, on every linear "
+                        "and embedding; fast: bert, which leaves the unigram plateau sooner)", choices=INITS,
+                        deferred=BY_RECIPE)
+    generator_fraction: float = setting(0.25, "electra: the generator's width as a fraction of the model's (the "
+                                        "paper: 1/4 to 1/2)", positive=True)
+    disc_weight: float = setting(50.0, "electra: weight of replaced-token detection against the generator's MLM "
+                                 "loss", positive=True)
+    overwrite: bool = setting(False, "start again in an OUTPUT that holds another run (its contents are deleted)")
+    recipe: str = setting(DEFAULT_RECIPE, "; ".join(f"{r.name}: {r.summary}" for r in RECIPES.values())
+                          + ". A flag given here wins over the recipe", choices=tuple(RECIPES))
+    train: TrainOptions = part(TrainOptions, pretrain_defaults, title="training",
+                               deferred={"lr": BY_RECIPE, "warmup_steps": BY_RECIPE + "; fast: 6 % of --max-steps"})
 
     @classmethod
     def from_options(cls, *, data: str, output: str, recipe: str = DEFAULT_RECIPE, **given: Any) -> "PretrainConfig":
         """A config from the settings given (fields of this class or of `TrainOptions`), the rest from `recipe`."""
-        own, train = split_options(cls, recipe_options(recipe, given), pretrain_defaults())
-        return cls(data=str(data), output=str(output), recipe=recipe, train=train, **own)
+        return cls(data=str(data), output=str(output), recipe=recipe, **recipe_options(recipe, given))
 
 
 # A result is what the engine returns.
 PretrainResult = FitResult
-
-
-def split_options(cls: type, options: dict[str, Any], defaults: TrainOptions) -> tuple[dict[str, Any], TrainOptions]:
-    """Keyword options of `cls` and of the engine, told apart by name (an unknown name is an error)."""
-    own = {f.name for f in fields(cls)}
-    engine = {f.name for f in fields(TrainOptions)}
-    unknown = set(options) - own - engine
-    if unknown:
-        raise TypeError(f"unknown option(s): {', '.join(sorted(unknown))}")
-    train = TrainOptions(**{**{f.name: getattr(defaults, f.name) for f in fields(TrainOptions)},
-                            **{k: v for k, v in options.items() if k in engine}})
-    return {k: v for k, v in options.items() if k in own}, train
 
 
 def pretrain(data: str | Path, output: str | Path, *, hooks: FaultHooks | None = None, **options: Any) -> FitResult:
@@ -97,8 +111,8 @@ def parse_duration(text: str | float | int | None) -> float | None:
 def parse_schedule(text: str) -> list[tuple[int, float]]:
     """'128:0.9,512:0.1' -> [(128, 0.9), (512, 0.1)]; the fractions must add up to 1."""
     phases = []
-    for part in str(text).split(","):
-        length, _, frac = part.strip().partition(":")
+    for phase in str(text).split(","):
+        length, _, frac = phase.strip().partition(":")
         try:
             phases.append((int(length), float(frac) if frac else 1.0))
         except ValueError:
@@ -173,9 +187,6 @@ def build_model(cfg: PretrainConfig, tokenizer: Any, max_len: int) -> torch.nn.M
         raise ValueError(f"objective {cfg.objective} needs a sentence-pair head, which {type(model).__name__} "
                          "lacks; use --objective mlm (or ltr)")
     return model
-
-
-INITS = ("model", "bert")
 
 
 def check_init(init: str) -> None:

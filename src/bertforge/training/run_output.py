@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import contextlib
 import shutil
-from dataclasses import asdict, is_dataclass
+from dataclasses import is_dataclass
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
 from bertforge.outputs import RunAlreadyFinished, claim_output, mark_finished, write_run_config
+from bertforge.settings import settings_record
 from bertforge.training import checkpointing as ckpt
 from bertforge.training import distributed as dist_
 
@@ -31,7 +32,7 @@ def claim_run_output(output: str | Path, verb: str, settings: Any, session: Any 
     path = Path(output)
     info = session.info if session is not None else dist_.DistInfo()
     main = info.is_main
-    record = asdict(settings) if is_dataclass(settings) else dict(settings)
+    record = settings_record(settings) if is_dataclass(settings) else dict(settings)
 
     def claim() -> tuple[bool, bool]:
         fresh = not path.exists() or (path.is_dir() and not any(path.iterdir())) or overwrite

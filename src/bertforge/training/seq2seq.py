@@ -9,30 +9,42 @@ from __future__ import annotations
 
 import math
 import random
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import torch
 
+from bertforge.settings import flat_keywords, part, setting
 from bertforge.training.engine import Session, Stage, fit
-from bertforge.training.options import FaultHooks, TrainOptions
+from bertforge.training.options import FaultHooks, TrainOptions, seq2seq_defaults
 
 
+@flat_keywords
 @dataclass
 class Seq2SeqConfig:
-    train_file: str
-    output: str
-    eval_file: str | None = None
-    encoder: str | None = None           # a BERT checkpoint to warm-start the encoder from
-    decoder: str | None = None           # ... and the decoder (default: the encoder's checkpoint, BERT2BERT)
-    init_from: str | None = None         # or an encoder-decoder folder to continue from
-    max_source_length: int = 256
-    max_target_length: int = 64
-    batch_size: int = 32
-    eval_samples: int = 500              # held-out pairs each evaluation decodes (0: none)
-    overwrite: bool = False
-    train: TrainOptions = field(default_factory=TrainOptions)
+    """An encoder-decoder run: the pairs, where the encoder and decoder start from, lengths, and the engine's
+    settings (`train`; also given by their own names, `max_steps=...`)."""
+
+    train_file: str = setting(help='JSONL of {"source": ..., "target": ...}', flag="--train", metavar="FILE",
+                              kind="existing_file")
+    output: str = setting(help="folder for the encoder-decoder (transformers' EncoderDecoderModel layout)",
+                          metavar="DIR")
+    eval_file: str | None = setting(None, "held-out pairs, same format", flag="--eval", metavar="FILE",
+                                    kind="existing_file")
+    encoder: str | None = setting(None, "BERT checkpoint to warm-start the encoder from", metavar="DIR",
+                                  kind="existing_dir")
+    decoder: str | None = setting(None, "BERT checkpoint to warm-start the decoder from (default: the encoder's)",
+                                  metavar="DIR", kind="existing_dir")
+    init_from: str | None = setting(None, "continue an encoder-decoder folder instead", metavar="DIR",
+                                    kind="existing_dir")
+    max_source_length: int = setting(256, "source tokens kept (with specials)", positive=True)
+    max_target_length: int = setting(64, "target tokens kept; also the longest length the length predictor knows",
+                                     positive=True)
+    batch_size: int = setting(32, "pairs per micro-batch and process", positive=True)
+    eval_samples: int = setting(500, "held-out pairs each evaluation decodes", positive=True)
+    overwrite: bool = setting(False, "start again in an OUTPUT that holds another run (its contents are deleted)")
+    train: TrainOptions = part(TrainOptions, seq2seq_defaults, title="training")
 
 
 @dataclass

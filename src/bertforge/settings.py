@@ -1,0 +1,130 @@
+"""Settings: dataclass fields that say, once, what a setting means and which values it takes.
+
+Every verb's settings are a dataclass of such fields, and every verb that trains composes the engine's
+`TrainOptions` as a *part* (as transformers' trainers share `TrainingArguments`): `FinetuneSettings(model=...,
+data_options=DataOptions(...), train=TrainOptions(...), epochs=3)`. The command line derives every verb's flags
+from these fields (`bertforge.commands.flags`), so a setting added to `TrainOptions` is a flag of every
+training verb with no other edit.
+
+A field's metadata (all keys optional):
+  help         what the setting does, in plain words (the flag's help adds the default)
+  flag         the flag when it is not --field-name; a bool flag spelled --no-x turns the setting off
+  metavar      what --help calls the flag's value
+  positive, non_negative, choices
+               the values it takes, checked when a command line is parsed and by `check_settings`
+  kind         a value the command line parses specially: "duration" (90s, 30m, 2h), "probability" ([0, 1)),
+               "existing_file", "existing_dir"
+  parse        a callable text -> value raising ValueError, for values of the field's own domain
+  nargs        "+" for one or more values
+  deferred     the default is decided later (by a recipe, or from another input): this text stands for it in --help
+  cli          False: no flag (a setting only code gives)
+A part's metadata (`part(...)`) says which of its fields the verb derives itself (`hide`: no flag, not a
+keyword), and what a field means for this verb when the part's own help would be wrong (`help`, `deferred`).
+"""
+from __future__ import annotations
+
+import functools
+from dataclasses import MISSING, asdict, field, fields, replace
+from typing import Any, Callable, Iterable, Mapping
+
+__all__ = ["check_settings", "flat_keywords", "flatten", "part", "part_fields", "route_keywords", "setting",
+           "settings_record"]
+
+
+def setting(default: Any = MISSING, help: str = "", *, default_factory: Any = MISSING, **meta: Any) -> Any:
+    """A dataclass field with the metadata above (no default: the setting is required)."""
+    return field(default=default, default_factory=default_factory, metadata={"help": help, "cli": True, **meta})
+
+
+def part(cls: type, default_factory: Callable[[], Any] | None = None, *, title: str, hide: Iterable[str] = (),
+         help: Mapping[str, str] | None = None, deferred: Mapping[str, str] | None = None) -> Any:
+    """A field holding the settings dataclass `cls` (its flags form the group `title`); `default_factory` is
+    this verb's default instance (none: the part is required, built from its own fields)."""
+    meta = {"part": cls, "title": title, "hide": tuple(hide), "help": dict(help or {}),
+            "deferred": dict(deferred or {})}
+    if default_factory is None:
+        return field(metadata=meta)
+    return field(default_factory=default_factory, metadata=meta)
+
+
+def part_fields(cls: type) -> list:
+    """The fields of `cls` that hold a part."""
+    return [f for f in fields(cls) if f.metadata.get("part")]
+
+
+def _part_default(f) -> Any:
+    return f.default_factory() if f.default_factory is not MISSING else None
+
+
+def route_keywords(cls: type, given: Mapping[str, Any]) -> dict[str, Any]:
+    """Keywords for `cls` from settings given by their own names: a field of `cls` keeps its name; a field of one
+    of its parts (`seed`, `device`, `task`...) goes into that part, on top of the part given or its default."""
+    own = {f.name for f in fields(cls)}
+    out = {k: v for k, v in given.items() if k in own}
+    into: dict[str, dict[str, Any]] = {}
+    for name, value in given.items():
+        if name in own:
+            continue
+        owner = next((p for p in part_fields(cls) if name in {f.name for f in fields(p.metadata["part"])}), None)
+        if owner is None:
+            raise TypeError(f"{cls.__name__} has no setting {name!r}")
+        if name in owner.metadata["hide"]:
+            raise TypeError(f"{cls.__name__} sets {owner.name}.{name} itself; {name!r} is not one of its settings")
+        into.setdefault(owner.name, {})[name] = value
+    for f in part_fields(cls):
+        if f.name in into:
+            base = out.get(f.name) or _part_default(f)
+            out[f.name] = replace(base, **into[f.name]) if base is not None else f.metadata["part"](**into[f.name])
+    return out
+
+
+def flat_keywords(cls: type) -> type:
+    """Class decorator: the dataclass also takes its parts' settings by their own names, so
+    `FinetuneSettings(model=..., output=..., task="sst2", seed=1)` fills `data_options.task` and `train.seed`."""
+    init = cls.__init__
+
+    @functools.wraps(init)
+    def __init__(self, *args: Any, **given: Any) -> None:
+        init(self, *args, **route_keywords(cls, given))
+
+    cls.__init__ = __init__
+    return cls
+
+
+def check_settings(settings: Any) -> None:
+    """Every value within what its field's metadata allows (parts included); a ValueError names the flag."""
+    for f in fields(settings):
+        value = getattr(settings, f.name)
+        if f.metadata.get("part"):
+            check_settings(value)
+            continue
+        if value is None:
+            continue
+        meta, flag = f.metadata, f.metadata.get("flag") or "--" + f.name.replace("_", "-")
+        if meta.get("positive") and not value > 0:
+            raise ValueError(f"{flag} must be positive, got {value}")
+        if meta.get("non_negative") and value < 0:
+            raise ValueError(f"{flag} must be 0 or more, got {value}")
+        if meta.get("choices") and value not in meta["choices"]:
+            raise ValueError(f"{flag} must be one of {', '.join(meta['choices'])}, got {value!r}")
+
+
+def settings_record(settings: Any) -> dict[str, Any]:
+    """What a run folder records of its settings (run_config.json): every field, parts as nested objects,
+    without the part fields the verb derives itself (`hide`)."""
+    record = asdict(settings)
+    for f in part_fields(type(settings)):
+        for name in f.metadata["hide"]:
+            record[f.name].pop(name, None)
+    return record
+
+
+def flatten(record: Mapping[str, Any]) -> dict[str, Any]:
+    """A recorded settings object with its parts' settings lifted to the top, by their own names."""
+    out: dict[str, Any] = {}
+    for key, value in record.items():
+        if isinstance(value, Mapping):
+            out.update(flatten(value))
+        else:
+            out[key] = value
+    return out
