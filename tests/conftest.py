@@ -49,8 +49,25 @@ def _unlisted_shared_files() -> list[str]:
     return sorted(p for p in _shared_opened if p not in listed and (SHARED_DATA / p[len("data/"):]).is_file())
 
 
+def pytest_configure(config) -> None:
+    """Under pytest-xdist each worker runs with one torch thread: two workers on two cores, not four threads."""
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        os.environ["OMP_NUM_THREADS"] = "1"
+        import torch
+        torch.set_num_threads(1)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node, error) -> None:
+    """pytest-xdist: a worker hands the shared files its tests opened to the controller, which checks them all."""
+    _shared_opened.update(getattr(node, "workeroutput", {}).get("shared_opened", []))
+
+
 def pytest_sessionfinish(session, exitstatus) -> None:
     """Under CI, a test run that opened a file of ../shared/data that tests/README.md does not list fails."""
+    if hasattr(session.config, "workeroutput"):  # an xdist worker: the controller decides
+        session.config.workeroutput["shared_opened"] = sorted(_shared_opened)
+        return
     if in_ci() and _unlisted_shared_files() and session.exitstatus == 0:
         session.exitstatus = 1
 
