@@ -64,7 +64,8 @@ def run(args: argparse.Namespace) -> int:
                                   workers=args.workers, input_format=args.input_format,
                                   heldout_fraction=args.heldout_fraction, heldout_documents=args.heldout_documents,
                                   show_progress=not args.no_progress, text_column=args.text_column,
-                                  document_column=args.document_column, skip_bad_rows=args.skip_bad_rows)
+                                  document_column=args.document_column, skip_bad_rows=args.skip_bad_rows,
+                                  resume=not args.overwrite)
     if manifest["resumed_after_chunks"]:
         print(f"continued an interrupted run after {manifest['resumed_after_chunks']:,} chunks")
     for source in manifest["inputs"]:

@@ -308,6 +308,7 @@ def prepare_corpus(
     text_column: str = "text",
     document_column: str | None = None,
     skip_bad_rows: bool = False,
+    resume: bool = True,
 ) -> dict[str, Any]:
     """Tokenise text and record files into memory-mapped shards under `output_dir`; returns the manifest.
 
@@ -320,7 +321,7 @@ def prepare_corpus(
     `heldout_documents` of them. Sentences longer than `max_seq_length - 3` tokens are cut into pieces that
     fit. A bad record raises `RecordError` naming file, row and field, or with `skip_bad_rows` is counted.
     Memory stays bounded by a few chunks of `chunk_bytes` per worker whatever the corpus size; an interrupted
-    call continues from its last finished shard when called again the same way.
+    call continues from its last finished shard when called again the same way (unless `resume=False`).
     """
     _check_arguments(input_format, max_seq_length, heldout_fraction, heldout_documents)
     columns = Columns(text_column, document_column, skip_bad_rows)
@@ -338,7 +339,10 @@ def prepare_corpus(
     work = output_dir.with_name(f".{output_dir.name}.partial")
     work.mkdir(parents=True, exist_ok=True)
     run = _Run(work, dtype, plan)
-    run.restore()
+    if resume:
+        run.restore()
+    else:
+        _empty(work)
     resumed = (run.chunks, run.bytes_read)
     workers = (os.cpu_count() or 1) if workers is None else int(workers)
     started = time.perf_counter()

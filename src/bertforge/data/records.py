@@ -168,6 +168,26 @@ def _check_columns(path: Path, place: str | None, names: Sequence[str], columns:
             raise RecordError(path, place, column, f"a column {column!r} in the {what}", f"columns {shown}")
 
 
+def record_columns(path: str | Path, kind: str) -> list[str]:
+    """The column names of a Parquet, Arrow or `datasets` input, from its schema (no row is read)."""
+    path = Path(path)
+    file = arrow_files(path)[0] if kind == "datasets" else path
+    pa = require_pyarrow(file)
+    try:
+        if kind == "parquet":
+            import pyarrow.parquet as pq
+            return list(pq.read_schema(file).names)
+        with pa.OSFile(str(file), "rb") as source:
+            try:
+                return list(pa.ipc.open_file(source).schema.names)
+            except pa.ArrowInvalid:
+                source.seek(0)
+                return list(pa.ipc.open_stream(source).schema.names)
+    except (pa.ArrowException, OSError) as exc:
+        what = "a readable Parquet file" if kind == "parquet" else "a readable Arrow file"
+        raise RecordError(file, None, None, what, f"{type(exc).__name__}: {str(exc).splitlines()[0][:200]}") from None
+
+
 def require_pyarrow(path: str | Path) -> Any:
     try:
         import pyarrow
