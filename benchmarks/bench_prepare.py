@@ -20,12 +20,14 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
-import statistics
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import interleave, machine_info, median  # noqa: E402
 
 
 def run_bertforge(corpus: Path, vocab: str, workers: int, work: Path) -> float:
@@ -56,16 +58,12 @@ def run_transformers(corpus: Path, vocab: str, workers: int, work: Path) -> floa
 def compare(args: argparse.Namespace) -> None:
     corpus = Path(args.input)
     mb = corpus.stat().st_size / 1e6
-    times: dict[str, list[float]] = {"bertforge": [], "transformers": []}
     with tempfile.TemporaryDirectory(dir=args.workdir) as tmp:
-        for round_ in range(args.repeats):
-            order = ("bertforge", "transformers") if round_ % 2 == 0 else ("transformers", "bertforge")
-            for name in order:
-                runner = run_bertforge if name == "bertforge" else run_transformers
-                seconds = runner(corpus, args.vocab, args.workers, Path(tmp))
-                times[name].append(seconds)
-                print(f"round {round_ + 1} {name:>12}: {seconds:7.2f} s  {mb / seconds:6.2f} MB/s", flush=True)
-    medians = {name: statistics.median(t) for name, t in times.items()}
+        times = interleave({"bertforge": lambda: run_bertforge(corpus, args.vocab, args.workers, Path(tmp)),
+                            "transformers": lambda: run_transformers(corpus, args.vocab, args.workers, Path(tmp))},
+                           repeats=args.repeats, warmup=0, log=lambda line: print(line, flush=True))
+    medians = {name: median(t) for name, t in times.items()}
+    print(", ".join(f"{k}: {v}" for k, v in machine_info().items()))
     print(f"{corpus.name}: {mb:.1f} MB, {args.workers} processes, medians of {args.repeats}:")
     for name, seconds in medians.items():
         print(f"  {name:>12}: {mb / seconds:6.2f} MB/s")

@@ -253,7 +253,7 @@ def test_generic_missing_fields_regression_and_unlabeled(tmp_path: Path) -> None
         read_classification(write(tmp_path / "n.csv", "review,label\na,1\n"))
     with pytest.raises(DataError, match=r"line 2, field 'label': expected 2 fields"):
         read_classification(write(tmp_path / "short.csv", "text,label\nonly text\n"))
-    with pytest.raises(ValueError, match=r"data.txt: expected a .csv, .tsv or .jsonl file"):
+    with pytest.raises(ValueError, match=r"data.txt: expected a .csv, .tsv, .jsonl, .parquet or .arrow file"):
         read_classification(write(tmp_path / "data.txt", "text\n"))
     with pytest.raises(DataError, match="empty file"):
         read_classification(write(tmp_path / "e.jsonl", ""))

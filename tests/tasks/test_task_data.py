@@ -516,7 +516,7 @@ def test_a_missing_dev_file_names_the_folder_and_the_names_tried_in_one_short_li
     with pytest.raises(FileNotFoundError) as info:
         load("classification", need_train=False, data=str(tmp_path))
     assert str(info.value) == (f"classification dev file 'dev' not found: looked for dev / valid / validation / eval "
-                               f"+ .jsonl / .csv / .tsv / .json (or .gz) in {tmp_path}")
+                               f"+ .jsonl / .csv / .tsv / .json / .parquet / .arrow (or .gz) in {tmp_path}")
 
 
 def test_train_and_eval_from_parquet_and_a_datasets_folder(tmp_path: Path) -> None:

@@ -133,7 +133,7 @@ def _delimited_rows(path: Path, kind: str, columns: Sequence[str] | None,
     if kind == "tsv":
         rows: Iterator[tuple[int, list[str]]] = ((n, line.split("\t")) for n, line in enumerate(lines, 1) if line)
     else:
-        rows = _csv_rows(path, lines)
+        rows = csv_rows(path, (line + "\n" for line in lines))
     header: list[str] | None = None
     for lineno, fields in rows:
         if header is None:
@@ -148,8 +148,9 @@ def _delimited_rows(path: Path, kind: str, columns: Sequence[str] | None,
         yield place, dict(zip(header, fields))
 
 
-def _csv_rows(path: Path, lines: Iterator[str]) -> Iterator[tuple[int, list[str]]]:
-    reader = csv.reader(line + "\n" for line in lines)
+def csv_rows(path: str | Path, lines: Iterable[str]) -> Iterator[tuple[int, list[str]]]:
+    """CSV rows (from lines that keep their ends) with the line each starts on: a quoted field may span lines."""
+    reader = csv.reader(lines)
     start = 1
     try:
         for fields in reader:

@@ -7,14 +7,13 @@ their rows are numbered from 1 in messages.
 """
 from __future__ import annotations
 
-import csv
 import json
 import math
 from functools import partial
 from pathlib import Path
 from typing import Any, Iterator, Sequence
 
-from bertforge.data.records import RecordError, input_kind, iter_rows, record_columns
+from bertforge.data.records import RecordError, csv_rows, input_kind, iter_rows, record_columns
 from bertforge.tasks.readers.base import BadRows, ReadResult, finish, iter_decoded, iter_lines, split_name
 from bertforge.tasks.readers.errors import DataError, show
 from bertforge.tasks.readers.examples import TextExample
@@ -170,16 +169,11 @@ def _object(path: Path, line: int, pairs: list[tuple[str, Any]]) -> dict[str, An
 
 
 def _csv_rows(path: Path) -> Iterator[tuple[int, list[str]]]:
-    """CSV rows with the line each starts on (a quoted field may span several lines)."""
-    reader = csv.reader(iter_decoded(path))
-    start = 1
+    """CSV rows with the line each starts on; a bad byte is blamed on its own line (`iter_decoded`)."""
     try:
-        for fields in reader:
-            if fields:
-                yield start, fields
-            start = reader.line_num + 1
-    except csv.Error as exc:
-        raise DataError(path, reader.line_num, None, "well-formed CSV", str(exc)) from exc
+        yield from csv_rows(path, iter_decoded(path))
+    except RecordError as err:
+        raise DataError(path, int((err.place or "line 0").split()[-1]), None, err.expected, err.got) from None
 
 
 def _pick_columns(record: dict[str, Any], path: Path, line: int, text: str | None, pair: str | None,
