@@ -70,22 +70,24 @@ def compare(args: argparse.Namespace) -> None:
     print(f"  bertforge / transformers MB/s: {medians['transformers'] / medians['bertforge']:.2f}x")
 
 
-def tree_memory(pid: int) -> tuple[int, int]:
-    """(sum of PSS, RSS of the main process) in bytes for a process and its descendants; (0, 0) once gone."""
+def tree_memory(pid: int) -> tuple[int, int, int]:
+    """(sum of PSS, RSS of the main process, bytes the main process has read) for a process and its descendants;
+    zeros once it is gone."""
     import psutil
     try:
         root = psutil.Process(pid)
         procs = [root] + root.children(recursive=True)
         main_rss = root.memory_info().rss
+        read = root.io_counters().read_chars
     except psutil.NoSuchProcess:
-        return 0, 0
+        return 0, 0, 0
     total = 0
     for proc in procs:
         try:
             total += proc.memory_full_info().pss
         except psutil.NoSuchProcess:
             pass
-    return total, main_rss
+    return total, main_rss, read
 
 
 def memory(args: argparse.Namespace) -> None:
@@ -99,10 +101,10 @@ def memory(args: argparse.Namespace) -> None:
         shutil.rmtree(out.with_name(f".{out.name}.partial"), ignore_errors=True)
         started = time.perf_counter()
         proc = subprocess.Popen(command, stdout=subprocess.PIPE, text=True, env={**os.environ}, start_new_session=True)
-        peak_pss = peak_main = 0
+        peak_pss = peak_main = read = 0
         while proc.poll() is None:
-            pss, main_rss = tree_memory(proc.pid)
-            peak_pss, peak_main = max(peak_pss, pss), max(peak_main, main_rss)
+            pss, main_rss, now_read = tree_memory(proc.pid)
+            peak_pss, peak_main, read = max(peak_pss, pss), max(peak_main, main_rss), max(read, now_read)
             if args.max_seconds and time.perf_counter() - started > args.max_seconds:
                 os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait()
@@ -110,15 +112,18 @@ def memory(args: argparse.Namespace) -> None:
             time.sleep(0.5)
         seconds = time.perf_counter() - started
         output = proc.stdout.read() if proc.stdout else ""
-        state = out.with_name(f".{out.name}.partial") / "prepare-state.json"
-        if proc.returncode == -signal.SIGKILL and state.is_file():
-            done = json.loads(state.read_text())["bytes_read"] / 1e6
-            reached = f"killed after {seconds:.0f} s; last checkpoint at {done:,.1f} MB of text"
+        partial = out.with_name(f".{out.name}.partial")
+        if proc.returncode == -signal.SIGKILL:
+            state = partial / "prepare-state.json"
+            done = json.loads(state.read_text())["bytes_read"] / 1e6 if state.is_file() else 0.0
+            reached = (f"killed after {seconds:.0f} s, having read {read / 1e6:,.1f} MB (the input, the tokenizer, "
+                       f"the shards' checkpoints); last checkpoint at {done:,.1f} MB of text")
         elif proc.returncode:
             raise SystemExit(f"{' '.join(command)} failed ({proc.returncode})")
         else:
             reached = next((line for line in output.splitlines() if line.startswith("prepared")), "")
-            shutil.rmtree(out, ignore_errors=True)
+        shutil.rmtree(out, ignore_errors=True)
+        shutil.rmtree(partial, ignore_errors=True)
         print(f"{corpus.name}: {corpus.stat().st_size / 1e6:8.1f} MB on disk, peak memory of the process and its "
               f"{args.workers} workers {peak_pss / 2 ** 20:7.1f} MiB PSS (main process {peak_main / 2 ** 20:.1f} MiB "
               f"RSS), {seconds:7.1f} s\n   {reached}", flush=True)

@@ -339,10 +339,12 @@ def prepare_corpus(
     work = output_dir.with_name(f".{output_dir.name}.partial")
     work.mkdir(parents=True, exist_ok=True)
     run = _Run(work, dtype, plan)
-    if resume:
-        run.restore()
-    else:
+    try:
+        if not resume or not run.restore():
+            _empty(work)
+    except (CorpusError, OSError, KeyError, TypeError, ValueError):  # a checkpoint damaged after it was written
         _empty(work)
+        run = _Run(work, dtype, plan)
     resumed = (run.chunks, run.bytes_read)
     workers = (os.cpu_count() or 1) if workers is None else int(workers)
     started = time.perf_counter()
