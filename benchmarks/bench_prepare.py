@@ -66,8 +66,10 @@ def compare(args: argparse.Namespace) -> None:
     print(", ".join(f"{k}: {v}" for k, v in machine_info().items()))
     print(f"{corpus.name}: {mb:.1f} MB, {args.workers} processes, medians of {args.repeats}:")
     for name, seconds in medians.items():
-        print(f"  {name:>12}: {mb / seconds:6.2f} MB/s")
-    print(f"  bertforge / transformers MB/s: {medians['transformers'] / medians['bertforge']:.2f}x")
+        print(f"  {name:>12}: {mb / seconds:8.4f} MB/s")
+    paired = median([t / b for b, t in zip(times["bertforge"], times["transformers"])])
+    print(f"  bertforge / transformers MB/s: {medians['transformers'] / medians['bertforge']:.2f}x of the medians, "
+          f"{paired:.2f}x paired (median of the per-repeat ratios)")
 
 
 def tree_memory(pid: int) -> tuple[int, int, int]:
