@@ -165,3 +165,16 @@ def test_qa_and_ner_inputs(tmp_path, minilm_dir, capsys):
     (tmp_path / "ner.jsonl").write_text('{"words": ["Peter"]}\n{"words": "Peter Blackburn"}\n')
     assert main(["predict", "--model", str(ner), "--input", str(tmp_path / "ner.jsonl")]) == 1
     assert "ner.jsonl, line 2, field 'words': expected a list, got str" in capsys.readouterr().err
+
+
+def test_parquet_and_datasets_inputs_read_like_finetune_data(sst2, reference, tmp_path, capsys):
+    from needs import require_module
+    pa = require_module("pyarrow", "pip install 'bertforge[data]'")
+    import pyarrow.parquet as pq
+    datasets = require_module("datasets")
+    columns = {"sentence": SENTENCES[:3], "label": [1, 0, 1]}
+    pq.write_table(pa.table(columns), tmp_path / "in.parquet")
+    datasets.Dataset.from_dict(columns).save_to_disk(str(tmp_path / "saved"))
+    for given in (tmp_path / "in.parquet", tmp_path / "saved"):
+        rows, _ = _predict(capsys, "--model", sst2, "--input", given)
+        assert rows == json.loads(json.dumps(reference.predict(SENTENCES[:3])))

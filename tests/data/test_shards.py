@@ -84,7 +84,7 @@ def test_bad_lines_are_repaired_and_counted(tmp_path, tokenizer):
         handle.write(raw)
     manifest = prepare(src, tokenizer, tmp_path / "out", heldout_fraction=0.0)
     assert manifest["bad_lines"] == {"invalid_utf8": 1, "control_chars": 2, "empty_documents": 1,
-                                     "documents_cut": 0, "long_sentences_split": 0}
+                                     "documents_cut": 0, "long_sentences_split": 0, "bad_rows": 0}
     assert manifest["counts"]["documents"] == 3
     assert manifest["counts"]["bytes_read"] == len(raw)
 

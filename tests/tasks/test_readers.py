@@ -253,7 +253,7 @@ def test_generic_missing_fields_regression_and_unlabeled(tmp_path: Path) -> None
         read_classification(write(tmp_path / "n.csv", "review,label\na,1\n"))
     with pytest.raises(DataError, match=r"line 2, field 'label': expected 2 fields"):
         read_classification(write(tmp_path / "short.csv", "text,label\nonly text\n"))
-    with pytest.raises(ValueError, match=r"data.txt: expected a .csv, .tsv or .jsonl file"):
+    with pytest.raises(ValueError, match=r"data.txt: expected a .csv, .tsv, .jsonl, .parquet or .arrow file"):
         read_classification(write(tmp_path / "data.txt", "text\n"))
     with pytest.raises(DataError, match="empty file"):
         read_classification(write(tmp_path / "e.jsonl", ""))
@@ -604,3 +604,45 @@ def test_a_file_with_no_good_row_does_not_suggest_skipping(tmp_path: Path) -> No
         read_classification(mixed, regression=True)
     with pytest.raises(DataError, match=r"expected NER data: CoNLL columns .* got a .csv table"):
         read_ner(write(tmp_path / "ner.csv", "word,tag\nAnn,B-PER\n"))
+
+
+def _columnar_copies(tmp_path: Path, columns: dict[str, list]) -> list[Path]:
+    """The same table as Parquet, an Arrow IPC file and a `datasets` save_to_disk folder."""
+    from needs import require_module
+    pa = require_module("pyarrow", "pip install 'bertforge[data]'")
+    import pyarrow.parquet as pq
+    datasets = require_module("datasets")
+    table = pa.table(columns)
+    pq.write_table(table, tmp_path / "t.parquet")
+    with pa.OSFile(str(tmp_path / "t.arrow"), "wb") as sink, pa.ipc.new_file(sink, table.schema) as writer:
+        writer.write_table(table)
+    datasets.Dataset.from_dict(columns).save_to_disk(str(tmp_path / "saved"))
+    return [tmp_path / "t.parquet", tmp_path / "t.arrow", tmp_path / "saved"]
+
+
+def test_parquet_arrow_and_datasets_read_like_csv(tmp_path: Path) -> None:
+    texts, pairs, labels = ["a fine film", "dull, \"very\" dull", "so-so"], ["yes", "no", "maybe"], [1, 0, 2]
+    write(tmp_path / "t.csv", "premise,hypothesis,label\n" + "".join(
+        f'"{t.replace(chr(34), chr(34) * 2)}",{p},{label}\n' for t, p, label in zip(texts, pairs, labels)))
+    want = read_classification(tmp_path / "t.csv", text_column="premise", text_pair_column="hypothesis")
+    for path in _columnar_copies(tmp_path, {"premise": texts, "hypothesis": pairs, "label": labels}):
+        got = read_classification(path, text_column="premise", text_pair_column="hypothesis")
+        assert [(e.text, e.text_pair, e.label) for e in got] == [(e.text, e.text_pair, e.label) for e in want], path
+        assert got.labels == want.labels == ["0", "1", "2"]
+        assert [e.line for e in got] == [1, 2, 3]  # rows, numbered from 1
+
+
+def test_columnar_bad_rows_and_files_name_file_row_and_field(tmp_path: Path) -> None:
+    parquet, arrow, saved = _columnar_copies(tmp_path, {"text": ["good", None, "fine"], "label": ["a", "b", "a"]})
+    for path in (parquet, arrow, saved):
+        with pytest.raises(DataError, match=rf"{path.name}, row 2, field 'text': expected a string, got nothing"):
+            read_classification(path)
+        result = read_classification(path, skip_bad_rows=True)
+        assert [e.text for e in result] == ["good", "fine"] and result.skipped == 1
+    with pytest.raises(DataError, match=r"t.parquet, field 'sentence': expected a column named one of \['sentence'\]"):
+        read_classification(parquet, text_column="sentence")
+    data = parquet.read_bytes()
+    broken = write(tmp_path / "broken.parquet", "")
+    broken.write_bytes(data[:100] + data[-50:])
+    with pytest.raises(ValueError, match=r"broken.parquet: expected a readable Parquet file, got"):
+        read_classification(broken)

@@ -516,4 +516,21 @@ def test_a_missing_dev_file_names_the_folder_and_the_names_tried_in_one_short_li
     with pytest.raises(FileNotFoundError) as info:
         load("classification", need_train=False, data=str(tmp_path))
     assert str(info.value) == (f"classification dev file 'dev' not found: looked for dev / valid / validation / eval "
-                               f"+ .jsonl / .csv / .tsv / .json (or .gz) in {tmp_path}")
+                               f"+ .jsonl / .csv / .tsv / .json / .parquet / .arrow (or .gz) in {tmp_path}")
+
+
+def test_train_and_eval_from_parquet_and_a_datasets_folder(tmp_path: Path) -> None:
+    from needs import require_module
+    pa = require_module("pyarrow", "pip install 'bertforge[data]'")
+    import pyarrow.parquet as pq
+    datasets = require_module("datasets")
+    pq.write_table(pa.table({"review": ["great", "awful", "fine"], "stars": ["pos", "neg", "pos"]}),
+                   tmp_path / "train.parquet")
+    datasets.Dataset.from_dict({"review": ["lovely", "bad"], "stars": ["pos", "neg"]}).save_to_disk(str(tmp_path / "dev"))
+    data = load("classification", train_file=str(tmp_path / "train.parquet"), eval_file=str(tmp_path / "dev"),
+                text_column="review", label_column="stars")
+    assert [(e.text, e.label) for e in data.train] == [("great", "pos"), ("awful", "neg"), ("fine", "pos")]
+    assert [(e.text, e.label) for e in data.evals["eval"]] == [("lovely", "pos"), ("bad", "neg")]
+    assert data.labels == ["neg", "pos"]
+    found = load("classification", data=str(tmp_path), text_column="review", label_column="stars")  # by its name
+    assert data.files["train"] == found.files["train"] == str(tmp_path / "train.parquet")

@@ -184,7 +184,7 @@ def add_text_argument(parser: argparse.ArgumentParser, help: str, **kwargs) -> a
     return parser.add_argument("--text", nargs="+", action="extend", metavar="TEXT", help=help, **kwargs)
 
 
-TABLE_SUFFIXES = (".csv", ".tsv", ".jsonl", ".json")
+TABLE_SUFFIXES = (".csv", ".tsv", ".jsonl", ".json", ".parquet", ".arrow", ".feather")
 
 
 def check_plain_text(path: str | None, verb: str, flag: str = "--input") -> None:
@@ -192,4 +192,4 @@ def check_plain_text(path: str | None, verb: str, flag: str = "--input") -> None
     other column would be read as text."""
     if path and path != "-" and str(path).lower().removesuffix(".gz").endswith(TABLE_SUFFIXES):
         raise ValueError(f"{flag} {path}: {verb} reads plain text, one text per line; this is a table "
-                         "(.csv/.tsv/.jsonl): give its text column as a .txt file, or the texts with --text")
+                         "(.csv/.tsv/.jsonl/.parquet/.arrow): give its text column as a .txt file, or the texts with --text")

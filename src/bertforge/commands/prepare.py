@@ -6,20 +6,30 @@ import json
 from pathlib import Path
 
 from bertforge.commands import add_common
-from bertforge.commands.options import (add_output_arguments, existing_dir, existing_path, non_negative_int,
-                                        positive_int, probability)
+from bertforge.commands.options import add_output_arguments, existing_dir, non_negative_int, positive_int, probability
 
 
 def register(sub) -> None:
     from bertforge.data.corpus import MAX_DAMAGED_SHARE
-    p = sub.add_parser("prepare", help="tokenize a text corpus into pre-training shards",
-                       description="Read documents (one sentence per line, or one paragraph per line; blank line "
-                       "between documents), split sentences, tokenize in parallel and write memory-mapped shards "
+    p = sub.add_parser("prepare", help="tokenize a corpus (text, JSONL, CSV, Parquet, Arrow) into pre-training shards",
+                       description="Read documents (text files: one sentence or one paragraph per line, blank line "
+                       "between documents; record files: one document per row, or per run of rows with the same "
+                       "--document-column), split sentences, tokenize in parallel and write memory-mapped shards "
                        "with a manifest.json (counts, vocab hash, sha256 per shard, bad lines). Undecodable bytes "
                        "and control characters are repaired and counted; an input in which more than "
-                       f"{MAX_DAMAGED_SHARE:.0%} of the non-blank lines are damage is refused.")
-    p.add_argument("--input", nargs="+", required=True, type=existing_path, metavar="PATH",
-                   help="text files or folders of them (.txt/.gz/.xz/.bz2)")
+                       f"{MAX_DAMAGED_SHARE:.0%} of the non-blank lines are damage is refused. The shards are the "
+                       "same for any --workers; an interrupted run given the same command again continues from "
+                       "its last finished shard.")
+    p.add_argument("--input", nargs="+", required=True, metavar="PATH",
+                   help="files, folders or glob patterns (quoted): text (.txt/.gz/.xz/.bz2), JSON Lines (.jsonl), "
+                   ".csv/.tsv, .parquet, .arrow, or a `datasets` save_to_disk folder")
+    p.add_argument("--text-column", default="text", metavar="NAME",
+                   help="the field holding the text in JSONL/CSV/TSV/Parquet/Arrow inputs")
+    p.add_argument("--document-column", default=None, metavar="NAME",
+                   help="a document id field: consecutive rows with the same id are one document (default: each "
+                   "row is one)")
+    p.add_argument("--skip-bad-rows", action="store_true",
+                   help="skip and count rows with a missing or non-string text instead of stopping at the first")
     p.add_argument("--vocab", required=True, type=existing_dir, metavar="DIR",
                    help="tokenizer folder: vocab.txt (WordPiece), vocab.json + merges.txt (byte BPE), spiece.model "
                    "(SentencePiece) or a transformers tokenizer.json")
@@ -39,19 +49,25 @@ def register(sub) -> None:
 def run(args: argparse.Namespace) -> int:
     from bertforge.data import prepare_corpus
     from bertforge.outputs import fresh_output
-    for path in args.input:
+    for path in map(Path, args.input):
         if path.is_dir() and (path / "manifest.json").is_file():
             raise ValueError(f"--input {path} is a folder written by `bertforge prepare` (it has manifest.json): "
                              "give it to `bertforge pretrain --data`; prepare reads raw text files")
     settings = {"input": [str(p) for p in args.input], "vocab": str(args.vocab),
                 "max_seq_length": args.max_seq_length, "input_format": args.input_format,
-                "heldout_fraction": args.heldout_fraction, "heldout_documents": args.heldout_documents}
+                "heldout_fraction": args.heldout_fraction, "heldout_documents": args.heldout_documents,
+                "text_column": args.text_column, "document_column": args.document_column,
+                "skip_bad_rows": args.skip_bad_rows}
     with fresh_output(args.output, verb="prepare", overwrite=args.overwrite, settings=settings,
-                      inputs=(*args.input, args.vocab)) as output:
+                      inputs=(*[p for p in map(Path, args.input) if p.exists()], args.vocab)) as output:
         manifest = prepare_corpus(args.input, args.vocab, output, max_seq_length=args.max_seq_length,
                                   workers=args.workers, input_format=args.input_format,
                                   heldout_fraction=args.heldout_fraction, heldout_documents=args.heldout_documents,
-                                  show_progress=not args.no_progress)
+                                  show_progress=not args.no_progress, text_column=args.text_column,
+                                  document_column=args.document_column, skip_bad_rows=args.skip_bad_rows,
+                                  resume=not args.overwrite)
+    if manifest["resumed_after_chunks"]:
+        print(f"continued an interrupted run after {manifest['resumed_after_chunks']:,} chunks")
     for source in manifest["inputs"]:
         if source["format_reason"] != "given":
             print(f"{Path(source['path']).name}: format '{source['format']}' ({source['format_reason']})")
@@ -60,6 +76,8 @@ def run(args: argparse.Namespace) -> int:
           f"at {manifest['mb_per_second']:.2f} MB/s) -> {args.output}")
     bad = {k: v for k, v in (manifest.get("bad_lines") or {}).items() if v}
     print("repaired or skipped: " + (json.dumps(bad) if bad else "nothing"))
+    if manifest["bad_row_samples"]:
+        print(f"first bad row skipped: {manifest['bad_row_samples'][0]}")
     damaged = manifest.get("damaged_lines") or {}
     if damaged.get("count"):
         print(f"damaged lines: {damaged['count']:,} of {damaged['of']:,} non-blank lines "

@@ -18,9 +18,10 @@ from bertforge.textio import iter_lines
 
 FORMATS = ("sentences", "paragraphs")
 
-# Undecodable bytes come out of `surrogateescape` as lone surrogates; C0/C1 controls (but tab) are garbage.
-_BAD_CHARS = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\udc80-\udcff]")
-_SURROGATES = re.compile("[\udc80-\udcff]+")
+# Undecodable bytes come out of `surrogateescape` as lone surrogates (and JSON may spell one out as "\ud800");
+# C0/C1 controls (but tab) are garbage.
+_BAD_CHARS = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\ud800-\udfff]")
+_SURROGATES = re.compile("[\ud800-\udfff]+")
 _CONTROLS = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]+")
 # `prepare` refuses an input in which more than this share of the non-blank lines is damage (undecodable, or
 # nothing left after cleaning): such a file is binary, in another encoding or mislabelled, not a corpus.
@@ -35,6 +36,7 @@ class LineCounts:
     empty_documents: int = 0       # documents with no text left (skipped)
     documents_cut: int = 0         # documents over `max_document_bytes` (no blank line for too long), cut up
     long_sentences_split: int = 0  # sentences longer than a sequence, cut into pieces that fit
+    bad_rows: int = 0              # records skipped (--skip-bad-rows): a missing or non-string text, bad JSON
     # totals for the damage threshold, kept out of `bad_lines` (the manifest has them under `damaged_lines`)
     emptied_lines: int = field(default=0, metadata={"total": True})  # nothing left after cleaning (skipped)
     lines: int = field(default=0, metadata={"total": True})          # non-blank lines cleaned
@@ -43,6 +45,13 @@ class LineCounts:
     def add(self, other: "LineCounts") -> None:
         for f in fields(self):
             setattr(self, f.name, getattr(self, f.name) + getattr(other, f.name))
+
+    def take(self) -> "LineCounts":
+        """A copy of the counts so far, which start again from zero: what one chunk of reading did."""
+        taken = LineCounts(**{f.name: getattr(self, f.name) for f in fields(self)})
+        for f in fields(self):
+            setattr(self, f.name, 0)
+        return taken
 
     def as_dict(self) -> dict[str, int]:
         return {f.name: getattr(self, f.name) for f in fields(self) if not f.metadata.get("total")}
@@ -128,8 +137,16 @@ def detect_format(path: str | Path, sample_lines: int = 2000) -> tuple[str, str]
     Sentence-per-line text rarely has a line that our splitter cuts (a few % at most, from its mistakes);
     paragraph-per-line text has many.
     """
-    n = multi = chars = 0
     lines = read_lines(path)
+    try:
+        return detect_layout(lines, sample_lines)
+    finally:
+        lines.close()
+
+
+def detect_layout(lines: Iterable[str], sample_lines: int = 2000) -> tuple[str, str]:
+    """`detect_format` for lines from anywhere (the text column of a record file)."""
+    n = multi = chars = 0
     for line in lines:
         line = line.strip()
         if not line:
@@ -139,7 +156,6 @@ def detect_format(path: str | Path, sample_lines: int = 2000) -> tuple[str, str]
         multi += len(split_sentences(line)) > 1
         if n >= sample_lines:
             break
-    lines.close()
     if n == 0:
         return "sentences", "no text to sample"
     share = multi / n

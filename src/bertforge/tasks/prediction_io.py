@@ -1,9 +1,9 @@
 """Inputs of `bertforge predict` from the files fine-tuning reads, and its records out as JSON lines or CSV.
 
-`.csv` / `.tsv` (header row) and `.jsonl` go through the same reader as fine-tuning data, so a dev file can
-be predicted as it is (its label column is ignored). `.txt` (or stdin) holds one input per line: a text,
-two parts split by a tab (text<TAB>text_pair, question<TAB>context, context<TAB>ending<TAB>...), or a JSON
-object. Every problem is reported as one line naming the file, the line and the field.
+`.csv` / `.tsv` (header row), `.jsonl`, `.parquet`, `.arrow` and `datasets` folders go through the same reader as
+fine-tuning data, so a dev file can be predicted as it is (its label column is ignored). `.txt` (or stdin) holds
+one input per line: a text, two parts split by a tab (text<TAB>text_pair, question<TAB>context,
+context<TAB>ending<TAB>...), or a JSON object. Every problem is reported as one line naming the file, the line and the field.
 """
 from __future__ import annotations
 
@@ -15,14 +15,15 @@ from pathlib import Path
 from typing import Any, Iterable, Sequence, TextIO
 
 from bertforge.tasks.readers import BadRowsError, DataError, read_classification
+from bertforge.tasks.readers.generic import file_format
 
-TABLE_SUFFIXES = (".csv", ".tsv", ".jsonl", ".json")
+TABLE_SUFFIXES = (".csv", ".tsv", ".jsonl", ".json", ".parquet", ".arrow", ".feather")
 
 
 def input_format(path: str | Path) -> str:
-    """"csv", "tsv", "jsonl" or "txt", from the name (a `.gz` suffix is looked through)."""
-    suffix = Path(str(path).removesuffix(".gz")).suffix.lower()
-    return {".csv": "csv", ".tsv": "tsv", ".jsonl": "jsonl", ".json": "jsonl"}.get(suffix, "txt")
+    """"csv", "tsv", "jsonl", "parquet", "arrow", "datasets" or "txt", from the name (a `.gz` suffix is looked
+    through)."""
+    return "txt" if str(path) == "-" else file_format(path) or "txt"
 
 
 def read_inputs(path: str | Path, head: str, *, text_column: str | None = None,
@@ -31,14 +32,15 @@ def read_inputs(path: str | Path, head: str, *, text_column: str | None = None,
     fmt = input_format(path)
     if fmt == "txt":
         if text_column or text_pair_column:
-            raise ValueError(f"{path}: --text-column/--text-pair-column need a .csv, .tsv or .jsonl input")
+            raise ValueError(f"{path}: --text-column/--text-pair-column need a .csv, .tsv, .jsonl, .parquet or "
+                             ".arrow input")
         with open_input(path) as handle:
             return parse_lines(handle, head, str(path))
     if fmt == "jsonl" and head in ("token_classification", "multiple_choice"):
         with open_input(path) as handle:
             return parse_lines(handle, head, str(path), json_only=True)
     if head == "multiple_choice":
-        raise ValueError(f"{path}: a multiple_choice predictor reads .txt or .jsonl input, not .{fmt}")
+        raise ValueError(f"{path}: a multiple_choice predictor reads .txt or .jsonl input, not {fmt}")
     if head == "question_answering":
         text_column, text_pair_column = text_column or "question", text_pair_column or "context"
     try:

@@ -41,7 +41,7 @@ HeadKind = Literal["sequence_classification", "regression", "token_classificatio
                    "question_answering", "multiple_choice"]
 
 #: Suffixes tried for a default file name given without one (user data can be any of these).
-GENERIC_SUFFIXES = (".jsonl", ".csv", ".tsv", ".json")
+GENERIC_SUFFIXES = (".jsonl", ".csv", ".tsv", ".json", ".parquet", ".arrow")
 NER_SUFFIXES = (".txt", ".conll", ".bio", ".iob", ".jsonl", ".json", ".tsv")
 QA_SUFFIXES = (".json", ".jsonl")
 #: Names tried, in order, for the dev file of a user's own data folder.

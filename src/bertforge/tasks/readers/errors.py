@@ -32,7 +32,7 @@ class DataError(ValueError):
         self.where = where
         place = [self.path]
         if line is not None:
-            place.append(f"line {line}" + (f" ({where})" if where else ""))
+            place.append(f"{_unit(self.path)} {line}" + (f" ({where})" if where else ""))
         elif where:
             place.append(f"at {where}")
         if field is not None:
@@ -42,6 +42,12 @@ class DataError(ValueError):
         if got is not None:
             msg += f", got {got}"
         super().__init__(msg)
+
+
+def _unit(path: str) -> str:
+    """Columnar files (Parquet, Arrow, a `datasets` folder) have rows, not lines."""
+    name = Path(path).name.lower()
+    return "row" if name.endswith((".parquet", ".arrow", ".feather")) or Path(path).is_dir() else "line"
 
 
 def show(value: object, limit: int = 60) -> str:

@@ -1,17 +1,19 @@
-"""Reader for a user's own classification/regression data: CSV, TSV or JSON Lines.
+"""Reader for a user's own classification/regression data: CSV, TSV, JSON Lines, Parquet or Arrow.
 
 Columns: `text` (aliases `sentence`, `sentence1`), optional `text_pair` (alias `sentence2`),
-`label`. CSV uses real CSV quoting; TSV is split on tab with no quoting, like GLUE.
+`label`. CSV uses real CSV quoting; TSV is split on tab with no quoting, like GLUE. Parquet, Arrow
+(`.arrow`/`.feather`) and `datasets` save_to_disk folders are read a record batch at a time through pyarrow;
+their rows are numbered from 1 in messages.
 """
 from __future__ import annotations
 
-import csv
 import json
 import math
 from functools import partial
 from pathlib import Path
 from typing import Any, Iterator, Sequence
 
+from bertforge.data.records import RecordError, csv_rows, input_kind, iter_rows, record_columns
 from bertforge.tasks.readers.base import BadRows, ReadResult, finish, iter_decoded, iter_lines, split_name
 from bertforge.tasks.readers.errors import DataError, show
 from bertforge.tasks.readers.examples import TextExample
@@ -19,7 +21,18 @@ from bertforge.tasks.readers.labels import check_header, clean_label, refuse_cas
 
 TEXT_ALIASES = ("text", "sentence", "sentence1")
 PAIR_ALIASES = ("text_pair", "sentence2")
-FORMATS = {".csv": "csv", ".tsv": "tsv", ".jsonl": "jsonl", ".json": "jsonl"}
+FORMATS = {".csv": "csv", ".tsv": "tsv", ".jsonl": "jsonl", ".json": "jsonl", ".parquet": "parquet",
+           ".arrow": "arrow", ".feather": "arrow"}
+COLUMNAR = ("parquet", "arrow", "datasets")
+
+
+def file_format(path: str | Path) -> str | None:
+    """The reader's format for a file name (a `.gz` suffix is looked through), "datasets" for a folder written by
+    `datasets`' save_to_disk, None when neither."""
+    path = Path(path)
+    if path.is_dir():
+        return "datasets" if input_kind(path) == "datasets" else None
+    return FORMATS.get(Path(path.name.removesuffix(".gz")).suffix.lower())
 
 
 def infer_label_list(labels: Sequence[str | None]) -> list[str]:
@@ -43,7 +56,7 @@ def read_classification(
     skip_bad_rows: bool = False,
     label_source: str | None = None,
 ) -> ReadResult[TextExample]:
-    """Read a CSV/TSV/JSONL file of (text[, text_pair], label) rows into TextExamples.
+    """Read a CSV/TSV/JSONL/Parquet/Arrow file of (text[, text_pair], label) rows into TextExamples.
 
     `label_list` fixes the label names (read train first and pass its `.labels` to dev so both
     share one id mapping); without it the names are inferred from this file, sorted. Labels given
@@ -54,14 +67,16 @@ def read_classification(
     file that is labeled must have a label on every row. Labels follow `readers.labels`: surrounding
     whitespace is dropped, spellings that differ only by case are refused. A header or JSON object
     naming a column twice is refused. The format comes from the suffix (`.json` is read as JSON
-    Lines) unless `format` says "csv", "tsv" or "jsonl". Without `label_column` the column is `label`.
+    Lines) unless `format` says "csv", "tsv", "jsonl", "parquet", "arrow" or "datasets". Without
+    `label_column` the column is `label`.
     """
     path = Path(path)
     label_column = label_column or "label"
-    fmt = format or FORMATS.get(Path(path.name.removesuffix(".gz")).suffix.lower())
-    if fmt not in ("csv", "tsv", "jsonl"):
-        raise ValueError(f"{path}: expected a .csv, .tsv or .jsonl file (with a header row or JSON keys naming "
-                         f"the text and label columns), got a {path.suffix or 'suffix-less'} file")
+    fmt = format or file_format(path)
+    if fmt not in ("csv", "tsv", "jsonl") + COLUMNAR:
+        raise ValueError(f"{path}: expected a .csv, .tsv, .jsonl, .parquet or .arrow file or a `datasets` folder "
+                         "(with a header row, JSON keys or columns naming the text and label), got a "
+                         f"{path.suffix or 'suffix-less'} {'folder' if path.is_dir() else 'file'}")
     bad = BadRows(skip_bad_rows)
     examples: list[TextExample] = []
     known = list(label_list) if label_list is not None else None
@@ -96,8 +111,12 @@ def read_classification(
     return finish(path, examples, None if regression else known, bad, saw_rows=saw_rows)
 
 
-def _records(path: Path, fmt: str) -> Iterator[tuple[int, dict[str, Any] | DataError]]:
-    """(line, row-as-dict) pairs; JSON that does not parse comes back as a DataError to skip or raise."""
+def _records(path: Path, fmt: str) -> Iterator[tuple[int | None, dict[str, Any] | DataError]]:
+    """(line, row-as-dict) pairs; JSON that does not parse comes back as a DataError to skip or raise. CSV, TSV
+    and the columnar formats give their header first (as a row of Nones)."""
+    if fmt in COLUMNAR:
+        yield from _columnar_records(path, fmt)
+        return
     if fmt == "jsonl":
         for lineno, line in iter_lines(path):
             if not line.strip():
@@ -134,6 +153,15 @@ def _records(path: Path, fmt: str) -> Iterator[tuple[int, dict[str, Any] | DataE
         yield lineno, dict(zip(header, fields))
 
 
+def _columnar_records(path: Path, fmt: str) -> Iterator[tuple[int | None, dict[str, Any]]]:
+    """The schema as a header (no row number: a column missing from it is the file's fault, not a row's), then
+    (row number, values) per row. A file pyarrow cannot read raises `RecordError` naming it."""
+    yield None, {name: None for name in record_columns(path, fmt)}
+    for place, row in iter_rows(path, fmt):
+        assert not isinstance(row, RecordError)  # columnar rows are whole, or the file is refused
+        yield int(place.split()[-1]), row
+
+
 def _object(path: Path, line: int, pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     """A JSON object, refused when it names a key twice (a dict would silently keep the last value)."""
     check_header(path, line, [key for key, _ in pairs], unit="key")
@@ -141,16 +169,11 @@ def _object(path: Path, line: int, pairs: list[tuple[str, Any]]) -> dict[str, An
 
 
 def _csv_rows(path: Path) -> Iterator[tuple[int, list[str]]]:
-    """CSV rows with the line each starts on (a quoted field may span several lines)."""
-    reader = csv.reader(iter_decoded(path))
-    start = 1
+    """CSV rows with the line each starts on; a bad byte is blamed on its own line (`iter_decoded`)."""
     try:
-        for fields in reader:
-            if fields:
-                yield start, fields
-            start = reader.line_num + 1
-    except csv.Error as exc:
-        raise DataError(path, reader.line_num, None, "well-formed CSV", str(exc)) from exc
+        yield from csv_rows(path, iter_decoded(path))
+    except RecordError as err:
+        raise DataError(path, int((err.place or "line 0").split()[-1]), None, err.expected, err.got) from None
 
 
 def _pick_columns(record: dict[str, Any], path: Path, line: int, text: str | None, pair: str | None,
