@@ -32,7 +32,9 @@ __all__ = [
     "SPIECE_MODEL_MAX_BYTES",
     "TOKENIZER_JSON_MAX_BYTES",
     "VOCAB_MAX_BYTES",
+    "WEIGHTS_MAX_BYTES",
     "check_folder_file",
+    "copy_folder_file",
     "folder_has",
     "open_folder_file",
     "read_folder_bytes",
@@ -48,6 +50,9 @@ SPIECE_MODEL_MAX_BYTES = 32 * MiB
 TOKENIZER_JSON_MAX_BYTES = 128 * MiB
 # tokenizer_config.json, special_tokens_map.json, config.json: a few kB, about 1 MB with many added tokens.
 SETTINGS_MAX_BYTES = 16 * MiB
+# model.safetensors (or one shard): a 10B-parameter encoder in fp32 is 40 GB. The file is memory-mapped and its
+# tensors' shapes are checked against config.json before anything is allocated; this only refuses the absurd.
+WEIGHTS_MAX_BYTES = 256 * 1024 * MiB
 
 _HF_CACHE_SNAPSHOTS, _HF_CACHE_BLOBS = "snapshots", "blobs"
 _O_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
@@ -116,6 +121,19 @@ def read_folder_text(folder: str | os.PathLike[str], name: str, max_bytes: int) 
         line = data.count(b"\n", 0, exc.start) + 1
         raise FolderFileError(f"{Path(folder) / name}: not valid UTF-8 at line {line} "
                               f"(byte 0x{data[exc.start:exc.start + 1].hex()}: {exc.reason})") from None
+
+
+def copy_folder_file(folder: str | os.PathLike[str], name: str, target: str | os.PathLike[str],
+                     max_bytes: int) -> None:
+    """Copy `folder/name` (see :func:`check_folder_file`) to the file `target`, never more than `max_bytes`:
+    what is copied is what a loader would read, never a file outside the folder."""
+    with open_folder_file(folder, name, max_bytes) as source, open(target, "wb") as out:
+        copied = 0
+        while block := source.read(min(MiB, max_bytes + 1 - copied)):
+            copied += len(block)
+            if copied > max_bytes:  # it grew after the check
+                raise _too_large(Path(folder) / name, copied, max_bytes)
+            out.write(block)
 
 
 # ---- the checks ------------------------------------------------------------------------------------------------
