@@ -501,7 +501,6 @@ def load_hf_state_dict(model: torch.nn.Module, hf_state: dict[str, torch.Tensor]
     """Copy HF-named tensors into `model`; returns (and stores in `model.loading_info`) what was missing/unused."""
     names = _name_map(model)
     _, hf_prefix = _base_prefix(model)
-    family_prefix = getattr(type(model), "hf_base_prefix", "bert") + "."
     expected = _expected_hf_names(model)
 
     normalised = {key: hf_state[original] for key, original in _normalised_keys(model, hf_state).items()}

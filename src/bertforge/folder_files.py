@@ -21,10 +21,11 @@ the repository's shared ``blobs`` folder (``models--org--name/snapshots/<revisio
 from __future__ import annotations
 
 import errno
+import json
 import os
 import stat
 from pathlib import Path
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 __all__ = [
     "FolderFileError",
@@ -33,11 +34,13 @@ __all__ = [
     "TOKENIZER_JSON_MAX_BYTES",
     "VOCAB_MAX_BYTES",
     "WEIGHTS_MAX_BYTES",
+    "check_folder_dir",
     "check_folder_file",
     "copy_folder_file",
     "folder_has",
     "open_folder_file",
     "read_folder_bytes",
+    "read_folder_json",
     "read_folder_text",
 ]
 
@@ -82,6 +85,18 @@ def check_folder_file(folder: str | os.PathLike[str], name: str, max_bytes: int)
     if not _inside(target, folder):
         raise FolderFileError(f"{path} is a link to {target}, outside the folder {Path(os.path.realpath(folder))}; "
                               "expected a file inside the folder")
+    return target
+
+
+def check_folder_dir(folder: str | os.PathLike[str], name: str) -> Path:
+    """The real path of the subfolder `folder/name` once it is a folder inside `folder` (not a link out)."""
+    path = Path(folder) / name
+    target = Path(os.path.realpath(path))
+    if not target.is_relative_to(Path(os.path.realpath(folder))):
+        raise FolderFileError(f"{path} is a link to {target}, outside the folder {Path(os.path.realpath(folder))}; "
+                              "expected a folder inside it")
+    if not target.is_dir():
+        raise FolderFileError(f"{path} is not a folder")
     return target
 
 
@@ -134,6 +149,18 @@ def copy_folder_file(folder: str | os.PathLike[str], name: str, target: str | os
             if copied > max_bytes:  # it grew after the check
                 raise _too_large(Path(folder) / name, copied, max_bytes)
             out.write(block)
+
+
+def read_folder_json(folder: str | os.PathLike[str], name: str, max_bytes: int = SETTINGS_MAX_BYTES) -> Any:
+    """The parsed JSON of `folder/name` (see :func:`check_folder_file`); bad JSON is refused naming the line."""
+    text = read_folder_text(folder, name, max_bytes)
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as err:
+        raise FolderFileError(f"{Path(folder) / name}: not valid JSON (line {err.lineno}, column {err.colno}: "
+                              f"{err.msg})") from None
+    except RecursionError:
+        raise FolderFileError(f"{Path(folder) / name}: JSON nested too deeply") from None
 
 
 # ---- the checks ------------------------------------------------------------------------------------------------

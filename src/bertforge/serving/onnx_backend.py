@@ -21,6 +21,10 @@ from typing import Any
 
 import torch
 
+from bertforge.folder_files import (SETTINGS_MAX_BYTES, SPIECE_MODEL_MAX_BYTES, TOKENIZER_JSON_MAX_BYTES,
+                                    VOCAB_MAX_BYTES, check_folder_dir, copy_folder_file, folder_has,
+                                    read_folder_json)
+
 ONNX_FILE = "model.onnx"
 ONNX_INFO = "onnx.json"
 # what a served/exported folder carries besides the weights
@@ -67,12 +71,12 @@ def padded_reference_path(model: torch.nn.Module) -> Iterator[None]:
 def folder_head(directory: Path) -> str:
     """"encoder" for a plain/embedding/MLM folder, else the head named in task.json."""
     task_file = directory / "task.json"
-    if not task_file.is_file():
+    if not folder_has(directory, "task.json"):
         return "encoder"
-    try:
-        head = json.loads(task_file.read_text(encoding="utf-8"))["head"]
-    except (json.JSONDecodeError, KeyError, TypeError):
-        raise ValueError(f"{task_file}: expected a JSON object with a \"head\" field") from None
+    task = read_folder_json(directory, "task.json")
+    head = task.get("head") if isinstance(task, dict) else None
+    if not isinstance(head, str):
+        raise ValueError(f"{task_file}: expected a JSON object with a \"head\" field")
     if head not in OUTPUTS:
         raise ValueError(f"{task_file}: head {head!r} cannot be exported; known heads: {', '.join(OUTPUTS)}")
     return head
@@ -92,7 +96,7 @@ def export_onnx(directory: str | Path, output: str | Path, quantize: str | None 
     directory, output = Path(directory), Path(output)
     if quantize not in (None, *QUANTIZE):
         raise ValueError(f"--quantize {quantize!r}: choose one of {', '.join(QUANTIZE)}")
-    if not (directory / "config.json").is_file():
+    if not folder_has(directory, "config.json"):
         raise FileNotFoundError(f"{directory}: no config.json; expected a model folder")
     if output.resolve() == directory.resolve():
         raise ValueError("--output must be a new folder, not the model folder itself")
@@ -170,12 +174,27 @@ def _uses_token_types(model: torch.nn.Module) -> bool:
 
 
 def _copy_folder_files(source: Path, target: Path) -> None:
+    """The folder's config, task, tokenizer and sentence-transformers files, each read as a file of the folder
+    (a regular file inside it, of bounded size): never a file a link points to outside it."""
     for name in FOLDER_FILES:
-        if (source / name).is_file():
-            shutil.copy2(source / name, target / name)
+        if folder_has(source, name):
+            copy_folder_file(source, name, target / name, _max_bytes(name))
     for name in FOLDER_DIRS:
-        if (source / name).is_dir():
-            shutil.copytree(source / name, target / name, dirs_exist_ok=True)
+        if not folder_has(source, name):
+            continue
+        check_folder_dir(source, name)
+        (target / name).mkdir(exist_ok=True)
+        for entry in sorted((source / name).iterdir()):
+            if entry.is_dir() and not entry.is_symlink():
+                continue  # the loaders read files of these folders only
+            copy_folder_file(source, f"{name}/{entry.name}", target / name / entry.name, SETTINGS_MAX_BYTES)
+
+
+def _max_bytes(name: str) -> int:
+    if name in ("vocab.txt", "vocab.json", "merges.txt"):
+        return VOCAB_MAX_BYTES
+    return {"tokenizer.json": TOKENIZER_JSON_MAX_BYTES, "spiece.model": SPIECE_MODEL_MAX_BYTES}.get(
+        name, SETTINGS_MAX_BYTES)
 
 
 class OnnxModel:
