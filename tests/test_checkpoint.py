@@ -267,3 +267,56 @@ def test_a_million_layers_fail_fast_without_allocating(tmp_path):
     message, grown_mb = done.stdout.strip().splitlines()
     assert "'num_hidden_layers' is 1,000,000 but the weights" in message and "hold 2 layers" in message
     assert int(grown_mb) < 100, f"peak memory grew by {grown_mb} MB while refusing the config"
+
+
+# ---- the folder's files: regular files inside it, of bounded size ----------------------------------------------
+def _plant(folder, name: str, hostile: str, outside, stack) -> None:
+    """Replace folder/name with a hostile entry of the kind `hostile` (`outside`: a folder elsewhere)."""
+    from hostile_files import fifo, sparse_file, zero_device_link
+    path = folder / name
+    if hostile == "link_out":
+        path.rename(outside / name)
+        path.symlink_to(outside / name)
+    elif hostile == "fifo":
+        path.unlink()
+        stack.enter_context(fifo(path))
+    elif hostile == "dev_zero":
+        path.unlink()
+        zero_device_link(path)
+    else:  # oversized
+        path.unlink()
+        sparse_file(path, {"config.json": 16 << 20, "model.safetensors": 256 << 30}[name] + 1)
+
+
+@pytest.mark.parametrize("name", ["config.json", "model.safetensors"])
+@pytest.mark.parametrize("hostile", ["link_out", "fifo", "dev_zero", "oversized"])
+def test_hostile_config_and_weights_files_are_refused_in_one_line(saved, tmp_path_factory, name, hostile):
+    import contextlib
+    folder, _ = saved
+    expected = {"link_out": "outside the folder", "fifo": "a FIFO", "dev_zero": "a character device",
+                "oversized": "expected at most"}[hostile]
+    with contextlib.ExitStack() as stack:
+        _plant(folder, name, hostile, tmp_path_factory.mktemp("outside"), stack)
+        with pytest.raises(ValueError) as err:
+            BertForPreTraining.from_pretrained(folder)
+    message = str(err.value)
+    assert str(folder / name) in message and expected in message and "\n" not in message
+
+
+def test_shard_index_naming_a_file_outside_the_folder_is_refused(saved):
+    folder, _ = saved
+    outside = folder.parent / f"{folder.name}-elsewhere.safetensors"
+    (folder / "model.safetensors").rename(outside)
+    keys = list(load_file(outside))
+    (folder / "model.safetensors.index.json").write_text(json.dumps(
+        {"weight_map": {key: f"../{outside.name}" for key in keys}}))
+    with pytest.raises(ValueError, match="outside the folder"):
+        BertForPreTraining.from_pretrained(folder)
+    (folder / "shard.safetensors").symlink_to(outside)
+    (folder / "model.safetensors.index.json").write_text(json.dumps({"weight_map": {k: "shard.safetensors"
+                                                                                  for k in keys}}))
+    with pytest.raises(ValueError, match="outside the folder"):
+        BertForPreTraining.from_pretrained(folder)
+    (folder / "shard.safetensors").unlink()
+    outside.rename(folder / "shard.safetensors")  # the same shard inside the folder loads
+    assert isinstance(BertForPreTraining.from_pretrained(folder), BertForPreTraining)

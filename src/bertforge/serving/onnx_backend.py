@@ -22,7 +22,8 @@ from typing import Any
 import torch
 
 from bertforge.folder_files import (SETTINGS_MAX_BYTES, SPIECE_MODEL_MAX_BYTES, TOKENIZER_JSON_MAX_BYTES,
-                                    VOCAB_MAX_BYTES, check_folder_dir, copy_folder_file, folder_has,
+                                    VOCAB_MAX_BYTES, check_folder_dir, check_folder_file, copy_folder_file,
+                                    folder_has,
                                     read_folder_json)
 
 ONNX_FILE = "model.onnx"
@@ -101,6 +102,7 @@ def export_onnx(directory: str | Path, output: str | Path, quantize: str | None 
     if output.resolve() == directory.resolve():
         raise ValueError("--output must be a new folder, not the model folder itself")
     head = folder_head(directory)
+    copied = folder_files_to_copy(directory)
     model = _load_torch_model(directory, head)
     tokenizer = load_tokenizer(directory)
     # two texts of different lengths: the example batch has padding, as served batches do
@@ -134,7 +136,7 @@ def export_onnx(directory: str | Path, output: str | Path, quantize: str | None 
                 quantize_dynamic(str(fp32), str(output / ONNX_FILE), weight_type=QuantType.QInt8, per_channel=True)
         else:
             shutil.move(str(fp32), output / ONNX_FILE)
-    _copy_folder_files(directory, output)
+    _copy_folder_files(directory, output, copied)
     info = {"head": head, "inputs": input_names, "outputs": list(output_names), "opset": opset,
             "quantize": quantize, "exported_from": directory.name}
     (output / ONNX_INFO).write_text(json.dumps(info, indent=2) + "\n", encoding="utf-8")
@@ -173,21 +175,26 @@ def _uses_token_types(model: torch.nn.Module) -> bool:
     return accepts(model.forward, "token_type_ids") and getattr(model.config, "type_vocab_size", 0) > 0
 
 
-def _copy_folder_files(source: Path, target: Path) -> None:
-    """The folder's config, task, tokenizer and sentence-transformers files, each read as a file of the folder
-    (a regular file inside it, of bounded size): never a file a link points to outside it."""
-    for name in FOLDER_FILES:
-        if folder_has(source, name):
-            copy_folder_file(source, name, target / name, _max_bytes(name))
+def folder_files_to_copy(source: Path) -> list[str]:
+    """The folder's config, task, tokenizer and sentence-transformers files that export copies, each checked as a
+    file of the folder (a regular file inside it, of bounded size) before any work: never a file a link points
+    to outside the folder, a FIFO or a device."""
+    names = [name for name in FOLDER_FILES if folder_has(source, name)]
     for name in FOLDER_DIRS:
-        if not folder_has(source, name):
-            continue
-        check_folder_dir(source, name)
-        (target / name).mkdir(exist_ok=True)
-        for entry in sorted((source / name).iterdir()):
-            if entry.is_dir() and not entry.is_symlink():
-                continue  # the loaders read files of these folders only
-            copy_folder_file(source, f"{name}/{entry.name}", target / name / entry.name, SETTINGS_MAX_BYTES)
+        if folder_has(source, name):
+            check_folder_dir(source, name)
+            # the loaders read files of these folders only
+            names += [f"{name}/{entry.name}" for entry in sorted((source / name).iterdir())
+                      if not (entry.is_dir() and not entry.is_symlink())]
+    for name in names:
+        check_folder_file(source, name, _max_bytes(name))
+    return names
+
+
+def _copy_folder_files(source: Path, target: Path, names: list[str]) -> None:
+    for name in names:
+        (target / name).parent.mkdir(exist_ok=True)
+        copy_folder_file(source, name, target / name, _max_bytes(name))  # checked again as it is read
 
 
 def _max_bytes(name: str) -> int:
