@@ -4,6 +4,10 @@ Inside, bertforge names its parts freely (and fuses Q/K/V into one projection); 
 that translates, through a `NameMap` per family. Everything that can go wrong with a checkpoint folder —
 missing files, corrupt or truncated tensors, wrong shapes or dtypes, keys nobody knows — becomes a
 `CheckpointError` that names the file and the keys, never a bare traceback from inside torch.
+
+A folder may come from anyone: its files are read only as files of the folder (`folder_files`), weights only
+from safetensors (a pickle is never opened), and config.json's sizes are checked against the weights' shapes
+before any model is built (`read_checkpoint`, the one path every loader takes).
 """
 from __future__ import annotations
 
@@ -38,8 +42,6 @@ def quiet_loading() -> Iterator[None]:
 
 SAFE_WEIGHTS = "model.safetensors"
 SAFE_INDEX = "model.safetensors.index.json"
-TORCH_WEIGHTS = "pytorch_model.bin"
-TORCH_INDEX = "pytorch_model.bin.index.json"
 
 
 class CheckpointError(ValueError, RuntimeError):
@@ -322,8 +324,8 @@ Build = Callable[[BertConfig], torch.nn.Module]
 
 
 def read_folder_config(config_class: type, folder: Path, build: Build, shapes: dict[str, tuple[int, ...]],
-                       source: Path) -> BertConfig:
-    """The folder's config.json as `config_class`, checked against the weights' shapes (see
+                       source: Path, **overrides: Any) -> BertConfig:
+    """The folder's config.json as `config_class` with `overrides`, checked against the weights' shapes (see
     :func:`check_weights_fit`)."""
     config_file = folder / CONFIG_NAME
     if not folder_has(folder, CONFIG_NAME):
@@ -336,6 +338,7 @@ def read_folder_config(config_class: type, folder: Path, build: Build, shapes: d
         if raw is not None:
             _explain_layer_count(config_class, raw, config_file, build, shapes, source)
         raise CheckpointError(str(err)) from None
+    config = config.replace(**overrides) if overrides else config
     check_weights_fit(build, config, shapes, source, config_file)
     return config
 
@@ -486,10 +489,8 @@ def read_checkpoint(build: Build, path: str | Path, config: Optional[BertConfig]
     weights = find_weights(folder)
     shapes = read_weight_shapes(weights)
     if config is None:
-        config = read_folder_config(config_class or build.config_class, folder, build, shapes, weights.source)
-        if config_overrides:
-            config = config.replace(**config_overrides)
-            check_weights_fit(build, config, shapes, weights.source, f"{folder / CONFIG_NAME} with the overrides")
+        config = read_folder_config(config_class or build.config_class, folder, build, shapes, weights.source,
+                                    **config_overrides)
     else:
         config = config.replace(**config_overrides) if config_overrides else config
         check_weights_fit(build, config, shapes, weights.source, "the config given")
