@@ -22,9 +22,8 @@ from typing import Any
 import torch
 
 from bertforge.folder_files import (SETTINGS_MAX_BYTES, SPIECE_MODEL_MAX_BYTES, TOKENIZER_JSON_MAX_BYTES,
-                                    VOCAB_MAX_BYTES, check_folder_dir, check_folder_file, copy_folder_file,
-                                    folder_has,
-                                    read_folder_json)
+                                    VOCAB_MAX_BYTES, WEIGHTS_MAX_BYTES, check_folder_dir, check_folder_file,
+                                    copy_folder_file, folder_has, read_folder_json)
 
 ONNX_FILE = "model.onnx"
 ONNX_INFO = "onnx.json"
@@ -220,9 +219,9 @@ class OnnxModel:
 
         from bertforge.model.auto import AutoConfig
         directory = Path(directory)
-        file = directory / ONNX_FILE
-        if not file.is_file():
+        if not folder_has(directory, ONNX_FILE):
             raise FileNotFoundError(f"{directory}: no {ONNX_FILE}; make one with `bertforge export --format onnx`")
+        file = check_folder_file(directory, ONNX_FILE, WEIGHTS_MAX_BYTES)  # no link out of the folder, FIFO, device
         if device in ("auto", "cpu"):
             providers = ["CPUExecutionProvider"]
         elif device.startswith("cuda"):
