@@ -2,12 +2,15 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 import torch
 from safetensors.torch import load_file, save_file
 
 from bertforge import BertConfig, BertForMaskedLM, BertForPreTraining, BertModel, CheckpointError
+
+from needs import require_module
 
 
 @pytest.fixture()
@@ -53,21 +56,30 @@ def test_prefix_free_and_legacy_names_load(saved, tmp_path):
     assert torch.equal(again.bert.embeddings.norm.weight, model.bert.embeddings.norm.weight)
 
 
-def test_pytorch_bin_is_read_weights_only(saved, tmp_path):
-    folder, model = saved
-    out = tmp_path / "bin"
+@pytest.mark.parametrize("names", [["pytorch_model.bin"], ["model.pt"], ["pytorch_model.bin.index.json",
+                                                                        "pytorch_model-00001-of-00002.bin"]])
+def test_pickle_only_weights_are_refused_unopened(saved, tmp_path, monkeypatch, names):
+    folder, _ = saved
+    out = tmp_path / "pickled"
     out.mkdir()
     (out / "config.json").write_text((folder / "config.json").read_text())
-    torch.save(load_file(folder / "model.safetensors"), out / "pytorch_model.bin")
-    assert torch.equal(BertModel.from_pretrained(out).embeddings.word_embeddings.weight,
-                       model.bert.embeddings.word_embeddings.weight)
 
     class Evil:
         def __reduce__(self):
             return (print, ("pwned",))
-    torch.save({"x": Evil()}, out / "pytorch_model.bin")
-    with pytest.raises(CheckpointError, match="pytorch_model.bin"):
+    for name in names:
+        torch.save({"x": Evil()}, out / name)
+    opened = []
+    monkeypatch.setattr(torch, "load", lambda *a, **k: opened.append(a))  # even weights_only=True is not reached
+    with pytest.raises(CheckpointError) as err:
         BertModel.from_pretrained(out)
+    assert opened == []
+    message = str(err.value)
+    assert "\n" not in message and names[-1] in message and "never loads" in message
+    assert "save_pretrained" in message and "safe_serialization=True" in message  # what to do instead
+    # beside safetensors weights, a pickle is simply not read
+    save_file(load_file(folder / "model.safetensors"), out / "model.safetensors")
+    assert isinstance(BertModel.from_pretrained(out), BertModel) and opened == []
 
 
 def test_missing_folder_and_hub_names():
@@ -95,9 +107,10 @@ def test_corrupted_safetensors(saved, damage):
         BertForPreTraining.from_pretrained(folder)
 
 
-def test_shape_mismatch_names_the_key(saved):
+def test_shape_mismatch_names_the_field_and_the_key(saved):
     folder, _ = saved
-    with pytest.raises(CheckpointError, match=r"word_embeddings.weight: shape \(64, 128\)"):
+    with pytest.raises(CheckpointError, match=r"'vocab_size' is 65 but the weights .* hold 64 "
+                                              r"\(bert.embeddings.word_embeddings.weight has shape \(64, 128\)\)"):
         BertForPreTraining.from_pretrained(folder, vocab_size=65)
 
 
@@ -158,3 +171,152 @@ def test_bad_config_json(saved):
                                                     "num_attention_heads": 4}))
     with pytest.raises(CheckpointError, match="divisible"):
         BertModel.from_pretrained(folder)
+
+
+# ---- config.json against the weights, before anything is built ---------------------------------------------------
+FAMILIES = ("bert", "roberta", "albert", "distilbert", "electra", "modernbert")
+
+
+def _family_folder(tmp_path, name: str):
+    from bertforge.model.auto import family
+    fam = family(name)
+    model = fam.model_class("masked_lm")(fam.config_class.preset("tiny", vocab_size=96, pad_token_id=0))
+    folder = tmp_path / name
+    model.save_pretrained(folder)
+    return folder, fam.model_class("masked_lm"), json.loads((folder / "config.json").read_text())
+
+
+def _refusal(folder, cls, monkeypatch, **changes) -> str:
+    """The one-line refusal of the folder once config.json has `changes`; no tensor is read."""
+    import bertforge.checkpoint as checkpoint
+    config = json.loads((folder / "config.json").read_text())
+    (folder / "config.json").write_text(json.dumps({**config, **changes}))
+    read = []
+    monkeypatch.setattr(checkpoint, "read_tensors", lambda weights: read.append(weights) or {})
+    try:
+        with pytest.raises(CheckpointError) as err:
+            cls.from_pretrained(folder)
+    finally:
+        (folder / "config.json").write_text(json.dumps(config))
+        monkeypatch.undo()
+    assert read == [], "the weights were read before the config was found not to fit them"
+    assert "\n" not in str(err.value)
+    return str(err.value)
+
+
+@pytest.mark.parametrize("name", FAMILIES)
+def test_config_sizes_that_differ_from_the_weights_are_named_before_loading(tmp_path, monkeypatch, name):
+    folder, cls, config = _family_folder(tmp_path, name)
+    layers = "n_layers" if name == "distilbert" else "num_hidden_layers"
+    intermediate = "hidden_dim" if name == "distilbert" else "intermediate_size"
+    message = _refusal(folder, cls, monkeypatch, vocab_size=1000)
+    assert str(folder / "config.json") in message and "'vocab_size' is 1,000" in message and "hold 96 (" in message
+    message = _refusal(folder, cls, monkeypatch, **{intermediate: 2 * config[intermediate]})
+    assert f"'{intermediate}' is {2 * config[intermediate]:,}" in message and f"hold {config[intermediate]} (" in message
+    if name != "albert":  # ALBERT's layers share one set of weights: the count is not in the weights
+        # ModernBERT's layer_types lists every layer: left out here, as transformers 4 folders do
+        extra = {"layer_types": None} if name == "modernbert" else {}
+        for wrong in (1, 3, 10 ** 6):
+            message = _refusal(folder, cls, monkeypatch, **{layers: wrong}, **extra)
+            assert f"'{layers}' is {wrong:,} but the weights" in message and "hold 2 layers" in message
+    else:
+        assert "at most 512" in _refusal(folder, cls, monkeypatch, num_hidden_layers=10 ** 6)
+    assert isinstance(cls.from_pretrained(folder), cls)  # the folder as saved loads
+
+
+def test_transformers_folder_with_a_wrong_size_is_refused(tmp_path, monkeypatch):
+    transformers = require_module("transformers")
+    config = transformers.BertConfig(vocab_size=96, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                                     intermediate_size=64)
+    transformers.BertForMaskedLM(config).save_pretrained(tmp_path, safe_serialization=True)
+    message = _refusal(tmp_path, BertForMaskedLM, monkeypatch, max_position_embeddings=4096)
+    assert "'max_position_embeddings' is 4,096 but the weights" in message and "hold 512" in message
+    message = _refusal(tmp_path, BertForMaskedLM, monkeypatch, num_hidden_layers=10 ** 6)
+    assert "hold 2 layers" in message
+
+
+MILLION_LAYERS = """
+import json, resource, sys
+from bertforge import BertConfig, BertModel, CheckpointError
+folder = sys.argv[1]
+BertModel(BertConfig.preset("tiny", vocab_size=64)).save_pretrained(folder)
+config = json.load(open(folder + "/config.json"))
+json.dump({**config, "num_hidden_layers": 10 ** 6}, open(folder + "/config.json", "w"))
+before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+# a tiny BERT layer holds 200k parameters: a million of them would need 800 GB; give the process 2 GB more
+soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+pages = int(open("/proc/self/statm").read().split()[0])
+resource.setrlimit(resource.RLIMIT_AS, (pages * resource.getpagesize() + (2 << 30), hard))
+try:
+    BertModel.from_pretrained(folder)
+except CheckpointError as err:
+    print(err)
+print((resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) // 1024)
+"""
+
+
+@pytest.mark.slow  # a fresh interpreter, so that its peak memory is its own
+def test_a_million_layers_fail_fast_without_allocating(tmp_path):
+    import subprocess
+    import sys
+    if not Path("/proc/self/statm").exists():
+        pytest.skip("needs Linux's /proc to bound the child's memory")
+    done = subprocess.run([sys.executable, "-c", MILLION_LAYERS, str(tmp_path)], capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    message, grown_mb = done.stdout.strip().splitlines()
+    assert "'num_hidden_layers' is 1,000,000 but the weights" in message and "hold 2 layers" in message
+    assert int(grown_mb) < 100, f"peak memory grew by {grown_mb} MB while refusing the config"
+
+
+# ---- the folder's files: regular files inside it, of bounded size ----------------------------------------------
+def _plant(folder, name: str, hostile: str, outside, stack) -> None:
+    """Replace folder/name with a hostile entry of the kind `hostile` (`outside`: a folder elsewhere)."""
+    from hostile_files import fifo, sparse_file, zero_device_link
+    path = folder / name
+    if hostile == "link_out":
+        path.rename(outside / name)
+        path.symlink_to(outside / name)
+    elif hostile == "fifo":
+        path.unlink()
+        stack.enter_context(fifo(path))
+    elif hostile == "dev_zero":
+        path.unlink()
+        zero_device_link(path)
+    else:  # oversized
+        path.unlink()
+        sparse_file(path, {"config.json": 16 << 20, "model.safetensors": 256 << 30}[name] + 1)
+
+
+@pytest.mark.parametrize("name", ["config.json", "model.safetensors"])
+@pytest.mark.parametrize("hostile", ["link_out", "fifo", "dev_zero", "oversized"])
+def test_hostile_config_and_weights_files_are_refused_in_one_line(saved, tmp_path_factory, name, hostile):
+    import contextlib
+    folder, _ = saved
+    expected = {"link_out": "outside the folder", "fifo": "a FIFO", "dev_zero": "a character device",
+                "oversized": "expected at most"}[hostile]
+    with contextlib.ExitStack() as stack:
+        _plant(folder, name, hostile, tmp_path_factory.mktemp("outside"), stack)
+        with pytest.raises(ValueError) as err:
+            BertForPreTraining.from_pretrained(folder)
+    message = str(err.value)
+    assert str(folder / name) in message and expected in message and "\n" not in message
+
+
+def test_shard_index_naming_a_file_outside_the_folder_is_refused(saved):
+    folder, _ = saved
+    outside = folder.parent / f"{folder.name}-elsewhere.safetensors"
+    (folder / "model.safetensors").rename(outside)
+    keys = list(load_file(outside))
+    (folder / "model.safetensors.index.json").write_text(json.dumps(
+        {"weight_map": {key: f"../{outside.name}" for key in keys}}))
+    with pytest.raises(ValueError, match="outside the folder"):
+        BertForPreTraining.from_pretrained(folder)
+    (folder / "shard.safetensors").symlink_to(outside)
+    (folder / "model.safetensors.index.json").write_text(json.dumps({"weight_map": {k: "shard.safetensors"
+                                                                                  for k in keys}}))
+    with pytest.raises(ValueError, match="outside the folder"):
+        BertForPreTraining.from_pretrained(folder)
+    (folder / "shard.safetensors").unlink()
+    outside.rename(folder / "shard.safetensors")  # the same shard inside the folder loads
+    assert isinstance(BertForPreTraining.from_pretrained(folder), BertForPreTraining)

@@ -432,3 +432,60 @@ def test_bad_flags_stop_at_parse_time(argv, flag, corpus, tmp_path, capsys):
     code, _, err = run_cli(capsys, *[values.get(a, a) for a in argv])
     assert code == 2 and f"error: argument {flag}: " in err and "Traceback" not in err
     assert not (tmp_path / "out").exists()
+
+
+# ---- untrusted model folders, through every verb that loads one ---------------------------------------------------
+def _hostile_folder(tiny_model, tmp_path, fault: str) -> tuple[Path, str]:
+    """A copy of the tiny model (a predictor: it has task.json) with one fault; what the error line must say."""
+    import shutil
+    folder = Path(shutil.copytree(tiny_model, tmp_path / "model"))
+    (folder / "task.json").write_text(json.dumps({"task": "classification", "head": "sequence_classification",
+                                                  "labels": ["a", "b"], "max_seq_length": 32}))
+    config = json.loads((folder / "config.json").read_text())
+    if fault == "layers":
+        (folder / "config.json").write_text(json.dumps({**config, "num_hidden_layers": 10 ** 6}))
+        return folder, "'num_hidden_layers' is 1,000,000 but the weights"
+    if fault == "vocab":
+        (folder / "config.json").write_text(json.dumps({**config, "vocab_size": config["vocab_size"] + 1}))
+        return folder, f"'vocab_size' is {config['vocab_size'] + 1:,} but the weights"
+    if fault == "pickle":
+        from safetensors.torch import load_file
+        import torch
+        torch.save(load_file(folder / "model.safetensors"), folder / "pytorch_model.bin")
+        (folder / "model.safetensors").unlink()
+        return folder, "pytorch_model.bin, a pickle, which bertforge never loads"
+    outside = tmp_path / "outside.json"  # config.json: a link out of the folder
+    (folder / "config.json").rename(outside)
+    (folder / "config.json").symlink_to(outside)
+    return folder, "outside the folder"
+
+
+VERB_ARGS = {"embed": ["--text", "hello", "--output", "{out}/x.jsonl"], "predict": ["--text", "hello"],
+             "export": ["--output", "{out}/onnx"], "fill-mask": ["hello [MASK]"],
+             "finetune": ["--task", "classification", "--train", "{out}/train.tsv", "--output", "{out}/run",
+                          "--no-progress"]}
+
+
+@pytest.mark.parametrize(("verb", "fault"), [(verb, "layers") for verb in sorted(VERB_ARGS)]
+                         + [(verb, fault) for verb in ("predict", "export") for fault in ("vocab", "pickle", "link_out")])
+def test_untrusted_model_folder_is_one_line_through_every_verb(tiny_model, tmp_path, capsys, verb, fault):
+    folder, expected = _hostile_folder(tiny_model, tmp_path, fault)
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "train.tsv").write_text("text\tlabel\n" + "".join(f"{'good' if i % 2 else 'bad'} film number {i}\t{i % 2}\n"
+                                                              for i in range(40)))
+    args = [a.format(out=out) for a in VERB_ARGS[verb]]
+    code, _, err = run_cli(capsys, verb, "--model", folder, *args, *(["--device", "cpu"] if verb != "export" else []))
+    line = one_error_line(err, verb)
+    assert code == 1 and expected in line, line
+    assert files_in(out) == ["train.tsv"]  # nothing written
+
+
+def test_untrusted_model_folder_is_one_line_through_serve(tiny_model, tmp_path):
+    folder, expected = _hostile_folder(tiny_model, tmp_path, "layers")
+    done = subprocess.run([sys.executable, "-m", "bertforge", "serve", "--model", str(folder), "--port", "8999"],
+                          capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+    assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr
+    lines = [line for line in done.stderr.splitlines() if line.startswith("bertforge serve: error: ")]
+    assert len(lines) == 1 and expected in lines[0], done.stderr

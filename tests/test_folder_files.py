@@ -9,10 +9,13 @@ import pytest
 from bertforge.folder_files import (
     VOCAB_MAX_BYTES,
     FolderFileError,
+    check_folder_dir,
     check_folder_file,
+    copy_folder_file,
     folder_has,
     open_folder_file,
     read_folder_bytes,
+    read_folder_json,
     read_folder_text,
 )
 
@@ -117,3 +120,33 @@ def test_hugging_face_cache_snapshot_reads_its_blobs_only(tmp_path):
     assert read_folder_text(snapshot, "vocab.txt", 100) == "[PAD]\n"
     with pytest.raises(FolderFileError, match="outside the folder"):
         read_folder_text(snapshot, "merges.txt", 100)
+
+
+def test_copy_reads_what_a_loader_reads_and_nothing_outside(folder, tmp_path):
+    copy_folder_file(folder, "vocab.txt", tmp_path / "copy.txt", VOCAB_MAX_BYTES)
+    assert (tmp_path / "copy.txt").read_bytes() == b"[PAD]\r\n[UNK]\n"
+    (folder / "merges.txt").symlink_to(tmp_path / "elsewhere.txt")
+    with pytest.raises(FolderFileError, match="outside the folder"):
+        copy_folder_file(folder, "merges.txt", tmp_path / "stolen.txt", VOCAB_MAX_BYTES)
+    assert not (tmp_path / "stolen.txt").exists()
+    with pytest.raises(FolderFileError, match="expected at most 10 bytes"):
+        copy_folder_file(folder, "vocab.txt", tmp_path / "big.txt", 10)
+
+
+def test_subfolders_must_lie_inside_the_folder(folder, tmp_path):
+    (folder / "1_Pooling").mkdir()
+    assert check_folder_dir(folder, "1_Pooling") == (folder / "1_Pooling").resolve()
+    (tmp_path / "other").mkdir()
+    (folder / "2_Normalize").symlink_to(tmp_path / "other")
+    with pytest.raises(FolderFileError, match="outside the folder"):
+        check_folder_dir(folder, "2_Normalize")
+    with pytest.raises(FolderFileError, match="not a folder"):
+        check_folder_dir(folder, "vocab.txt")
+
+
+def test_json_is_parsed_with_the_line_of_an_error(folder):
+    (folder / "task.json").write_text('{"task": "sst2",\n "head": }')
+    with pytest.raises(FolderFileError, match=r"task.json: not valid JSON \(line 2, column 10"):
+        read_folder_json(folder, "task.json")
+    (folder / "task.json").write_text('{"task": "sst2"}')
+    assert read_folder_json(folder, "task.json") == {"task": "sst2"}

@@ -4,6 +4,10 @@ Inside, bertforge names its parts freely (and fuses Q/K/V into one projection); 
 that translates, through a `NameMap` per family. Everything that can go wrong with a checkpoint folder —
 missing files, corrupt or truncated tensors, wrong shapes or dtypes, keys nobody knows — becomes a
 `CheckpointError` that names the file and the keys, never a bare traceback from inside torch.
+
+A folder may come from anyone: its files are read only as files of the folder (`folder_files`), weights only
+from safetensors (a pickle is never opened), and config.json's sizes are checked against the weights' shapes
+before any model is built (`read_checkpoint`, the one path every loader takes).
 """
 from __future__ import annotations
 
@@ -13,12 +17,14 @@ import logging
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator, Optional
+from typing import Any, Callable, Iterator, Optional
 
 import torch
 
 from bertforge.atomic import atomic_write_text, atomic_save_safetensors
-from bertforge.config import CONFIG_NAME, BertConfig, ConfigError
+from bertforge.config import CONFIG_NAME, MAX_SIZES, BertConfig, ConfigError, read_config_json
+from bertforge.folder_files import (SETTINGS_MAX_BYTES, WEIGHTS_MAX_BYTES, check_folder_file, folder_has,
+                                    read_folder_text)
 
 logger = logging.getLogger("bertforge.checkpoint")
 
@@ -36,8 +42,6 @@ def quiet_loading() -> Iterator[None]:
 
 SAFE_WEIGHTS = "model.safetensors"
 SAFE_INDEX = "model.safetensors.index.json"
-TORCH_WEIGHTS = "pytorch_model.bin"
-TORCH_INDEX = "pytorch_model.bin.index.json"
 
 
 class CheckpointError(ValueError, RuntimeError):
@@ -197,20 +201,100 @@ def resolve_folder(path: str | Path) -> Path:
     return folder
 
 
-def read_state_dict(folder: Path) -> tuple[dict[str, torch.Tensor], Path]:
-    """All tensors of the folder's weights (single or sharded, safetensors preferred) and the file read."""
-    if (folder / SAFE_WEIGHTS).exists():
-        return _read_safetensors(folder / SAFE_WEIGHTS), folder / SAFE_WEIGHTS
-    if (folder / SAFE_INDEX).exists():
-        return _read_index(folder / SAFE_INDEX, _read_safetensors), folder / SAFE_INDEX
-    if (folder / TORCH_WEIGHTS).exists():
-        return _read_torch(folder / TORCH_WEIGHTS), folder / TORCH_WEIGHTS
-    if (folder / TORCH_INDEX).exists():
-        return _read_index(folder / TORCH_INDEX, _read_torch), folder / TORCH_INDEX
+# ---- the weights files: safetensors only, checked as files of the folder ------------------------------------------
+# Pickled weights (`torch.save`): loading one can run any code it names, so bertforge never opens them.
+PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".ckpt", ".pkl", ".pickle")
+
+
+@dataclass(frozen=True)
+class WeightFiles:
+    """The safetensors files that hold a folder's weights, checked (regular files inside the folder, of bounded
+    size) but not yet opened."""
+
+    source: Path  # what messages name: model.safetensors, or the shard index
+    files: tuple[Path, ...]  # the real paths of the safetensors files
+    listed: tuple[str, ...] = ()  # the tensor names a shard index promises
+
+
+def find_weights(folder: Path) -> WeightFiles:
+    """The folder's safetensors weights (one file, or shards listed in an index). Pickle-only weights are
+    refused without being opened; so is any weights file that is a link out of the folder, a FIFO or a device."""
+    if folder_has(folder, SAFE_WEIGHTS):
+        return WeightFiles(folder / SAFE_WEIGHTS, (check_folder_file(folder, SAFE_WEIGHTS, WEIGHTS_MAX_BYTES),))
+    if folder_has(folder, SAFE_INDEX):
+        return _index_shards(folder)
+    pickled = sorted(entry.name for entry in folder.iterdir() if entry.suffix in PICKLE_SUFFIXES)
+    if pickled:
+        raise CheckpointError(pickle_message(folder, pickled))
     if (folder / "model.onnx").is_file():
         raise CheckpointError(onnx_export_message(folder))
-    raise CheckpointError(f"{folder}: no weights file; expected one of {SAFE_WEIGHTS}, {SAFE_INDEX}, "
-                          f"{TORCH_WEIGHTS}, {TORCH_INDEX}")
+    raise CheckpointError(f"{folder}: no weights file; expected {SAFE_WEIGHTS} (or shards listed in {SAFE_INDEX})")
+
+
+def pickle_message(folder: Path, names: list[str]) -> str:
+    shown = ", ".join(names[:3]) + (f" (+{len(names) - 3} more)" if len(names) > 3 else "")
+    return (f"{folder}: its weights are only in {shown}, a pickle, which bertforge never loads (unpickling can run "
+            f"code); convert them to {SAFE_WEIGHTS} where you trust the file, e.g. with transformers: "
+            f"AutoModel.from_pretrained(folder).save_pretrained(folder, safe_serialization=True) (the Auto class "
+            f"of the model's head)")
+
+
+def _index_shards(folder: Path) -> WeightFiles:
+    index = folder / SAFE_INDEX
+    try:
+        weight_map = json.loads(read_folder_text(folder, SAFE_INDEX, SETTINGS_MAX_BYTES))["weight_map"]
+        if not isinstance(weight_map, dict) or not all(isinstance(v, str) for v in weight_map.values()):
+            raise TypeError("weight_map must map tensor names to shard file names")
+    except (json.JSONDecodeError, KeyError, TypeError, RecursionError) as err:
+        raise CheckpointError(f"{index}: not a valid shard index (need a 'weight_map' object): {err}") from None
+    files = []
+    for shard in sorted(set(weight_map.values())):
+        try:
+            files.append(check_folder_file(folder, shard, WEIGHTS_MAX_BYTES))
+        except FileNotFoundError:
+            raise CheckpointError(f"{index}: lists shard {shard}, which is missing") from None
+    return WeightFiles(index, tuple(files), tuple(weight_map))
+
+
+def read_weight_shapes(weights: WeightFiles) -> dict[str, tuple[int, ...]]:
+    """Every tensor's shape, from the safetensors headers alone: no tensor is read."""
+    from safetensors import SafetensorError, safe_open
+    shapes: dict[str, tuple[int, ...]] = {}
+    for file in weights.files:
+        try:
+            with safe_open(str(file), framework="pt") as handle:
+                for key in handle.keys():
+                    shapes[key] = tuple(handle.get_slice(key).get_shape())
+        except (SafetensorError, OSError, ValueError, RuntimeError) as err:
+            raise CheckpointError(f"{_shown(weights, file)}: not a readable safetensors file (truncated or "
+                                  f"corrupted?): {err}") from None
+    missing = sorted(set(weights.listed) - set(shapes))
+    if missing:
+        raise CheckpointError(f"{weights.source}: keys listed but absent from their shards: {_few(missing)}")
+    return shapes
+
+
+def read_tensors(weights: WeightFiles) -> dict[str, torch.Tensor]:
+    from safetensors import SafetensorError
+    from safetensors.torch import load_file
+    tensors: dict[str, torch.Tensor] = {}
+    for file in weights.files:
+        try:
+            tensors.update(load_file(str(file)))
+        except (SafetensorError, OSError, ValueError, RuntimeError) as err:
+            raise CheckpointError(f"{_shown(weights, file)}: not a readable safetensors file (truncated or "
+                                  f"corrupted?): {err}") from None
+    return tensors
+
+
+def _shown(weights: WeightFiles, file: Path) -> Path:
+    return weights.source if len(weights.files) == 1 and weights.source.name == SAFE_WEIGHTS else file
+
+
+def read_state_dict(folder: Path) -> tuple[dict[str, torch.Tensor], Path]:
+    """All tensors of the folder's weights (single or sharded safetensors) and the file that names them."""
+    weights = find_weights(folder)
+    return read_tensors(weights), weights.source
 
 
 def onnx_export_message(folder: Path) -> str:
@@ -218,7 +302,7 @@ def onnx_export_message(folder: Path) -> str:
     folder to give instead (the one `export` read, named in its onnx.json)."""
     source = None
     with contextlib.suppress(OSError, ValueError):
-        info = json.loads((folder / "onnx.json").read_text(encoding="utf-8")[:65536])
+        info = json.loads(read_folder_text(folder, "onnx.json", 65536))
         source = info.get("exported_from") if isinstance(info, dict) else None
     origin = f" (its onnx.json names {source!r})" if isinstance(source, str) and 0 < len(source) < 200 else ""
     return (f"{folder} is an ONNX export (model.onnx, no PyTorch weights): `bertforge serve --model {folder} "
@@ -226,64 +310,191 @@ def onnx_export_message(folder: Path) -> str:
             f"needs the model folder it was exported from{origin}")
 
 
-def _read_safetensors(path: Path) -> dict[str, torch.Tensor]:
-    from safetensors import SafetensorError
-    from safetensors.torch import load_file
-    try:
-        return load_file(str(path))
-    except (SafetensorError, OSError, ValueError, RuntimeError) as err:
-        raise CheckpointError(f"{path}: not a readable safetensors file (truncated or corrupted?): {err}") from None
-
-
-def _read_torch(path: Path) -> dict[str, torch.Tensor]:
-    try:
-        data = torch.load(str(path), map_location="cpu", weights_only=True)
-    except Exception as err:  # torch raises many kinds here (UnpicklingError, RuntimeError, EOFError...)
-        raise CheckpointError(f"{path}: cannot be read as a weights-only PyTorch state dict "
-                              f"(corrupted, or it contains code, which is never executed): {err}") from None
-    if not isinstance(data, dict) or not all(isinstance(v, torch.Tensor) for v in data.values()):
-        raise CheckpointError(f"{path}: expected a dict of tensor name -> tensor")
-    return data
-
-
-def _read_index(index_path: Path, reader) -> dict[str, torch.Tensor]:
-    try:
-        weight_map = json.loads(index_path.read_text(encoding="utf-8"))["weight_map"]
-    except (json.JSONDecodeError, KeyError, TypeError) as err:
-        raise CheckpointError(f"{index_path}: not a valid shard index (need a 'weight_map' object): {err}") from None
-    tensors: dict[str, torch.Tensor] = {}
-    for shard in sorted(set(weight_map.values())):
-        shard_path = index_path.parent / shard
-        if not shard_path.exists():
-            raise CheckpointError(f"{index_path}: lists shard {shard}, which is missing")
-        tensors.update(reader(shard_path))
-    missing = sorted(set(weight_map) - set(tensors))
-    if missing:
-        raise CheckpointError(f"{index_path}: keys listed but absent from their shards: {_few(missing)}")
-    return tensors
-
-
 def _few(keys: list[str], n: int = 8) -> str:
     shown = ", ".join(keys[:n])
     return shown + (f" ... (+{len(keys) - n} more)" if len(keys) > n else "")
 
 
+# ---- config.json against the weights, before anything is allocated -----------------------------------------------
+# A config.json is trusted to size the model, so a wrong one (or a hostile one: a million layers) would allocate
+# gigabytes before the weights are compared with it. Instead the model is first built on the "meta" device (shapes
+# only, no memory) and its tensors' shapes compared with the safetensors header; the layer count is compared before
+# that, from the names in the header, since even a meta model of a million layers is millions of Python objects.
+Build = Callable[[BertConfig], torch.nn.Module]
+
+
+def read_folder_config(config_class: type, folder: Path, build: Build, shapes: dict[str, tuple[int, ...]],
+                       source: Path, **overrides: Any) -> BertConfig:
+    """The folder's config.json as `config_class` with `overrides`, checked against the weights' shapes (see
+    :func:`check_weights_fit`)."""
+    config_file = folder / CONFIG_NAME
+    if not folder_has(folder, CONFIG_NAME):
+        raise CheckpointError(f"{folder}: no {CONFIG_NAME}; pass config= or save the model's config there")
+    raw = None
+    try:
+        raw = read_config_json(config_file)
+        config = config_class.from_json_dict(raw, config_file)
+    except ConfigError as err:
+        if raw is not None:
+            _explain_layer_count(config_class, raw, config_file, build, shapes, source)
+        raise CheckpointError(str(err)) from None
+    config = config.replace(**overrides) if overrides else config
+    check_weights_fit(build, config, shapes, source, config_file)
+    return config
+
+
+def check_weights_fit(build: Build, config: BertConfig, shapes: dict[str, tuple[int, ...]], source: Path | str,
+                      config_file: Path | str) -> None:
+    """Refuse a config whose sizes differ from the weights' (the header's `shapes`), naming the config.json
+    field and what the weights hold. `build` makes the model from a config; it runs on the meta device only."""
+    layers = _weights_layer_count(build, config, shapes)
+    if layers is not None and layers != config.num_hidden_layers:
+        raise _field_error(config_file, config, "num_hidden_layers", config.num_hidden_layers, source,
+                           f"{layers} layers")
+    probe = _on_meta(build, config)
+    mismatches = _shape_mismatches(probe, shapes)
+    if not mismatches:
+        return
+    key, got, want = mismatches[0]
+    named = _field_behind(build, config, key, got, want)
+    if named is not None:
+        name, value = named
+        raise _field_error(config_file, config, name, getattr(config, name) or config.embedding_dim, source,
+                           f"{value:,} ({key} has shape {got})")
+    raise CheckpointError(f"{source}: tensors that do not fit {type(probe).__name__} (check {config_file}): "
+                          + "; ".join(f"{k}: shape {g} in the checkpoint, the model expects {w}"
+                                      for k, g, w in mismatches[:8])
+                          + (f" (+{len(mismatches) - 8} more)" if len(mismatches) > 8 else ""))
+
+
+def _field_error(config_file: Path | str, config: BertConfig, name: str, value: int, source: Path | str,
+                 held: str) -> CheckpointError:
+    return CheckpointError(f"{config_file}: '{type(config).json_name(name)}' is {value:,} but the weights "
+                           f"({source}) hold {held}; config.json and the weights do not belong together")
+
+
+def _on_meta(build: Build, config: BertConfig) -> torch.nn.Module:
+    with torch.device("meta"):
+        return build(config)
+
+
+def _shape_mismatches(probe: torch.nn.Module, shapes: dict[str, tuple[int, ...]]
+                      ) -> list[tuple[str, tuple[int, ...], tuple[int, ...]]]:
+    """(checkpoint key, its shape, the shape `probe` expects) for every tensor both have with other shapes."""
+    names = _name_map(probe)
+    expected = _expected_hf_names(probe)
+    own = probe.state_dict()
+    out = []
+    for key, original in _normalised_keys(probe, shapes).items():
+        if key not in expected or key in names.tied:
+            continue
+        internal, _, n_chunks = expected[key]
+        want = (own[internal].shape[0] // n_chunks, *own[internal].shape[1:])
+        if tuple(shapes[original]) != want:
+            out.append((original, tuple(shapes[original]), want))
+    return out
+
+
+def _field_behind(build: Build, config: BertConfig, key: str, got: tuple[int, ...], want: tuple[int, ...]
+                  ) -> tuple[str, int] | None:
+    """The size field whose change makes the model expect `got` for `key`, and the value it would take. Only
+    fields that explain a differing dim of `want` are tried (a dim is the field or a multiple of it: 2 x
+    intermediate_size for a gated feed-forward block), each on the meta device."""
+    for name in MAX_SIZES:
+        value = config.embedding_dim if name == "embedding_size" else getattr(config, name)
+        if name == "num_hidden_layers" or not isinstance(value, int) or value <= 0:
+            continue
+        for have, need in zip(got, want):
+            multiple = need // value
+            if have == need or need % value or have % multiple:
+                continue
+            try:
+                trial = _on_meta(build, config.replace(**{name: have // multiple}))
+            except (ConfigError, ValueError, TypeError):
+                continue
+            if _expected_shape(trial, key) == got:
+                return name, have // multiple
+    return None
+
+
+def _expected_shape(model: torch.nn.Module, key: str) -> tuple[int, ...] | None:
+    """The shape `model` expects for the checkpoint tensor `key` (None: not one of its tensors)."""
+    expected = _expected_hf_names(model)
+    normalised = next(iter(_normalised_keys(model, [key])))
+    if normalised not in expected:
+        return None
+    internal, _, n_chunks = expected[normalised]
+    shape = model.state_dict()[internal].shape
+    return (shape[0] // n_chunks, *shape[1:])
+
+
+def _weights_layer_count(build: Build, config: BertConfig, shapes: dict[str, tuple[int, ...]]) -> int | None:
+    """How many layers the weights hold, from their names (None when the layers share their weights, or no
+    name is a layer's)."""
+    try:
+        one, two = (_on_meta(build, config.replace(num_hidden_layers=n)) for n in (1, 2))
+    except (ConfigError, ValueError, TypeError):
+        return None
+    first, both = set(_expected_hf_names(one)), set(_expected_hf_names(two))
+    patterns = {_layer_pattern(key, first) for key in both - first} - {None}
+    indices = {int(m.group(1)) for key in _normalised_keys(one, shapes) for pattern in patterns
+               if (m := pattern.fullmatch(key))}
+    return max(indices) + 1 if indices else None
+
+
+def _layer_pattern(key: str, first_layer_keys: set[str]) -> re.Pattern | None:
+    """For a key of layer 1, a pattern of that key in any layer, the layer index its group."""
+    parts = key.split(".")
+    for i, part in enumerate(parts):
+        if part == "1" and ".".join(parts[:i] + ["0"] + parts[i + 1:]) in first_layer_keys:
+            return re.compile(r"\.".join([*map(re.escape, parts[:i]), r"(\d+)", *map(re.escape, parts[i + 1:])]))
+    return None
+
+
+def _explain_layer_count(config_class: type, raw: dict[str, Any], config_file: Path, build: Build,
+                         shapes: dict[str, tuple[int, ...]], source: Path) -> None:
+    """A layer count past the bound is refused by the config itself; when the weights hold another count,
+    say that instead, which is what is wrong."""
+    name = config_class.json_name("num_hidden_layers")
+    value = raw.get(name, raw.get("num_hidden_layers"))
+    if isinstance(value, bool) or not isinstance(value, int) or value <= MAX_SIZES["num_hidden_layers"]:
+        return
+    try:
+        config = config_class.from_json_dict({**raw, name: 1, "num_hidden_layers": 1}, config_file)
+    except (ConfigError, TypeError):
+        return
+    layers = _weights_layer_count(build, config, shapes)
+    if layers is not None and layers != value:
+        raise _field_error(config_file, config, "num_hidden_layers", value, source, f"{layers} layers")
+
+
 def load_pretrained(cls, path: str | Path, config: Optional[BertConfig] = None, strict: bool = False,
                     **config_overrides: Any):
-    folder = resolve_folder(path)
-    if config is None:
-        if not (folder / CONFIG_NAME).exists():
-            raise CheckpointError(f"{folder}: no {CONFIG_NAME}; pass config= or save the model's config there")
-        try:
-            config = cls.config_class.from_json_file(folder / CONFIG_NAME)
-        except (ConfigError, FileNotFoundError) as err:
-            raise CheckpointError(str(err)) from None
-    if config_overrides:
-        config = config.replace(**config_overrides)
-    state, source = read_state_dict(folder)
+    """`cls` with the folder's weights. The config's sizes are checked against the weights' shapes (read from
+    the safetensors header) before the model is built."""
+    config, state, source = read_checkpoint(cls, path, config, **config_overrides)
     model = cls(config)
     load_hf_state_dict(model, state, source=source, strict=strict)
     return model
+
+
+def read_checkpoint(build: Build, path: str | Path, config: Optional[BertConfig] = None,
+                    config_class: Optional[type] = None, **config_overrides: Any
+                    ) -> tuple[BertConfig, dict[str, torch.Tensor], Path]:
+    """(config, HF-named tensors, weights file) of a checkpoint folder whose config fits its weights, for the
+    model `build` makes (a model class, by default also giving the config class)."""
+    folder = resolve_folder(path)
+    if config is None and not folder_has(folder, CONFIG_NAME):
+        raise CheckpointError(f"{folder}: no {CONFIG_NAME}; pass config= or save the model's config there")
+    weights = find_weights(folder)
+    shapes = read_weight_shapes(weights)
+    if config is None:
+        config = read_folder_config(config_class or build.config_class, folder, build, shapes, weights.source,
+                                    **config_overrides)
+    else:
+        config = config.replace(**config_overrides) if config_overrides else config
+        check_weights_fit(build, config, shapes, weights.source, "the config given")
+    return config, read_tensors(weights), weights.source
 
 
 def load_hf_state_dict(model: torch.nn.Module, hf_state: dict[str, torch.Tensor], source: Path | str = "<state dict>",
@@ -291,15 +502,9 @@ def load_hf_state_dict(model: torch.nn.Module, hf_state: dict[str, torch.Tensor]
     """Copy HF-named tensors into `model`; returns (and stores in `model.loading_info`) what was missing/unused."""
     names = _name_map(model)
     _, hf_prefix = _base_prefix(model)
-    family_prefix = getattr(type(model), "hf_base_prefix", "bert") + "."
     expected = _expected_hf_names(model)
 
-    # Normalise the checkpoint's names: legacy gamma/beta, and the base-model prefix present or not.
-    normalised: dict[str, torch.Tensor] = {}
-    for key, tensor in hf_state.items():
-        key = _legacy_rename(key)
-        bare = key[len(family_prefix):] if key.startswith(family_prefix) else key
-        normalised[hf_prefix + bare if not _is_hf_head(bare, names) else bare] = tensor
+    normalised = {key: hf_state[original] for key, original in _normalised_keys(model, hf_state).items()}
 
     own_state = model.state_dict()
     assembled: dict[str, list[Optional[torch.Tensor]]] = {}
@@ -363,6 +568,20 @@ def load_hf_state_dict(model: torch.nn.Module, hf_state: dict[str, torch.Tensor]
         logger.warning("%s: checkpoint weights not used by this class: %s", type(model).__name__,
                        _few(info["unused"]))
     return info
+
+
+def _normalised_keys(model: torch.nn.Module, keys) -> dict[str, str]:
+    """The checkpoint's names as the model's table has them (legacy gamma/beta renamed, the base-model prefix
+    added where it is missing) -> the names in the checkpoint."""
+    names = _name_map(model)
+    _, hf_prefix = _base_prefix(model)
+    family_prefix = getattr(type(model), "hf_base_prefix", "bert") + "."
+    out = {}
+    for original in keys:
+        key = _legacy_rename(original)
+        bare = key[len(family_prefix):] if key.startswith(family_prefix) else key
+        out[hf_prefix + bare if not _is_hf_head(bare, names) else bare] = original
+    return out
 
 
 def _is_hf_head(bare_key: str, names: NameMap) -> bool:

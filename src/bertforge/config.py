@@ -12,6 +12,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
+from bertforge.folder_files import SETTINGS_MAX_BYTES, read_folder_text
+
 CONFIG_NAME = "config.json"
 
 # name -> (layers, hidden, heads); intermediate = 4 x hidden, as in Turc et al. (2019), "Well-Read Students".
@@ -37,6 +39,14 @@ MODERN_OPTIONS = ("pre_norm", "feed_forward_glu", "attention_bias", "mlp_bias", 
 
 # An encoder–decoder's decoder options (HF's names), written to config.json only when set.
 DECODER_OPTIONS = ("is_decoder", "add_cross_attention")
+
+# Upper bounds of the size fields, far above any released encoder (BERT-large: 24 layers, H=1024; the largest
+# vocabularies: ~250k; the longest position tables: ~130k). A config.json beyond them is a mistake or an
+# attack: ten million layers or a billion-row vocabulary would exhaust memory before a first forward pass.
+MAX_SIZES = {"vocab_size": 1 << 22, "hidden_size": 1 << 16, "num_hidden_layers": 512, "num_attention_heads": 1024,
+             "intermediate_size": 1 << 18, "max_position_embeddings": 1 << 20, "type_vocab_size": 1024,
+             "embedding_size": 1 << 16, "relative_attention_num_buckets": 1 << 12,
+             "relative_attention_max_distance": 1 << 20, "local_attention": 1 << 20}
 
 SUPPORTED_ACTIVATIONS = ("gelu", "gelu_new", "gelu_pytorch_tanh", "gelu_fast", "relu", "silu", "swish", "tanh")
 
@@ -98,6 +108,7 @@ class BertConfig:
                      "max_position_embeddings"):
             _check_int(name, getattr(self, name), minimum=1)
         _check_int("type_vocab_size", self.type_vocab_size, minimum=0)
+        self._check_upper_bounds()
         if self.hidden_size % self.num_attention_heads:
             raise ConfigError(f"config field 'hidden_size' ({self.hidden_size}) must be divisible by "
                               f"'num_attention_heads' ({self.num_attention_heads})")
@@ -133,6 +144,19 @@ class BertConfig:
             except (AttributeError, TypeError, ValueError):
                 raise ConfigError("config field 'id2label' must map label ids (whole numbers) to names, got "
                                   f"{self.id2label!r}") from None
+
+    def _check_upper_bounds(self) -> None:
+        for name, maximum in MAX_SIZES.items():
+            value = getattr(self, name)
+            if isinstance(value, int) and not isinstance(value, bool) and value > maximum:
+                raise ConfigError(f"config field '{self.json_name(name)}' is {value:,}; bertforge accepts at most "
+                                  f"{maximum:,} (is the config.json damaged?)")
+
+    @classmethod
+    def json_name(cls, name: str) -> str:
+        """The config.json name of field `name` (a family may name a field its own way, e.g. DistilBERT's
+        ``n_layers``), for messages about the file."""
+        return name
 
     def _check_modern_options(self) -> None:
         for name in ("pre_norm", "feed_forward_glu", "attention_bias", "mlp_bias", "norm_bias", "head_bias",
@@ -228,14 +252,11 @@ class BertConfig:
     @classmethod
     def from_json_file(cls, path: str | Path) -> "BertConfig":
         path = Path(path)
-        try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-        except FileNotFoundError:
-            raise FileNotFoundError(f"{path}: no such config file") from None
-        except json.JSONDecodeError as err:
-            raise ConfigError(f"{path}: not valid JSON (line {err.lineno}, column {err.colno}: {err.msg})") from None
-        if not isinstance(data, dict):
-            raise ConfigError(f"{path}: expected a JSON object of config fields, got {type(data).__name__}")
+        return cls.from_json_dict(read_config_json(path), path)
+
+    @classmethod
+    def from_json_dict(cls, data: dict[str, Any], path: str | Path) -> "BertConfig":
+        """The config in `data`, the parsed content of the config.json at `path` (named in errors)."""
         model_type = data.get("model_type", cls.model_type)
         if model_type != cls.model_type:
             raise ConfigError(f"{path}: model_type is {model_type!r}, but {cls.__name__} reads {cls.model_type!r}")
@@ -321,6 +342,22 @@ class BertConfig:
     def embedding_projection(self) -> bool:
         """Whether embeddings are projected E -> H before the first layer (ALBERT always has the projection)."""
         return self.embedding_dim != self.hidden_size
+
+
+def read_config_json(path: str | Path) -> dict[str, Any]:
+    """The JSON object of a config.json, read as a file of its folder (a regular file inside it, of bounded
+    size: :mod:`bertforge.folder_files`); errors name the file and the line."""
+    path = Path(path)
+    text = read_folder_text(path.parent, path.name, SETTINGS_MAX_BYTES)
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as err:
+        raise ConfigError(f"{path}: not valid JSON (line {err.lineno}, column {err.colno}: {err.msg})") from None
+    except RecursionError:
+        raise ConfigError(f"{path}: JSON nested too deeply") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: expected a JSON object of config fields, got {type(data).__name__}")
+    return data
 
 
 def _check_int(name: str, value: Any, minimum: int, allow_none: bool = False) -> None:

@@ -21,10 +21,11 @@ the repository's shared ``blobs`` folder (``models--org--name/snapshots/<revisio
 from __future__ import annotations
 
 import errno
+import json
 import os
 import stat
 from pathlib import Path
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 __all__ = [
     "FolderFileError",
@@ -32,10 +33,14 @@ __all__ = [
     "SPIECE_MODEL_MAX_BYTES",
     "TOKENIZER_JSON_MAX_BYTES",
     "VOCAB_MAX_BYTES",
+    "WEIGHTS_MAX_BYTES",
+    "check_folder_dir",
     "check_folder_file",
+    "copy_folder_file",
     "folder_has",
     "open_folder_file",
     "read_folder_bytes",
+    "read_folder_json",
     "read_folder_text",
 ]
 
@@ -48,6 +53,9 @@ SPIECE_MODEL_MAX_BYTES = 32 * MiB
 TOKENIZER_JSON_MAX_BYTES = 128 * MiB
 # tokenizer_config.json, special_tokens_map.json, config.json: a few kB, about 1 MB with many added tokens.
 SETTINGS_MAX_BYTES = 16 * MiB
+# model.safetensors (or one shard): a 10B-parameter encoder in fp32 is 40 GB. The file is memory-mapped and its
+# tensors' shapes are checked against config.json before anything is allocated; this only refuses the absurd.
+WEIGHTS_MAX_BYTES = 256 * 1024 * MiB
 
 _HF_CACHE_SNAPSHOTS, _HF_CACHE_BLOBS = "snapshots", "blobs"
 _O_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
@@ -77,6 +85,18 @@ def check_folder_file(folder: str | os.PathLike[str], name: str, max_bytes: int)
     if not _inside(target, folder):
         raise FolderFileError(f"{path} is a link to {target}, outside the folder {Path(os.path.realpath(folder))}; "
                               "expected a file inside the folder")
+    return target
+
+
+def check_folder_dir(folder: str | os.PathLike[str], name: str) -> Path:
+    """The real path of the subfolder `folder/name` once it is a folder inside `folder` (not a link out)."""
+    path = Path(folder) / name
+    target = Path(os.path.realpath(path))
+    if not target.is_relative_to(Path(os.path.realpath(folder))):
+        raise FolderFileError(f"{path} is a link to {target}, outside the folder {Path(os.path.realpath(folder))}; "
+                              "expected a folder inside it")
+    if not target.is_dir():
+        raise FolderFileError(f"{path} is not a folder")
     return target
 
 
@@ -116,6 +136,31 @@ def read_folder_text(folder: str | os.PathLike[str], name: str, max_bytes: int) 
         line = data.count(b"\n", 0, exc.start) + 1
         raise FolderFileError(f"{Path(folder) / name}: not valid UTF-8 at line {line} "
                               f"(byte 0x{data[exc.start:exc.start + 1].hex()}: {exc.reason})") from None
+
+
+def copy_folder_file(folder: str | os.PathLike[str], name: str, target: str | os.PathLike[str],
+                     max_bytes: int) -> None:
+    """Copy `folder/name` (see :func:`check_folder_file`) to the file `target`, never more than `max_bytes`:
+    what is copied is what a loader would read, never a file outside the folder."""
+    with open_folder_file(folder, name, max_bytes) as source, open(target, "wb") as out:
+        copied = 0
+        while block := source.read(min(MiB, max_bytes + 1 - copied)):
+            copied += len(block)
+            if copied > max_bytes:  # it grew after the check
+                raise _too_large(Path(folder) / name, copied, max_bytes)
+            out.write(block)
+
+
+def read_folder_json(folder: str | os.PathLike[str], name: str, max_bytes: int = SETTINGS_MAX_BYTES) -> Any:
+    """The parsed JSON of `folder/name` (see :func:`check_folder_file`); bad JSON is refused naming the line."""
+    text = read_folder_text(folder, name, max_bytes)
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as err:
+        raise FolderFileError(f"{Path(folder) / name}: not valid JSON (line {err.lineno}, column {err.colno}: "
+                              f"{err.msg})") from None
+    except RecursionError:
+        raise FolderFileError(f"{Path(folder) / name}: JSON nested too deeply") from None
 
 
 # ---- the checks ------------------------------------------------------------------------------------------------

@@ -7,6 +7,7 @@ import pytest
 import torch
 
 from bertforge import BertConfig
+from bertforge.config import ConfigError
 from bertforge.model.encoder_decoder import BertLMHeadModel, EncoderDecoderConfig, EncoderDecoderModel
 
 from needs import require_module
@@ -128,3 +129,26 @@ def test_cross_attention_cannot_share_layers():
     from bertforge.config import ConfigError
     with pytest.raises(ConfigError, match="add_cross_attention"):
         BertConfig(**SIZES, add_cross_attention=True, layer_sharing="all")
+
+
+def test_sizes_of_either_half_are_checked_against_the_weights_before_loading(tmp_path, monkeypatch):
+    import bertforge.checkpoint as checkpoint
+    from bertforge import CheckpointError
+    config = EncoderDecoderConfig(BertConfig(**SIZES), BertConfig(**SIZES), max_target_length=8)
+    EncoderDecoderModel(config).save_pretrained(tmp_path)
+    saved = json.loads((tmp_path / "config.json").read_text())
+    monkeypatch.setattr(checkpoint, "read_tensors", lambda weights: pytest.fail("the weights were read"))
+    for half, change, held in (("encoder", {"num_hidden_layers": 3}, "hold 2 layers"),
+                               ("decoder", {"vocab_size": 120}, "hold 99 ("),
+                               ("decoder", {"intermediate_size": 40}, "hold 37 (")):
+        (tmp_path / "config.json").write_text(json.dumps({**saved, half: {**saved[half], **change}}))
+        with pytest.raises(CheckpointError) as err:
+            EncoderDecoderModel.from_pretrained(tmp_path)
+        field, value = next(iter(change.items()))
+        assert f"config.json ({half}): '{field}' is {value}" in str(err.value) and held in str(err.value)
+    (tmp_path / "config.json").write_text(json.dumps({**saved, "max_target_length": 20}))
+    with pytest.raises(CheckpointError, match="'max_target_length' is 20 but the weights .* hold 8"):
+        EncoderDecoderModel.from_pretrained(tmp_path)
+    (tmp_path / "config.json").write_text(json.dumps({**saved, "max_target_length": 10 ** 9}))
+    with pytest.raises(ConfigError, match="max_target_length must be a whole number from 1 to 65,536"):
+        EncoderDecoderModel.from_pretrained(tmp_path)

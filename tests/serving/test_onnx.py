@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -133,3 +134,36 @@ def test_int8_export_keeps_only_the_quantizers_errors(sst2_folder, tmp_path, cap
         logging.error("a real failure")
         logging.getLogger("bertforge.export").info("ours")
     assert [r.getMessage() for r in caplog.records] == ["a real failure", "ours"]
+
+
+@pytest.mark.parametrize("name", ["config_sentence_transformers.json", "special_tokens_map.json", "1_Pooling",
+                                  "1_Pooling/config.json"])
+def test_export_copies_no_file_from_outside_the_folder(tmp_model_copy, tmp_path_factory, name):
+    from bertforge.folder_files import FolderFileError
+    from bertforge.serving.onnx_backend import folder_files_to_copy
+    folder = tmp_model_copy
+    outside = tmp_path_factory.mktemp("outside")
+    (outside / "secret.json").write_text('{"secret": 1}')
+    (folder / "1_Pooling").mkdir()
+    (folder / "1_Pooling" / "config.json").write_text('{"pooling_mode_mean_tokens": true}')
+    assert "1_Pooling/config.json" in folder_files_to_copy(folder)
+    target = folder / name
+    if target.is_dir():
+        import shutil
+        shutil.rmtree(target)
+        target.symlink_to(outside)
+    else:
+        target.unlink(missing_ok=True)
+        target.symlink_to(outside / "secret.json")
+    with pytest.raises(FolderFileError, match="outside the folder"):
+        folder_files_to_copy(folder)
+    out = tmp_path_factory.mktemp("export") / "out"
+    with pytest.raises(FolderFileError, match="outside the folder"):  # refused before anything is exported
+        export_onnx(folder, out)
+    assert not out.exists()
+
+
+@pytest.fixture
+def tmp_model_copy(tiny_model, tmp_path):
+    import shutil
+    return Path(shutil.copytree(tiny_model, tmp_path / "model"))

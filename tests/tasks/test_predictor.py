@@ -1,6 +1,7 @@
 """A fine-tuned output folder reloads as a Predictor and through the CLI (predict, evaluate)."""
 from __future__ import annotations
 
+import contextlib
 import json
 from pathlib import Path
 
@@ -312,3 +313,19 @@ def test_vocabulary_bigger_than_embedding_table_is_refused(tmp_path, minilm_dir,
                             vocab_size=1000)
     err = _one_line_error(folder, capsys)
     assert "the tokenizer has 30522 tokens but the embedding table only 1000 rows" in err
+
+
+@pytest.mark.parametrize("hostile", ["link_out", "fifo"])
+def test_task_json_is_read_only_as_a_regular_file_inside_the_folder(tmp_path_factory, hostile):
+    from bertforge.tasks.predictor import PredictorError, read_task_file
+
+    from hostile_files import fifo
+    folder, outside = tmp_path_factory.mktemp("predictor"), tmp_path_factory.mktemp("outside")
+    (outside / "task.json").write_text(json.dumps({"task": "sst2", "head": "sequence_classification"}))
+    with fifo(folder / "task.json") if hostile == "fifo" else contextlib.nullcontext():
+        if hostile == "link_out":
+            (folder / "task.json").symlink_to(outside / "task.json")
+        with pytest.raises(PredictorError) as err:
+            read_task_file(folder)
+    expected = "outside the folder" if hostile == "link_out" else "a FIFO"
+    assert str(folder / "task.json") in str(err.value) and expected in str(err.value)

@@ -40,10 +40,11 @@ def _check_config_file(file: Path, spec: str, kinds: str) -> None:
     file that does not parse is left to the loader, which names the line."""
     if not file.is_file():
         return  # a folder without config.json: the loader names what is missing
+    from bertforge.folder_files import SETTINGS_MAX_BYTES, read_folder_bytes
+    data = read_folder_bytes(file.parent, file.name, SETTINGS_MAX_BYTES)  # a regular file: no FIFO, no device
     try:
-        with open(file, "rb") as handle:
-            data = json.loads(handle.read(1 << 20))
-    except (OSError, ValueError):
+        data = json.loads(data)
+    except ValueError:
         if file.suffix.lower() == ".json":
             return
         data = None

@@ -57,6 +57,7 @@ from bertforge.evaluation.report import FORMAT, write_report
 from bertforge.evaluation.scheduler import Failure, run_units
 from bertforge.evaluation.scores import (GLUE_TASKS, glue_average, majority_baseline, summarize_runs, task_score)
 from bertforge.evaluation.units import Unit, UnitContext, planned_steps, read_result, unit_folder
+from bertforge.folder_files import WEIGHTS_MAX_BYTES, check_folder_file
 
 VERB = "glue"
 
@@ -145,7 +146,10 @@ def model_fingerprint(folder: str | Path) -> str:
     if not weights:
         raise FileNotFoundError(f"{folder}: no weights file (model.safetensors or pytorch_model.bin)")
     tokenizer = [folder / n for n in _TOKENIZER_FILES if (folder / n).is_file()]
-    return _hash_files([folder / "config.json", *weights, *tokenizer], folder)
+    files = [folder / "config.json", *weights, *tokenizer]
+    for path in files:  # hashed only as files of the folder: no link out of it, FIFO or device
+        check_folder_file(folder, str(path.relative_to(folder)), WEIGHTS_MAX_BYTES)
+    return _hash_files(files, folder)
 
 
 # ---- planning ----------------------------------------------------------------------------------------------------
@@ -334,7 +338,8 @@ def _model_type(model: str) -> str:
     cls = model_class_for(model, "sequence_classification")  # refuses a folder no family reads, before any work
     from bertforge.tokenization.auto import tokenizer_class_for
     tokenizer_class_for(model)
-    config = json.loads((Path(model) / "config.json").read_text(encoding="utf-8"))
+    from bertforge.config import read_config_json
+    config = read_config_json(Path(model) / "config.json")
     return str(config.get("model_type") or cls.__name__)
 
 

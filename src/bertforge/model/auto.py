@@ -6,12 +6,11 @@ class per role. Family modules are imported only when asked for, so `import bert
 from __future__ import annotations
 
 import importlib
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bertforge.config import CONFIG_NAME, BertConfig
+from bertforge.config import CONFIG_NAME, BertConfig, read_config_json
 
 ROLES = ("base", "masked_lm", "pretraining", "sequence_classification", "token_classification",
          "question_answering", "multiple_choice")
@@ -54,14 +53,11 @@ def read_model_type(path: str | Path) -> str:
     path = Path(path)
     file = path / CONFIG_NAME if path.is_dir() else path
     try:
-        data = json.loads(file.read_text(encoding="utf-8"))
+        data = read_config_json(file)
     except FileNotFoundError:
         from bertforge.checkpoint import CheckpointError
         raise CheckpointError(f"{path}: no {CONFIG_NAME}; cannot tell which model family this is") from None
-    except json.JSONDecodeError as err:
-        from bertforge.config import ConfigError
-        raise ConfigError(f"{file}: not valid JSON (line {err.lineno}: {err.msg})") from None
-    return str(data.get("model_type", "bert")) if isinstance(data, dict) else "bert"
+    return str(data.get("model_type", "bert"))
 
 
 def model_class_for(path: str | Path, role: str) -> type:

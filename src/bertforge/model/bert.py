@@ -70,7 +70,7 @@ class BertPreTrainedModel(nn.Module):
     @classmethod
     def from_pretrained(cls, path: str | Path, config: Optional[BertConfig] = None, *,
                         strict: bool = False, **config_overrides: Any):
-        """Load an HF-layout folder (`config.json` + `model.safetensors` or `pytorch_model.bin`).
+        """Load an HF-layout folder (`config.json` + `model.safetensors`, or shards listed in an index).
 
         Parameters the folder lacks (e.g. the MLM head of a sentence-embedding model) are freshly
         initialised and listed in `model.loading_info["newly_initialized"]` (and logged); `strict=True`

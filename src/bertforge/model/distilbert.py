@@ -61,6 +61,10 @@ class DistilBertConfig(BertConfig):
                 raise ConfigError(f"config field '{name}' must be in [0, 1), got {p!r}")
 
     @classmethod
+    def json_name(cls, name: str) -> str:
+        return next((hf for hf, ours in HF_FIELDS.items() if ours == name), name)
+
+    @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "DistilBertConfig":
         """HF's names win over ours (HF treats `hidden_size` etc. as aliases of `dim` etc.)."""
         data = dict(data)

@@ -26,12 +26,13 @@ import torch.nn.functional as F
 from torch import nn
 
 from bertforge.atomic import atomic_save_safetensors, atomic_write_text
-from bertforge.config import BertConfig, ConfigError
+from bertforge.config import BertConfig, ConfigError, read_config_json
 from bertforge.model.bert import BertForMaskedLM, BertModel
 from bertforge.model.outputs import ModelOutput
 
 LENGTH_LOSS_WEIGHT = 0.1  # Mask-Predict's weight of the length loss
 MODEL_TYPE = "encoder-decoder"
+MAX_TARGET_LENGTH = 1 << 16  # the length predictor has a class per length
 logger = logging.getLogger(__name__)
 
 
@@ -59,8 +60,10 @@ class EncoderDecoderConfig:
         if self.encoder.hidden_size != self.decoder.hidden_size:
             raise ConfigError(f"the encoder's hidden_size ({self.encoder.hidden_size}) and the decoder's "
                               f"({self.decoder.hidden_size}) differ; warm-start both from checkpoints of one width")
-        if not isinstance(self.max_target_length, int) or self.max_target_length < 1:
-            raise ConfigError(f"max_target_length must be a positive whole number, got {self.max_target_length!r}")
+        if (not isinstance(self.max_target_length, int) or isinstance(self.max_target_length, bool)
+                or not 1 <= self.max_target_length <= MAX_TARGET_LENGTH):
+            raise ConfigError(f"max_target_length must be a whole number from 1 to {MAX_TARGET_LENGTH:,}, got "
+                              f"{self.max_target_length!r}")
 
     def to_dict(self) -> dict[str, Any]:
         return {"model_type": MODEL_TYPE, "is_encoder_decoder": True, "architectures": ["EncoderDecoderModel"],
@@ -71,13 +74,9 @@ class EncoderDecoderConfig:
     @classmethod
     def from_json_file(cls, path: str | Path) -> "EncoderDecoderConfig":
         path = Path(path)
-        try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-        except json.JSONDecodeError as err:
-            raise ConfigError(f"{path}: not valid JSON (line {err.lineno}: {err.msg})") from None
-        if not isinstance(data, dict) or data.get("model_type") != MODEL_TYPE:
-            raise ConfigError(f"{path}: not an encoder-decoder config (model_type "
-                              f"{data.get('model_type') if isinstance(data, dict) else None!r})")
+        data = read_config_json(path)
+        if data.get("model_type") != MODEL_TYPE:
+            raise ConfigError(f"{path}: not an encoder-decoder config (model_type {data.get('model_type')!r})")
         parts = {}
         for half in ("encoder", "decoder"):
             sub = data.get(half)
@@ -90,7 +89,7 @@ class EncoderDecoderConfig:
                 parts[half] = BertConfig.from_dict(sub)
             except (ConfigError, TypeError) as err:
                 raise ConfigError(f"{path}: {half}: {err}") from None
-        return cls(parts["encoder"], parts["decoder"], int(data.get("max_target_length", 64)),
+        return cls(parts["encoder"], parts["decoder"], data.get("max_target_length", 64),
                    data.get("decoder_start_token_id"))
 
 
@@ -111,7 +110,7 @@ class EncoderDecoderModel(nn.Module):
     def __init__(self, config: EncoderDecoderConfig) -> None:
         super().__init__()
         self.config = config
-        self.encoder = BertModel(config.encoder, add_pooling_layer=False)
+        self.encoder = _encoder(config.encoder)
         self.decoder = BertLMHeadModel(config.decoder)
         self.length_predictor = nn.Linear(config.encoder.hidden_size, config.max_target_length + 1)
         nn.init.normal_(self.length_predictor.weight, std=config.encoder.initializer_range)
@@ -155,19 +154,20 @@ class EncoderDecoderModel(nn.Module):
     def from_encoder_decoder_pretrained(cls, encoder: str | Path, decoder: str | Path,
                                         max_target_length: int = 64) -> "EncoderDecoderModel":
         """Warm-start both halves from BERT checkpoints (Rothe et al.'s BERT2BERT when they are the same)."""
-        from bertforge.checkpoint import load_hf_state_dict, quiet_loading, read_state_dict
+        from bertforge.checkpoint import load_hf_state_dict, quiet_loading, read_checkpoint
         from bertforge.model.auto import read_model_type
         for half, folder in (("encoder", encoder), ("decoder", decoder)):
             if read_model_type(folder) != "bert":
                 raise ConfigError(f"{folder}: a {read_model_type(folder)!r} checkpoint; the {half} of an "
                                   "encoder-decoder must be a BERT checkpoint")
-        enc_cfg = BertConfig.from_pretrained(encoder)
-        dec_cfg = BertConfig.from_pretrained(decoder)
+        # each half's config.json is checked against its weights before anything is built
+        enc_cfg, enc_state, enc_source = read_checkpoint(_encoder, encoder, config_class=BertConfig)
+        dec_cfg, dec_state, dec_source = read_checkpoint(BertLMHeadModel, decoder, config_class=BertConfig)
         cls_id = _cls_token_id(Path(decoder))
         model = cls(EncoderDecoderConfig(enc_cfg, dec_cfg, max_target_length, cls_id))
         with quiet_loading():  # what is new here is expected: said once, below
-            load_hf_state_dict(model.encoder, read_state_dict(Path(encoder))[0], source=Path(encoder))
-            load_hf_state_dict(model.decoder, read_state_dict(Path(decoder))[0], source=Path(decoder))
+            load_hf_state_dict(model.encoder, enc_state, source=enc_source)
+            load_hf_state_dict(model.decoder, dec_state, source=dec_source)
         new = model.decoder.loading_info["newly_initialized"]
         head = [n for n in new if "crossattention" not in n]
         logger.info("warm start: the decoder's cross-attention (%d layers)%s is new", dec_cfg.num_hidden_layers,
@@ -177,10 +177,23 @@ class EncoderDecoderModel(nn.Module):
     @classmethod
     def from_pretrained(cls, path: str | Path) -> "EncoderDecoderModel":
         """Load a folder written by `save_pretrained` or by transformers' `EncoderDecoderModel`."""
-        from bertforge.checkpoint import CheckpointError, load_hf_state_dict, read_state_dict, resolve_folder
+        from bertforge.checkpoint import (CheckpointError, check_weights_fit, find_weights, load_hf_state_dict,
+                                          read_tensors, read_weight_shapes, resolve_folder)
         folder = resolve_folder(path)
-        model = cls(EncoderDecoderConfig.from_json_file(folder / "config.json"))
-        state, source = read_state_dict(folder)
+        config_file = folder / "config.json"
+        config = EncoderDecoderConfig.from_json_file(config_file)
+        weights = find_weights(folder)
+        shapes, source = read_weight_shapes(weights), weights.source
+        # the config's sizes against the weights' shapes, before anything is built
+        for half, build in (("encoder", _encoder), ("decoder", BertLMHeadModel)):
+            part = {key.partition(".")[2]: shape for key, shape in shapes.items() if key.startswith(half + ".")}
+            check_weights_fit(build, getattr(config, half), part, f"{source} ({half})", f"{config_file} ({half})")
+        lengths = shapes.get("length_predictor.weight")
+        if lengths is not None and lengths[0] != config.max_target_length + 1:
+            raise CheckpointError(f"{config_file}: 'max_target_length' is {config.max_target_length} but the weights "
+                                  f"({source}) hold {lengths[0] - 1} (length_predictor.weight has shape {lengths})")
+        model = cls(config)
+        state = read_tensors(weights)
         halves: dict[str, dict[str, torch.Tensor]] = {"encoder": {}, "decoder": {}}
         length = {}
         for key, tensor in state.items():
@@ -217,6 +230,11 @@ class EncoderDecoderModel(nn.Module):
     @property
     def device(self) -> torch.device:
         return next(self.parameters()).device
+
+
+def _encoder(config: BertConfig) -> BertModel:
+    """The encoder half, as the model builds it (no pooler)."""
+    return BertModel(config, add_pooling_layer=False)
 
 
 def _cls_token_id(folder: Path) -> Optional[int]:

@@ -6,14 +6,14 @@ A plain encoder folder gets mean pooling over real tokens, which is what most em
 """
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import torch
+
+from bertforge.folder_files import folder_has, read_folder_json
 
 POOLING_MODES = ("mean", "cls", "max")
 
@@ -30,34 +30,30 @@ class Pooling:
     def from_folder(cls, directory: str | Path) -> Pooling:
         folder = Path(directory)
         modules_file = folder / "modules.json"
-        if not modules_file.is_file():
+        if not folder_has(folder, "modules.json"):
             return cls()
-        modules = _read_json(modules_file)
+        modules = read_folder_json(folder, "modules.json")
         if not isinstance(modules, list):
             raise ValueError(f"{modules_file}: expected a JSON list of modules")  # noqa: TRY004 - bad file
         mode, normalize = "mean", False
         for module in modules:
             kind = str(module.get("type", "")).rsplit(".", 1)[-1] if isinstance(module, dict) else ""
             if kind == "Pooling":
-                mode = _pooling_mode(folder / module.get("path", "") / "config.json")
+                mode = _pooling_mode(folder, str(Path(str(module.get("path", ""))) / "config.json"))
             elif kind == "Normalize":
                 normalize = True
         max_len = None
-        sbert = folder / "sentence_bert_config.json"
-        if sbert.is_file():
-            max_len = _read_json(sbert).get("max_seq_length")
+        if folder_has(folder, "sentence_bert_config.json"):
+            sbert = read_folder_json(folder, "sentence_bert_config.json")
+            max_len = sbert.get("max_seq_length") if isinstance(sbert, dict) else None
         return cls(mode, normalize, int(max_len) if max_len else None)
 
 
-def _read_json(path: Path) -> Any:
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as err:
-        raise ValueError(f"{path}: not valid JSON (line {err.lineno}: {err.msg})") from None
-
-
-def _pooling_mode(config_file: Path) -> str:
-    config = _read_json(config_file)
+def _pooling_mode(folder: Path, name: str) -> str:
+    config_file = folder / name
+    config = read_folder_json(folder, name)
+    if not isinstance(config, dict):
+        raise ValueError(f"{config_file}: expected a JSON object of pooling settings")  # noqa: TRY004 - bad file
     flags = {"cls": config.get("pooling_mode_cls_token"), "mean": config.get("pooling_mode_mean_tokens"),
              "max": config.get("pooling_mode_max_tokens")}
     chosen = [name for name, on in flags.items() if on]

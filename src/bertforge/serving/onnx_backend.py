@@ -21,6 +21,10 @@ from typing import Any
 
 import torch
 
+from bertforge.folder_files import (SETTINGS_MAX_BYTES, SPIECE_MODEL_MAX_BYTES, TOKENIZER_JSON_MAX_BYTES,
+                                    VOCAB_MAX_BYTES, WEIGHTS_MAX_BYTES, check_folder_dir, check_folder_file,
+                                    copy_folder_file, folder_has, read_folder_json)
+
 ONNX_FILE = "model.onnx"
 ONNX_INFO = "onnx.json"
 # what a served/exported folder carries besides the weights
@@ -67,12 +71,12 @@ def padded_reference_path(model: torch.nn.Module) -> Iterator[None]:
 def folder_head(directory: Path) -> str:
     """"encoder" for a plain/embedding/MLM folder, else the head named in task.json."""
     task_file = directory / "task.json"
-    if not task_file.is_file():
+    if not folder_has(directory, "task.json"):
         return "encoder"
-    try:
-        head = json.loads(task_file.read_text(encoding="utf-8"))["head"]
-    except (json.JSONDecodeError, KeyError, TypeError):
-        raise ValueError(f"{task_file}: expected a JSON object with a \"head\" field") from None
+    task = read_folder_json(directory, "task.json")
+    head = task.get("head") if isinstance(task, dict) else None
+    if not isinstance(head, str):
+        raise ValueError(f"{task_file}: expected a JSON object with a \"head\" field")
     if head not in OUTPUTS:
         raise ValueError(f"{task_file}: head {head!r} cannot be exported; known heads: {', '.join(OUTPUTS)}")
     return head
@@ -92,11 +96,12 @@ def export_onnx(directory: str | Path, output: str | Path, quantize: str | None 
     directory, output = Path(directory), Path(output)
     if quantize not in (None, *QUANTIZE):
         raise ValueError(f"--quantize {quantize!r}: choose one of {', '.join(QUANTIZE)}")
-    if not (directory / "config.json").is_file():
+    if not folder_has(directory, "config.json"):
         raise FileNotFoundError(f"{directory}: no config.json; expected a model folder")
     if output.resolve() == directory.resolve():
         raise ValueError("--output must be a new folder, not the model folder itself")
     head = folder_head(directory)
+    copied = folder_files_to_copy(directory)
     model = _load_torch_model(directory, head)
     tokenizer = load_tokenizer(directory)
     # two texts of different lengths: the example batch has padding, as served batches do
@@ -130,7 +135,7 @@ def export_onnx(directory: str | Path, output: str | Path, quantize: str | None 
                 quantize_dynamic(str(fp32), str(output / ONNX_FILE), weight_type=QuantType.QInt8, per_channel=True)
         else:
             shutil.move(str(fp32), output / ONNX_FILE)
-    _copy_folder_files(directory, output)
+    _copy_folder_files(directory, output, copied)
     info = {"head": head, "inputs": input_names, "outputs": list(output_names), "opset": opset,
             "quantize": quantize, "exported_from": directory.name}
     (output / ONNX_INFO).write_text(json.dumps(info, indent=2) + "\n", encoding="utf-8")
@@ -169,13 +174,33 @@ def _uses_token_types(model: torch.nn.Module) -> bool:
     return accepts(model.forward, "token_type_ids") and getattr(model.config, "type_vocab_size", 0) > 0
 
 
-def _copy_folder_files(source: Path, target: Path) -> None:
-    for name in FOLDER_FILES:
-        if (source / name).is_file():
-            shutil.copy2(source / name, target / name)
+def folder_files_to_copy(source: Path) -> list[str]:
+    """The folder's config, task, tokenizer and sentence-transformers files that export copies, each checked as a
+    file of the folder (a regular file inside it, of bounded size) before any work: never a file a link points
+    to outside the folder, a FIFO or a device."""
+    names = [name for name in FOLDER_FILES if folder_has(source, name)]
     for name in FOLDER_DIRS:
-        if (source / name).is_dir():
-            shutil.copytree(source / name, target / name, dirs_exist_ok=True)
+        if folder_has(source, name):
+            check_folder_dir(source, name)
+            # the loaders read files of these folders only
+            names += [f"{name}/{entry.name}" for entry in sorted((source / name).iterdir())
+                      if not (entry.is_dir() and not entry.is_symlink())]
+    for name in names:
+        check_folder_file(source, name, _max_bytes(name))
+    return names
+
+
+def _copy_folder_files(source: Path, target: Path, names: list[str]) -> None:
+    for name in names:
+        (target / name).parent.mkdir(exist_ok=True)
+        copy_folder_file(source, name, target / name, _max_bytes(name))  # checked again as it is read
+
+
+def _max_bytes(name: str) -> int:
+    if name in ("vocab.txt", "vocab.json", "merges.txt"):
+        return VOCAB_MAX_BYTES
+    return {"tokenizer.json": TOKENIZER_JSON_MAX_BYTES, "spiece.model": SPIECE_MODEL_MAX_BYTES}.get(
+        name, SETTINGS_MAX_BYTES)
 
 
 class OnnxModel:
@@ -194,9 +219,9 @@ class OnnxModel:
 
         from bertforge.model.auto import AutoConfig
         directory = Path(directory)
-        file = directory / ONNX_FILE
-        if not file.is_file():
+        if not folder_has(directory, ONNX_FILE):
             raise FileNotFoundError(f"{directory}: no {ONNX_FILE}; make one with `bertforge export --format onnx`")
+        file = check_folder_file(directory, ONNX_FILE, WEIGHTS_MAX_BYTES)  # no link out of the folder, FIFO, device
         if device in ("auto", "cpu"):
             providers = ["CPUExecutionProvider"]
         elif device.startswith("cuda"):

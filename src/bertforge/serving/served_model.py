@@ -3,13 +3,13 @@ an MLM (fill-mask, and embeddings from its encoder). Batch-level methods run in 
 from __future__ import annotations
 
 import functools
-import json
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from bertforge.folder_files import folder_has, read_folder_json
 from bertforge.serving.embeddings import Pooling, SentenceEncoder
 
 KINDS = ("encoder", "predictor", "mlm")
@@ -21,15 +21,14 @@ MLM_ARCHITECTURES = ("ForMaskedLM", "ForPreTraining")
 
 
 def folder_kind(directory: Path) -> str:
-    if (directory / "task.json").is_file():
+    if folder_has(directory, "task.json"):
         return "predictor"
-    if (directory / "modules.json").is_file():
+    if folder_has(directory, "modules.json"):
         return "encoder"
-    try:
-        architectures = json.loads((directory / "config.json").read_text(encoding="utf-8")).get("architectures")
-    except (OSError, json.JSONDecodeError, AttributeError):
-        architectures = None
-    if any(a.endswith(MLM_ARCHITECTURES) for a in architectures or []):
+    config = read_folder_json(directory, "config.json")
+    architectures = config.get("architectures") if isinstance(config, dict) else None
+    if isinstance(architectures, list) and any(isinstance(a, str) and a.endswith(MLM_ARCHITECTURES)
+                                               for a in architectures):
         return "mlm"
     return "encoder"
 
@@ -41,7 +40,7 @@ class ServedModel:
                  backend: str = "torch") -> None:
         from bertforge.tokenization import load_tokenizer
         self.path = Path(directory)
-        if not (self.path / "config.json").is_file():
+        if not folder_has(self.path, "config.json"):
             raise FileNotFoundError(f"--model {directory}: no config.json; expected a model folder")
         if backend not in ("torch", "onnx"):
             raise ValueError(f"--backend {backend!r}: choose torch or onnx")
@@ -86,11 +85,11 @@ class ServedModel:
         raise ValueError(f"{type(model).__name__} has no encoder to embed with")
 
     def _load_predictor(self):
-        from bertforge.tasks.predictor import Predictor
+        from bertforge.tasks.predictor import Predictor, read_task_file
         from bertforge.tokenization import load_tokenizer
         if self.backend == "onnx":
             from bertforge.serving.onnx_backend import OnnxModel
-            task = json.loads((self.path / "task.json").read_text(encoding="utf-8"))
+            task = read_task_file(self.path)
             return Predictor(OnnxModel.from_pretrained(self.path, device=self.device_name), load_tokenizer(self.path),
                              task, self.path)
         return Predictor.load(self.path, device=self.device, precision=self.precision.name)
@@ -201,7 +200,7 @@ class ServedModel:
                 for (_, k), masks in zip(items, results)]
 
     def info(self) -> dict[str, Any]:
-        config = json.loads((self.path / "config.json").read_text(encoding="utf-8"))
+        config = read_folder_json(self.path, "config.json")
         info: dict[str, Any] = {"model": self.path.name, "kind": self.kind, "backend": self.backend,
                                 "model_type": config.get("model_type", "bert"), "max_input_length": self.max_length,
                                 "endpoints": self.endpoints,

@@ -7,7 +7,6 @@ with one line saying what is wrong, instead of predicting nonsense.
 """
 from __future__ import annotations
 
-import json
 import re
 import time
 from pathlib import Path
@@ -17,6 +16,7 @@ import numpy as np
 import torch
 
 from bertforge.device import Precision, resolve_device
+from bertforge.folder_files import FolderFileError, folder_has, read_folder_json
 from bertforge.tasks.evaluation import (EvalRun, InferenceSettings, decode_outputs, evaluate_examples, model_device,
                                         run_model)
 from bertforge.tasks.features import encode_classification, encode_multiple_choice, encode_ner, encode_squad
@@ -54,15 +54,13 @@ def _softmax(x: np.ndarray) -> np.ndarray:
 def read_task_file(directory: Path) -> dict[str, Any]:
     """`task.json` of a predictor folder as a dict, or a PredictorError naming what is wrong with it."""
     task_file = directory / TASK_FILE
-    if not task_file.is_file():
+    if not folder_has(directory, TASK_FILE):
         raise PredictorError(f"{directory} has no {TASK_FILE}: not a fine-tuned predictor folder "
                              "(make one with `bertforge finetune`)")
     try:
-        task = json.loads(task_file.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as err:
-        raise PredictorError(f"{task_file}: not valid JSON (line {err.lineno}: {err.msg})") from None
-    except UnicodeDecodeError:
-        raise PredictorError(f"{task_file}: not UTF-8 text") from None
+        task = read_folder_json(directory, TASK_FILE)
+    except FolderFileError as err:
+        raise PredictorError(str(err)) from None
     if not isinstance(task, dict):
         raise PredictorError(f"{task_file}: expected a JSON object, got {type(task).__name__}")
     return validate_task(task, str(task_file))
@@ -120,8 +118,8 @@ def _config_labels(directory: Path) -> list[str] | None:
     """`id2label` of config.json, checked before the model class reads it."""
     config_file = directory / "config.json"
     try:
-        config = json.loads(config_file.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        config = read_folder_json(directory, "config.json")
+    except (OSError, FolderFileError):
         return None  # the model loader reports an unreadable config with its own message
     if not isinstance(config, dict) or config.get("id2label") is None:
         return None
