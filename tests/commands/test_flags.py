@@ -20,7 +20,8 @@ from bertforge.tasks.embedding.train import EmbeddingSettings
 from bertforge.training.seq2seq import Seq2SeqConfig
 
 TRAINING_VERBS = {("pretrain",): PretrainConfig, ("finetune",): FinetuneSettings, ("seq2seq",): Seq2SeqConfig,
-                  ("train-embeddings",): EmbeddingSettings, ("distill", "pretrain"): DistillConfig, ("distill", "task"): TaskDistillSettings}
+                  ("train-embeddings",): EmbeddingSettings, ("distill", "pretrain"): DistillConfig,
+                  ("distill", "task"): TaskDistillSettings}
 
 
 @functools.cache

@@ -57,3 +57,39 @@ def test_cosent_and_cosine_equal_sentence_transformers(st_model):
     assert float(cosent(a, b, scores, scale=20.0)) == pytest.approx(float(expected), rel=1e-5)
     expected = CosineSimilarityLoss(st_model).compute_loss_from_embeddings([a, b], scores)
     assert float(cosine_mse(a, b, scores)) == pytest.approx(float(expected), rel=1e-5)
+
+
+def _rank_loss(rank: int, port: int, out: str) -> None:
+    """One of two gloo processes: its half of the batch, with the other half's positives gathered in."""
+    import torch.distributed as dist
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=2)
+    try:
+        a = _vectors(8, seed=11)[rank * 4:(rank + 1) * 4].clone().requires_grad_(True)
+        p = _vectors(8, seed=12)[rank * 4:(rank + 1) * 4].clone()
+        n = _vectors(8, seed=13)[rank * 4:(rank + 1) * 4].clone()
+        loss, _ = in_batch_negatives(a, p, n)
+        loss.backward()
+        torch.save({"loss": loss.detach(), "grad": a.grad}, f"{out}/rank{rank}.pt")
+    finally:
+        dist.destroy_process_group()
+
+
+@pytest.mark.slow
+def test_two_processes_see_every_processes_candidates(st_model, tmp_path):
+    """Under torchrun each anchor competes with all 16 candidates: the ranks' mean loss is the one-process loss of
+    the whole batch (sentence-transformers' MNRL), and each rank's anchors get the whole batch's gradient."""
+    import socket
+
+    import torch.multiprocessing as mp
+    from sentence_transformers.sentence_transformer.losses import MultipleNegativesRankingLoss
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    mp.spawn(_rank_loss, args=(port, str(tmp_path)), nprocs=2, join=True)
+    ranks = [torch.load(tmp_path / f"rank{r}.pt") for r in range(2)]
+    a = _vectors(8, seed=11).requires_grad_(True)
+    whole = MultipleNegativesRankingLoss(st_model).compute_loss_from_embeddings(
+        [a, _vectors(8, seed=12), _vectors(8, seed=13)], None)
+    whole.backward()
+    assert float((ranks[0]["loss"] + ranks[1]["loss"]) / 2) == pytest.approx(float(whole), rel=1e-5)
+    torch.testing.assert_close(torch.cat([r["grad"] for r in ranks]) / 2, a.grad, rtol=1e-4, atol=1e-6)

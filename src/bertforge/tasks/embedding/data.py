@@ -182,3 +182,13 @@ def _read_qrels(path: Path, corpus: dict[str, str], queries: dict[str, str]) -> 
     if not qrels:
         raise ValueError(f"{path}: no relevant (score > 0) query-document pairs")
     return qrels
+
+
+def split_file(folder: str | Path, split: str) -> Path:
+    """`folder/<split>.tsv` (or .csv, .jsonl, with .gz): a split of scored pairs such as GLUE's STS-B folder."""
+    root = Path(folder)
+    for suffix in (".tsv", ".csv", ".jsonl"):
+        for candidate in (root / f"{split}{suffix}", root / f"{split}{suffix}.gz"):
+            if candidate.is_file():
+                return candidate
+    raise ValueError(f"{root}: no {split}.tsv, {split}.csv or {split}.jsonl (--split names the file)")
