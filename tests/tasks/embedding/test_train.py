@@ -112,3 +112,25 @@ def test_a_bad_row_is_one_line_naming_file_line_and_field(tiny_st_folder, tmp_pa
     assert capsys.readouterr().err.strip().splitlines() == [
         f"bertforge train-embeddings: error: {bad}, line 3, field 'positive': expected non-empty text, got ''"]
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.slow
+def test_scored_pairs_train_with_cosent_and_the_kept_model_scores_what_the_run_recorded(tiny_st_folder, tmp_path):
+    """CoSENT on scored pairs with an STS evaluation every 2 steps and --keep best: the saved folder, scored
+    again from disk, gives the Spearman the run recorded for the step it kept."""
+    from bertforge.serving.embeddings import SentenceEncoder
+    from bertforge.tasks.embedding.data import read_pairs
+    from bertforge.tasks.embedding.evaluation import evaluate_sts
+    scored = tmp_path / "sts.csv"
+    rows = [(a, p, (i * 7) % 6) for i, (a, p) in enumerate(association_pairs())]
+    scored.write_text("sentence1,sentence2,score\n" + "".join(f"{a},{p},{s}\n" for a, p, s in rows), encoding="utf-8")
+    out = tmp_path / "run"
+    result = train_embeddings(EmbeddingSettings(model=str(tiny_st_folder), train_file=str(scored), output=str(out),
+                                                eval_path=str(scored), batch_size=4, max_steps=6, eval_every=2,
+                                                keep="best", lr=1e-3, progress=False), say=lambda msg: None)
+    evals = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()
+             if json.loads(line)["split"] == "eval"]
+    assert [e["step"] for e in evals] == [2, 4, 6]
+    assert result.best["score"] == max(e["spearman"] for e in evals)
+    again = evaluate_sts(lambda texts: SentenceEncoder.load(out).encode(texts), read_pairs(scored))
+    assert again["spearman"] == pytest.approx(result.best["score"], abs=1e-6)
