@@ -25,6 +25,7 @@ VERBS = {
     "finetune": "finetune",
     "distill": "distill",
     "seq2seq": "seq2seq",
+    "train-embeddings": "train_embeddings",
     "evaluate": "evaluate",
     "glue": "glue",
     "predict": "predict",

@@ -73,3 +73,71 @@ def test_an_onnx_export_is_named_with_the_verbs_that_run_it(predictor, tmp_path,
     assert err.startswith(f"bertforge {verb}: error: {onnx_dir} is an ONNX export (model.onnx, no PyTorch weights)")
     assert f"`bertforge serve --model {onnx_dir} --backend onnx` runs it" in err
     assert f"(its onnx.json names {predictor.name!r})" in err
+
+
+# ---- --task sts / retrieval: sentence embeddings of any encoder folder ---------------------------------------------
+STS_ROWS = [("a man plays a guitar", "a man is playing guitar", 4.8), ("a cat sleeps", "the stock market fell", 0.2),
+            ("kids run in a park", "children are running outside", 4.1), ("a woman cooks", "a chef is cooking", 3.5),
+            ("the sun is bright", "it is raining hard", 0.9), ("a dog barks", "a dog is barking loudly", 4.4),
+            ("two men talk", "a plane takes off", 0.0), ("he reads a book", "a man is reading", 3.9)]
+DOCS = {"d1": "the eiffel tower is in paris", "d2": "pandas eat bamboo in china", "d3": "the nile flows through egypt",
+        "d4": "python is a programming language", "d5": "paris is the capital of france"}
+QUERIES = {"q1": ("where is the eiffel tower", ["d1", "d5"]), "q2": ("what do pandas eat", ["d2"]),
+           "q3": ("which river is in egypt", ["d3"]), "q4": ("a language for programs", ["d4"])}
+
+
+@pytest.fixture(scope="module")
+def encoder_folder(tiny_model, tmp_path_factory):
+    """The tiny random encoder declared as a sentence-transformers model (mean pooling, normalised)."""
+    import shutil
+
+    from bertforge.tasks.embedding.pooling import Pooling
+    out = tmp_path_factory.mktemp("st") / "model"
+    shutil.copytree(tiny_model, out)
+    Pooling("mean", True, 64).save(out, 32)
+    return out
+
+
+def test_sts_is_sentence_transformers_spearman_of_cosine(encoder_folder, tmp_path, capsys):
+    from needs import require_module
+    st = require_module("sentence_transformers")
+    from sentence_transformers.sentence_transformer.evaluation import EmbeddingSimilarityEvaluator
+    (tmp_path / "dev.tsv").write_text("sentence1\tsentence2\tscore\n" + "".join(f"{a}\t{b}\t{s}\n"
+                                                                              for a, b, s in STS_ROWS))
+    report = _evaluate(capsys, "--model", str(encoder_folder), "--task", "sts", "--data", str(tmp_path))
+    evaluator = EmbeddingSimilarityEvaluator([a for a, _, _ in STS_ROWS], [b for _, b, _ in STS_ROWS],
+                                             [s / 5 for _, _, s in STS_ROWS], main_similarity="cosine")
+    expected = evaluator(st.SentenceTransformer(str(encoder_folder), device="cpu"))
+    assert report["eval"]["spearman"] == pytest.approx(expected["spearman_cosine"], abs=1e-9)
+    assert report["eval"]["pearson"] == pytest.approx(expected["pearson_cosine"], abs=1e-5)
+
+
+def test_retrieval_is_sentence_transformers_information_retrieval_evaluator(encoder_folder, tmp_path, capsys):
+    from needs import require_module
+    st = require_module("sentence_transformers")
+    from sentence_transformers.sentence_transformer.evaluation import InformationRetrievalEvaluator
+    beir = tmp_path / "beir"
+    (beir / "qrels").mkdir(parents=True)
+    (beir / "corpus.jsonl").write_text("".join(json.dumps({"_id": d, "title": "", "text": t}) + "\n"
+                                               for d, t in DOCS.items()))
+    (beir / "queries.jsonl").write_text("".join(json.dumps({"_id": q, "text": t}) + "\n"
+                                                for q, (t, _) in QUERIES.items()))
+    (beir / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\n" + "".join(
+        f"{q}\t{d}\t1\n" for q, (_, docs) in QUERIES.items() for d in docs))
+    assert main(["evaluate", "--model", str(encoder_folder), "--task", "retrieval", "--data", str(beir),
+                 "--output", str(tmp_path / "out")]) == 0
+    report = json.loads((tmp_path / "out" / "metrics.json").read_text())
+    evaluator = InformationRetrievalEvaluator({q: t for q, (t, _) in QUERIES.items()}, DOCS,
+                                              {q: set(d) for q, (_, d) in QUERIES.items()}, mrr_at_k=[10],
+                                              ndcg_at_k=[10], accuracy_at_k=[1], precision_recall_at_k=[1, 10, 100],
+                                              map_at_k=[10], show_progress_bar=False)
+    expected = evaluator(st.SentenceTransformer(str(encoder_folder), device="cpu"))
+    for ours, theirs in (("ndcg@10", "cosine_ndcg@10"), ("mrr@10", "cosine_mrr@10"), ("recall@1", "cosine_recall@1"),
+                         ("recall@10", "cosine_recall@10")):
+        assert report["eval"][ours] == pytest.approx(expected[theirs], abs=1e-9), ours
+    assert capsys.readouterr().out.strip().endswith(f"wrote {tmp_path / 'out' / 'metrics.json'}")
+    # a split the folder does not have is named with the ones it has
+    assert main(["evaluate", "--model", str(encoder_folder), "--task", "retrieval", "--data", str(beir),
+                 "--split", "dev"]) == 1
+    assert capsys.readouterr().err.strip() == (f"bertforge evaluate: error: {beir}: no qrels/dev.tsv; it has the "
+                                               "splits test (--split)")

@@ -16,10 +16,12 @@ from bertforge.tasks.finetune import FinetuneSettings
 from bertforge.training.distill import DistillConfig, TaskDistillSettings
 from bertforge.training.options import TrainOptions
 from bertforge.training.pretrain import PretrainConfig
+from bertforge.tasks.embedding.train import EmbeddingSettings
 from bertforge.training.seq2seq import Seq2SeqConfig
 
 TRAINING_VERBS = {("pretrain",): PretrainConfig, ("finetune",): FinetuneSettings, ("seq2seq",): Seq2SeqConfig,
-                  ("distill", "pretrain"): DistillConfig, ("distill", "task"): TaskDistillSettings}
+                  ("train-embeddings",): EmbeddingSettings, ("distill", "pretrain"): DistillConfig,
+                  ("distill", "task"): TaskDistillSettings}
 
 
 @functools.cache
@@ -88,6 +90,8 @@ def test_every_training_verb_takes_every_engine_setting_it_does_not_derive(path)
      lambda tmp: TaskDistillSettings(teacher="t", student="s", unlabeled=["u.txt"], output="o")),
     (("seq2seq",), ["--train", "{tmp}/pairs.jsonl", "--output", "o"],
      lambda tmp: Seq2SeqConfig(train_file=f"{tmp}/pairs.jsonl", output="o")),
+    (("train-embeddings",), ["--model", "{tmp}", "--train", "{tmp}/pairs.jsonl", "--output", "o"],
+     lambda tmp: EmbeddingSettings(model=f"{tmp}", train_file=f"{tmp}/pairs.jsonl", output="o")),
 ], ids=lambda value: " ".join(value) if isinstance(value, tuple) else None)
 def test_command_line_defaults_are_the_library_defaults(path, argv, library, tmp_path):
     """One default per verb: what a verb runs with when no flag is given is what its settings class says."""

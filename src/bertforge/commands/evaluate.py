@@ -8,20 +8,30 @@ import sys
 from bertforge.commands import add_common
 from bertforge.commands.predict import add_inference_flags, positive_int
 
+EMBEDDING_TASKS = ("sts", "retrieval")
+
 
 def register(sub) -> None:
     from bertforge.tasks.predictor import DEFAULT_MAX_BATCH_TOKENS
-    p = sub.add_parser("evaluate", help="score a fine-tuned predictor on a task split",
+    p = sub.add_parser("evaluate", help="score a fine-tuned predictor, or sentence embeddings, on a task split",
                        description="Run a predictor folder (from `bertforge finetune`) on a labelled split and "
                                    "print the task's official metrics as JSON. With --output DIR, also write "
                                    "metrics.json and the per-example predictions: SQuAD predictions.json (+ "
                                    "null_odds.json for v2) as the official scripts read them, NER "
-                                   "predictions.conll (word gold predicted), others predictions.csv.")
-    p.add_argument("--model", required=True, metavar="DIR", help="predictor folder (has task.json)")
-    p.add_argument("--task", default=None, help="task name (default: the one the predictor was trained on)")
+                                   "predictions.conll (word gold predicted), others predictions.csv. "
+                                   "--task sts and --task retrieval score the sentence embeddings of any encoder "
+                                   "folder: sts the Spearman correlation of the cosine with the pairs' scores "
+                                   "(--eval FILE, or --data DIR with SPLIT.tsv), retrieval nDCG@10, MRR@10 and "
+                                   "recall@1/10/100 of exact cosine search on a BEIR folder (--data DIR with "
+                                   "corpus.jsonl, queries.jsonl and qrels/SPLIT.tsv; --split default test).")
+    p.add_argument("--model", required=True, metavar="DIR", help="predictor folder (has task.json); for sts and "
+                                                                 "retrieval, any encoder folder")
+    p.add_argument("--task", default=None, help="task name (default: the one the predictor was trained on); sts or "
+                                                "retrieval for sentence embeddings")
     p.add_argument("--data", metavar="PATH", help="the task's data folder (SQuAD: the dev JSON, article split)")
     p.add_argument("--eval", metavar="FILE", help="a labelled file to score (overrides --data)")
-    p.add_argument("--split", default="dev", choices=("dev", "test", "train"))
+    p.add_argument("--split", default=None, choices=("dev", "test", "train"),
+                   help="the split of a --data folder (default: dev; retrieval: test)")
     p.add_argument("--max-eval-samples", type=positive_int, default=None)
     p.add_argument("--skip-bad-rows", action="store_true")
     p.add_argument("--output", metavar="DIR", help="write metrics.json and per-example predictions here")
@@ -34,6 +44,9 @@ def register(sub) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.task and args.task.lower() in EMBEDDING_TASKS:
+        return run_embeddings(args)
+    args.split = args.split or "dev"
     from bertforge.tasks.prediction_files import write_eval_outputs
     from bertforge.tasks.predictor import Predictor
     from bertforge.tasks.registry import get_task
@@ -64,4 +77,55 @@ def run(args: argparse.Namespace) -> int:
         files = write_eval_outputs(args.output, get_task(report["task"]), report, kept, predictor.labels)
         mark_finished(args.output)
         print("wrote " + ", ".join(str(f) for f in files))
+    return 0
+
+
+def run_embeddings(args: argparse.Namespace) -> int:
+    """`--task sts|retrieval`: the sentence embeddings of an encoder folder, scored; metrics.json with --output."""
+    from bertforge.serving.embeddings import SentenceEncoder
+    from bertforge.tasks.embedding.data import read_beir, read_pairs, split_file
+    from bertforge.tasks.embedding.evaluation import evaluate_retrieval, evaluate_sts
+    task = args.task.lower()
+    if args.skip_bad_rows:
+        raise ValueError(f"--skip-bad-rows is for predictor evaluations; --task {task} stops at a bad row")
+    split = args.split or ("test" if task == "retrieval" else "dev")
+    if task == "retrieval" and (args.eval or not args.data):
+        raise ValueError("--task retrieval reads a BEIR folder: give --data DIR (corpus.jsonl, queries.jsonl, "
+                         "qrels/SPLIT.tsv), not --eval")
+    if task == "sts" and not (args.eval or args.data):
+        raise ValueError("--task sts needs --eval FILE (sentence1, sentence2, score) or --data DIR with SPLIT.tsv")
+    if args.output:
+        from bertforge.outputs import claim_output, write_run_config
+        settings = {"model": args.model, "task": task, "data": args.data, "eval": args.eval, "split": split,
+                    "max_eval_samples": args.max_eval_samples, "precision": args.precision}
+        claim_output(args.output, verb="evaluate", overwrite=args.overwrite, settings=settings,
+                     inputs=(args.model, args.data, args.eval))
+        write_run_config(args.output, "evaluate", settings)
+    limit = args.max_eval_samples
+    if task == "sts":
+        source = args.eval or split_file(args.data, split)
+        pairs = read_pairs(source)[:limit]
+        data = None
+    else:
+        source = args.data
+        data = read_beir(args.data, split)
+        if limit:
+            data.queries = dict(list(data.queries.items())[:limit])
+            data.qrels = {q: data.qrels[q] for q in data.queries}
+    encoder = SentenceEncoder.load(args.model, device=args.device, precision=args.precision)
+
+    def encode(texts):
+        return encoder.encode(texts, batch_size=args.batch_size)
+    metrics = evaluate_sts(encode, pairs) if data is None else evaluate_retrieval(encode, data)
+    report = {"task": task, "model": str(args.model), "files": [str(source)], "split": split if not args.eval else None,
+              "eval": metrics}
+    print(json.dumps(report, indent=2, default=float))
+    if args.output:
+        from pathlib import Path
+
+        from bertforge.atomic import atomic_write_text
+        from bertforge.outputs import mark_finished
+        atomic_write_text(Path(args.output) / "metrics.json", json.dumps(report, indent=2, default=float) + "\n")
+        mark_finished(args.output)
+        print(f"wrote {Path(args.output) / 'metrics.json'}")
     return 0

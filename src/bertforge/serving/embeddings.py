@@ -1,81 +1,15 @@
-"""Sentence embeddings from an encoder folder, pooled the way the folder declares.
-
-A sentence-transformers folder says how to pool in `modules.json` + `1_Pooling/config.json` (and asks for
-unit-length vectors with a `Normalize` module); `sentence_bert_config.json` gives the length it truncates to.
-A plain encoder folder gets mean pooling over real tokens, which is what most embedding models use.
-"""
+"""Sentence embeddings from an encoder folder, pooled the way the folder declares (`tasks.embedding.pooling`:
+a sentence-transformers folder's modules, mean pooling otherwise)."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-import torch
 
-from bertforge.folder_files import folder_has, read_folder_json
+from bertforge.tasks.embedding.pooling import POOLING_MODES, Pooling, embed_texts, pool
 
-POOLING_MODES = ("mean", "cls", "max")
-
-
-@dataclass(frozen=True)
-class Pooling:
-    """How token vectors become one sentence vector, and whether it is scaled to unit length."""
-
-    mode: str = "mean"
-    normalize: bool = False
-    max_seq_length: int | None = None
-
-    @classmethod
-    def from_folder(cls, directory: str | Path) -> Pooling:
-        folder = Path(directory)
-        modules_file = folder / "modules.json"
-        if not folder_has(folder, "modules.json"):
-            return cls()
-        modules = read_folder_json(folder, "modules.json")
-        if not isinstance(modules, list):
-            raise ValueError(f"{modules_file}: expected a JSON list of modules")  # noqa: TRY004 - bad file
-        mode, normalize = "mean", False
-        for module in modules:
-            kind = str(module.get("type", "")).rsplit(".", 1)[-1] if isinstance(module, dict) else ""
-            if kind == "Pooling":
-                mode = _pooling_mode(folder, str(Path(str(module.get("path", ""))) / "config.json"))
-            elif kind == "Normalize":
-                normalize = True
-        max_len = None
-        if folder_has(folder, "sentence_bert_config.json"):
-            sbert = read_folder_json(folder, "sentence_bert_config.json")
-            max_len = sbert.get("max_seq_length") if isinstance(sbert, dict) else None
-        return cls(mode, normalize, int(max_len) if max_len else None)
-
-
-def _pooling_mode(folder: Path, name: str) -> str:
-    config_file = folder / name
-    config = read_folder_json(folder, name)
-    if not isinstance(config, dict):
-        raise ValueError(f"{config_file}: expected a JSON object of pooling settings")  # noqa: TRY004 - bad file
-    flags = {"cls": config.get("pooling_mode_cls_token"), "mean": config.get("pooling_mode_mean_tokens"),
-             "max": config.get("pooling_mode_max_tokens")}
-    chosen = [name for name, on in flags.items() if on]
-    unsupported = [k for k in ("pooling_mode_mean_sqrt_len_tokens", "pooling_mode_weightedmean_tokens",
-                               "pooling_mode_lasttoken") if config.get(k)]
-    if unsupported or len(chosen) != 1:
-        raise ValueError(f"{config_file}: bertforge pools with exactly one of {', '.join(POOLING_MODES)}; "
-                         f"this file asks for {', '.join(chosen + unsupported) or 'none'}")
-    return chosen[0]
-
-
-def pool(hidden: torch.Tensor, attention_mask: torch.Tensor, mode: str) -> torch.Tensor:
-    """[batch, seq, hidden] -> [batch, hidden] over real tokens only."""
-    hidden = hidden.float()
-    mask = attention_mask.to(hidden.dtype).unsqueeze(-1)
-    if mode == "mean":
-        return (hidden * mask).sum(1) / mask.sum(1).clamp(min=1e-9)
-    if mode == "cls":
-        return hidden[:, 0]
-    if mode == "max":
-        return hidden.masked_fill(mask == 0, torch.finfo(hidden.dtype).min).max(1).values
-    raise ValueError(f"unknown pooling {mode!r}; choose one of {', '.join(POOLING_MODES)}")
+__all__ = ["POOLING_MODES", "Pooling", "SentenceEncoder", "pool"]
 
 
 class SentenceEncoder:
@@ -118,35 +52,13 @@ class SentenceEncoder:
         """Tokens per text with special tokens and without truncation (to check lengths before batching)."""
         return [len(ids) for ids in self.tokenizer(list(texts))["input_ids"]]
 
-    @torch.no_grad()
     def encode(self, texts: Sequence[str], batch_size: int = 32, pooling: str | None = None,
                normalize: bool | None = None) -> np.ndarray:
         """[len(texts), hidden] float32. Texts are length-sorted into batches so padding stays small."""
         if isinstance(texts, str):
             raise TypeError("encode() takes a list of texts; wrap a single text in a list")
-        mode = pooling or self.pooling.mode
-        if mode not in POOLING_MODES:
-            raise ValueError(f"unknown pooling {mode!r}; choose one of {', '.join(POOLING_MODES)}")
-        normalize = self.pooling.normalize if normalize is None else normalize
-        texts = list(texts)
-        out = np.zeros((len(texts), self.dimension), dtype=np.float32)
-        order = np.argsort([-len(t) for t in texts], kind="stable")
-        for start in range(0, len(texts), max(1, batch_size)):
-            idx = order[start:start + batch_size]
-            enc = self.tokenizer([texts[i] for i in idx], padding=True, truncation=True,
-                                 max_length=self.max_length, return_tensors="pt")
-            hidden = self._hidden(enc)
-            vectors = pool(hidden, enc["attention_mask"].to(hidden.device), mode)
-            if normalize:
-                vectors = torch.nn.functional.normalize(vectors, p=2, dim=1)
-            out[idx] = vectors.cpu().numpy()
-        return out
-
-    def _hidden(self, enc) -> torch.Tensor:
-        device = getattr(self.model, "device", torch.device("cpu"))
-        inputs = {k: enc[k].to(device) for k in ("input_ids", "attention_mask", "token_type_ids") if k in enc}
-        if self.precision is None:
-            return self.model(**inputs).last_hidden_state
-        with self.precision.autocast():
-            return self.model(**inputs).last_hidden_state
-
+        if not texts:
+            return np.zeros((0, self.dimension), dtype=np.float32)
+        return embed_texts(self.model, self.tokenizer, texts, mode=pooling or self.pooling.mode,
+                           normalize=self.pooling.normalize if normalize is None else normalize,
+                           max_length=self.max_length, batch_size=batch_size, precision=self.precision)

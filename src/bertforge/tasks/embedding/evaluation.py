@@ -1,0 +1,89 @@
+"""How good sentence vectors are: STS (Spearman of the cosine against human scores) and retrieval (exact
+cosine search over a corpus, scored with nDCG@10, MRR@10 and recall@1/10/100 as BEIR and sentence-transformers'
+InformationRetrievalEvaluator report them).
+
+Each evaluation takes `encode`, a function from texts to a [texts, dim] array, so that the model being trained,
+a saved folder and an ONNX model are measured the same way.
+"""
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Mapping, Sequence
+
+import numpy as np
+import torch
+
+from bertforge.tasks.embedding.data import PairExample, RetrievalSet
+from bertforge.tasks.metrics import pearson, spearman
+
+Encode = Callable[[Sequence[str]], np.ndarray]
+CUTOFFS = {"ndcg": 10, "mrr": 10}
+RECALL_AT = (1, 10, 100)
+STS_MAIN, RETRIEVAL_MAIN = "spearman", "ndcg@10"
+
+
+def _cosines(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    a = a / np.maximum(np.linalg.norm(a, axis=1, keepdims=True), 1e-12)
+    b = b / np.maximum(np.linalg.norm(b, axis=1, keepdims=True), 1e-12)
+    return (a * b).sum(1)
+
+
+def evaluate_sts(encode: Encode, pairs: Sequence[PairExample]) -> dict[str, float]:
+    """Spearman (the headline) and Pearson of the pairs' cosine similarity against their scores."""
+    if not pairs or any(p.score is None for p in pairs):
+        raise ValueError("STS evaluation needs pairs with a score column (sentence1, sentence2, score)")
+    start = time.perf_counter()
+    cos = _cosines(encode([p.anchor for p in pairs]), encode([p.positive for p in pairs]))
+    gold = [float(p.score) for p in pairs]  # type: ignore[arg-type]
+    return {"spearman": spearman(cos, gold), "pearson": pearson(cos, gold), "pairs": len(pairs),
+            "eval_seconds": time.perf_counter() - start}
+
+
+def exact_search(queries: np.ndarray, documents: np.ndarray, k: int, batch_size: int = 1024) -> tuple[np.ndarray,
+                                                                                                    np.ndarray]:
+    """(indices, cosines) of each query's `k` most similar documents, best first, by exact search in batches of
+    queries (memory stays at batch x corpus)."""
+    docs = torch.nn.functional.normalize(torch.from_numpy(np.asarray(documents, dtype=np.float32)), dim=1)
+    k = min(k, docs.shape[0])
+    top_idx, top_val = [], []
+    for start in range(0, len(queries), batch_size):
+        q = torch.nn.functional.normalize(torch.from_numpy(np.asarray(queries[start:start + batch_size],
+                                                                      dtype=np.float32)), dim=1)
+        values, indices = torch.topk(q @ docs.T, k, dim=1)
+        top_idx.append(indices.numpy())
+        top_val.append(values.numpy())
+    return np.concatenate(top_idx), np.concatenate(top_val)
+
+
+def ranking_metrics(ranked: Mapping[str, Sequence[str]], qrels: Mapping[str, Mapping[str, int]]) -> dict[str, float]:
+    """nDCG@10 (graded gain, as trec_eval), MRR@10 and recall@k, averaged over the queries of `qrels`; `ranked`
+    holds each query's document ids, best first. A query with nothing ranked scores 0."""
+    totals = {"ndcg@10": 0.0, "mrr@10": 0.0, **{f"recall@{k}": 0.0 for k in RECALL_AT}}
+    for qid, relevant in qrels.items():
+        docs = list(ranked.get(qid, ()))
+        gains = [relevant.get(d, 0) for d in docs]
+        cut = CUTOFFS["ndcg"]
+        dcg = sum(g / math.log2(i + 2) for i, g in enumerate(gains[:cut]))
+        ideal = sorted(relevant.values(), reverse=True)[:cut]
+        idcg = sum(g / math.log2(i + 2) for i, g in enumerate(ideal))
+        totals["ndcg@10"] += dcg / idcg if idcg > 0 else 0.0
+        first = next((i for i, g in enumerate(gains[:CUTOFFS["mrr"]]) if g > 0), None)
+        totals["mrr@10"] += 1.0 / (first + 1) if first is not None else 0.0
+        for k in RECALL_AT:
+            totals[f"recall@{k}"] += sum(1 for g in gains[:k] if g > 0) / len(relevant)
+    n = max(len(qrels), 1)
+    return {name: value / n for name, value in totals.items()}
+
+
+def evaluate_retrieval(encode: Encode, data: RetrievalSet, *, search_batch: int = 1024) -> dict[str, float]:
+    """Embed the corpus and the queries, rank the whole corpus for each query, and score the ranking."""
+    start = time.perf_counter()
+    doc_ids = list(data.corpus)
+    query_ids = list(data.queries)
+    doc_vectors = encode([data.corpus[d] for d in doc_ids])
+    query_vectors = encode([data.queries[q] for q in query_ids])
+    indices, _ = exact_search(query_vectors, doc_vectors, max(RECALL_AT), search_batch)
+    ranked = {qid: [doc_ids[j] for j in row] for qid, row in zip(query_ids, indices)}
+    return {**ranking_metrics(ranked, data.qrels), "queries": len(query_ids), "documents": len(doc_ids),
+            "eval_seconds": time.perf_counter() - start}

@@ -1,0 +1,59 @@
+"""Retrieval and STS metrics against hand-computed cases and sentence-transformers' evaluators."""
+from __future__ import annotations
+
+import math
+import random
+
+import numpy as np
+import pytest
+
+from bertforge.tasks.embedding.evaluation import exact_search, ranking_metrics
+from needs import require_module
+
+
+def test_ranking_metrics_by_hand():
+    qrels = {"q1": {"d1": 1}, "q2": {"d2": 1, "d3": 1}, "q3": {"d9": 2, "d8": 1}}
+    ranked = {"q1": ["d5", "d1"],                 # first hit at rank 2
+              "q2": ["d3"] + [f"x{i}" for i in range(20)] + ["d2"],   # one hit at 1, the other at 22
+              "q3": ["d8", "d9"]}                 # graded: the better document second
+    got = ranking_metrics(ranked, qrels)
+    ndcg_q1 = (1 / math.log2(3)) / 1
+    ndcg_q2 = 1 / (1 + 1 / math.log2(3))
+    ndcg_q3 = (1 + 2 / math.log2(3)) / (2 + 1 / math.log2(3))
+    assert got["ndcg@10"] == pytest.approx((ndcg_q1 + ndcg_q2 + ndcg_q3) / 3)
+    assert got["mrr@10"] == pytest.approx((1 / 2 + 1 + 1) / 3)
+    assert got["recall@1"] == pytest.approx((0 + 1 / 2 + 1 / 2) / 3)
+    assert got["recall@10"] == pytest.approx((1 + 1 / 2 + 1) / 3)
+    assert got["recall@100"] == pytest.approx(1.0)
+    assert ranking_metrics({}, {"q": {"d": 1}})["ndcg@10"] == 0.0  # nothing ranked scores 0
+
+
+def test_ranking_metrics_equal_sentence_transformers_information_retrieval_evaluator():
+    """Random rankings of a random corpus with one to three relevant documents per query (binary relevance,
+    which is what sentence-transformers scores)."""
+    st_eval = require_module("sentence_transformers.sentence_transformer.evaluation")
+    rng = random.Random(0)
+    docs = [f"d{i}" for i in range(150)]
+    qrels = {f"q{i}": {d: 1 for d in rng.sample(docs, rng.randint(1, 3))} for i in range(40)}
+    scores = {q: {d: rng.random() for d in docs} for q in qrels}
+    ranked = {q: sorted(docs, key=lambda d: -s[d]) for q, s in scores.items()}
+    evaluator = st_eval.InformationRetrievalEvaluator(
+        {q: q for q in qrels}, {d: d for d in docs}, {q: set(r) for q, r in qrels.items()}, mrr_at_k=[10],
+        ndcg_at_k=[10], accuracy_at_k=[1], precision_recall_at_k=[1, 10, 100], map_at_k=[10])
+    results = [[{"corpus_id": d, "score": scores[q][d]} for d in docs] for q in evaluator.queries_ids]
+    expected = evaluator.compute_metrics(results)
+    got = ranking_metrics(ranked, qrels)
+    assert got["ndcg@10"] == pytest.approx(expected["ndcg@k"][10])
+    assert got["mrr@10"] == pytest.approx(expected["mrr@k"][10])
+    for k in (1, 10, 100):
+        assert got[f"recall@{k}"] == pytest.approx(expected["recall@k"][k])
+
+
+def test_exact_search_in_batches_is_the_full_cosine_ranking():
+    rng = np.random.default_rng(0)
+    queries, docs = rng.normal(size=(37, 8)), rng.normal(size=(120, 8)) * rng.uniform(0.5, 3, size=(120, 1))
+    indices, values = exact_search(queries, docs, 10, batch_size=8)
+    cos = (queries / np.linalg.norm(queries, axis=1, keepdims=True)) @ \
+        (docs / np.linalg.norm(docs, axis=1, keepdims=True)).T
+    np.testing.assert_array_equal(indices, np.argsort(-cos, axis=1)[:, :10])
+    np.testing.assert_allclose(values, np.take_along_axis(cos, indices, 1), atol=1e-5)
