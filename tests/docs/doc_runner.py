@@ -131,11 +131,28 @@ def _end_group(pgid: int, grace: float = 5.0) -> None:
             return
         deadline = time.monotonic() + grace
         while time.monotonic() < deadline:
-            try:
-                os.killpg(pgid, 0)
-            except ProcessLookupError:
+            if not _group_alive(pgid):
                 return
             time.sleep(0.1)
+
+
+def _group_alive(pgid: int) -> bool:
+    """Whether a process of the group still runs (its unreaped leader, a zombie, does not count)."""
+    proc = Path("/proc")
+    if not (proc / "self" / "stat").exists():  # no /proc: ask the kernel, zombie or not
+        try:
+            os.killpg(pgid, 0)
+            return True
+        except ProcessLookupError:
+            return False
+    for stat_file in proc.glob("[0-9]*/stat"):
+        try:
+            fields = stat_file.read_text().rpartition(")")[2].split()
+        except OSError:
+            continue
+        if fields and fields[0] != "Z" and int(fields[2]) == pgid:
+            return True
+    return False
 
 
 def failure(block: Block, outcome: Outcome) -> str | None:

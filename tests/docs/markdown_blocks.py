@@ -16,6 +16,11 @@ fine). It holds directives separated by `;`:
 - `expect "TEXT"`: the block must print TEXT (repeatable).
 - `skip (why)`: the block is not run, only read: its `bertforge` flags, scripts and files are checked.
 
+A page whose every block reproduces a measurement (hours of CPU, data a reader builds first) says so once, anywhere
+in the page; its blocks without a marker of their own are then read, not run:
+
+    <!-- test-document: skip (each block reproduces a measurement of this page: hours of CPU) -->
+
 A block the reader does not need but the test does (a folder a reference page calls DIR, say) is a comment of its
 own, run in its place among the document's blocks:
 
@@ -109,6 +114,8 @@ def read_document(path: Path) -> Document:
     problems: list[str] = []
     prose: list[tuple[int, str]] = []  # lines outside fences and comments, for inline code and links
     pending: tuple[int, Directives] | None = None
+    marked: set[int] = set()  # ids of the blocks a marker of their own governs
+    document_skip: str | None = None
     i = 0
     while i < len(lines):
         line = lines[i]
@@ -125,6 +132,10 @@ def read_document(path: Path) -> Document:
                 blocks.append(Block(path, i + 1, "bash", code.rstrip() + "\n", hidden=True,
                                     directives=parse_directives(header.strip()[len("test-setup"):].lstrip(": "),
                                                                 where, problems)))
+            elif stripped.startswith("test-document:"):
+                document_skip = parse_directives(stripped[len("test-document:"):], where, problems).skip
+                if document_skip is None:
+                    problems.append(f"{where}: a page-wide marker holds only `skip (why)`")
             elif stripped.startswith("test:"):
                 if pending is not None:
                     problems.append(f"{where}: a second test marker before the block of the one at line {pending[0]}")
@@ -145,6 +156,8 @@ def read_document(path: Path) -> Document:
             if pending and lang not in SHELL_LANGS | PYTHON_LANGS:
                 problems.append(f"{block.where}: a test marker on a ```{lang or 'plain'} block, which is never run")
             blocks.append(block)
+            if pending:
+                marked.add(id(block))
             pending = None
             i = j + 1
             continue
@@ -155,6 +168,10 @@ def read_document(path: Path) -> Document:
         i += 1
     if pending is not None:
         problems.append(f"{shown(path)}:{pending[0]}: a test marker at the end of the document")
+    if document_skip is not None:
+        for block in blocks:
+            if id(block) not in marked and not block.hidden:
+                block.directives.skip = document_skip
     return Document(path, blocks, problems, _inline_spans(prose), _links(prose))
 
 

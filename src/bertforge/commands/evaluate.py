@@ -21,9 +21,12 @@ def register(sub) -> None:
     p.add_argument("--task", default=None, help="task name (default: the one the predictor was trained on)")
     p.add_argument("--data", metavar="PATH", help="the task's data folder (SQuAD: the dev JSON, article split)")
     p.add_argument("--eval", metavar="FILE", help="a labelled file to score (overrides --data)")
-    p.add_argument("--split", default="dev", choices=("dev", "test", "train"))
-    p.add_argument("--max-eval-samples", type=positive_int, default=None)
-    p.add_argument("--skip-bad-rows", action="store_true")
+    p.add_argument("--split", default="dev", choices=("dev", "test", "train"),
+                   help="which split of --data to score")
+    p.add_argument("--max-eval-samples", type=positive_int, default=None,
+                   help="score only the first N examples (default: all)")
+    p.add_argument("--skip-bad-rows", action="store_true",
+                   help="skip (and count) malformed rows instead of stopping at the first")
     p.add_argument("--output", metavar="DIR", help="write metrics.json and per-example predictions here")
     p.add_argument("--overwrite", action="store_true", help="empty --output first if it holds something else")
     add_inference_flags(p, 64)
