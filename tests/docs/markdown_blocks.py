@@ -474,7 +474,9 @@ def heading_anchors(path: Path) -> set[str]:
             in_fence = not in_fence
         elif not in_fence and line.startswith("#"):
             title = line.lstrip("#").strip().lower()
-            anchors.add(re.sub(r"[^\w\- ]", "", title).replace(" ", "-"))
+            anchor = re.sub(r"[^\w\- ]", "", title).replace(" ", "-")
+            seen = sum(1 for a in anchors if a == anchor or re.fullmatch(re.escape(anchor) + r"-\d+", a))
+            anchors.add(f"{anchor}-{seen}" if seen else anchor)  # GitHub numbers a repeated heading
     return anchors
 
 
