@@ -105,3 +105,12 @@ def test_document_runs(name: str, tmp_path: Path):
             continue
         why = failure(block, scratch.run(block))
         assert why is None, why
+
+
+def test_no_command_elides_its_flags():
+    """`bertforge pretrain ... --output x` cannot be pasted: every command in a block is written out in full."""
+    problems = [f"{where}: `bertforge {verb}` elides flags with '...'" for name, doc in DOCS.items()
+                for block in doc.blocks if block.lang in SHELL_LANGS
+                for where in [block.where] for verb, words in commands_in(block.shell_text(), True)
+                if "..." in words or "…" in words]
+    assert not problems, "\n".join(problems)
