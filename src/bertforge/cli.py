@@ -65,7 +65,26 @@ def build_parser() -> argparse.ArgumentParser:
     for verb_parser in sub.choices.values():  # every verb takes --debug, whether or not it declares it
         if "--debug" not in verb_parser._option_string_actions:
             add_common(verb_parser)
+        for each in _with_subcommands(verb_parser):
+            _show_defaults(each)
     return parser
+
+
+def _with_subcommands(parser: argparse.ArgumentParser) -> list[argparse.ArgumentParser]:
+    subs = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    return [parser] + [p for s in subs for p in s.choices.values()]
+
+
+def _show_defaults(parser: argparse.ArgumentParser) -> None:
+    """Every flag's help ends with its default, as the settings generator writes it, unless the help already
+    says it or the flag is a switch (off unless given)."""
+    for action in parser._actions:
+        default = action.default
+        if (not action.option_strings or not action.help or action.help == argparse.SUPPRESS or action.nargs == 0
+                or default in (None, argparse.SUPPRESS, "", [], ()) or "default" in action.help):
+            continue
+        shown = ",".join(map(str, default)) if isinstance(default, (list, tuple)) else str(default)
+        action.help += f" (default: {shown})".replace("%", "%%")
 
 
 def _version() -> str:

@@ -1,7 +1,9 @@
 """With the bar off (logs), training still reports: a line per interval with step, values, rate and ETA."""
 from __future__ import annotations
 
-from bertforge.training.progress import LogLines, progress
+import time
+
+from bertforge.training.progress import LogLines, cpu_share_note, progress
 
 
 class FakeClock:
@@ -58,3 +60,27 @@ def test_progress_picks_bar_lines_or_nothing(capsys):
     silent.update(3)
     silent.close()
     assert capsys.readouterr().out == ""
+
+
+def test_a_run_that_got_a_tenth_of_its_cpu_says_so_and_what_a_free_machine_makes():
+    note = cpu_share_note(cpu_seconds=6.0, wall_seconds=60.0, threads=1, steps=40, load=7.5, cores=2)
+    assert note is not None
+    assert "10% of the CPU time its 1 thread" in note
+    assert "load average 7.5 on 2 cores" in note
+    assert "made 40 steps" in note and "roughly 400" in note
+
+
+def test_the_share_counts_every_thread_the_run_asked_for():
+    # 60 CPU-seconds over 60 s is a full core: all of one thread's time, half of two threads'
+    assert cpu_share_note(60.0, 60.0, threads=1, steps=100) is None
+    note = cpu_share_note(60.0, 60.0, threads=2, steps=100)
+    assert note is not None and "50% of the CPU time its 2 threads" in note and "roughly 200" in note
+
+
+def test_the_share_is_measured_from_this_process_cpu_time():
+    """The engine's inputs: time.process_time() does not advance while the process waits (as it does when other
+    processes hold the cores), so a run that mostly waited reports a small share."""
+    cpu, wall = time.process_time(), time.perf_counter()
+    time.sleep(0.3)
+    note = cpu_share_note(time.process_time() - cpu, time.perf_counter() - wall, threads=1, steps=5)
+    assert note is not None and "roughly" in note

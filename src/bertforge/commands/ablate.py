@@ -29,11 +29,11 @@ def register(sub) -> None:
                    help="folder holding SST-2/ and MRPC/ (e.g. ../shared/data/glue); omit to skip fine-tuning")
     p.add_argument("--tasks", default="sst2,mrpc", help="comma-separated fine-tuning tasks")
     p.add_argument("--finetune-samples", type=positive_int, default=4000, help="train examples per task")
-    p.add_argument("--finetune-epochs", type=positive_float, default=2.0)
-    p.add_argument("--finetune-lr", type=positive_float, default=1e-4)
+    p.add_argument("--finetune-epochs", type=positive_float, default=2.0, help="epochs of each probe fine-tuning")
+    p.add_argument("--finetune-lr", type=positive_float, default=1e-4, help="learning rate of each probe fine-tuning")
     p.add_argument("--finetune-seeds", type=positive_int, default=1,
                    help="fine-tuning runs per task and row (seeds --seed, --seed+1, ...); the table shows medians")
-    p.add_argument("--batch-size", type=positive_int, default=64)
+    p.add_argument("--batch-size", type=positive_int, default=64, help="pre-training batch size of every row")
     p.add_argument("--recipe", choices=("bert", "fast"), default="bert",
                    help="fast: every row in the ModernBERT layout (pre-LN, GeGLU, rotary, no biases; BERT's "
                    "segment embeddings and NSP head kept where a row asks for them), 30 %% masking, dropout 0")
@@ -41,7 +41,7 @@ def register(sub) -> None:
     p.add_argument("--warmup-steps", type=non_negative_int, default=None,
                    help="default: 200; with --recipe fast, 6 %% of --steps (100 under a time budget)")
     p.add_argument("--eval-batches", type=positive_int, default=20, help="held-out batches per probe")
-    p.add_argument("--seed", type=non_negative_int, default=0)
+    p.add_argument("--seed", type=non_negative_int, default=0, help="seed of every row's pre-training")
     p.add_argument("--rows", default=None, metavar="ROW[,ROW]",
                    help="run only these rows (slugs as in the output folder, e.g. mlm-nsp); other rows finished "
                    "there still appear in the table, so one process per core can each take different rows")

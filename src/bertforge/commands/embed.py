@@ -33,7 +33,8 @@ def register(sub) -> None:
     p.add_argument("--normalize", action=argparse.BooleanOptionalAction, default=None,
                    help="unit-length vectors (default: what the folder declares)")
     p.add_argument("--batch-size", type=positive_int, default=32, help="texts per model call")
-    p.add_argument("--backend", choices=("torch", "onnx"), default="torch")
+    p.add_argument("--backend", choices=("torch", "onnx"), default="torch",
+                   help="run the model with PyTorch, or the model.onnx of an exported folder with ONNX Runtime")
     add_settings_arguments(p, DeviceOptions)
     add_common(p)
     p.set_defaults(run=run)

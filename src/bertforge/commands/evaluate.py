@@ -32,8 +32,10 @@ def register(sub) -> None:
     p.add_argument("--eval", metavar="FILE", help="a labelled file to score (overrides --data)")
     p.add_argument("--split", default=None, choices=("dev", "test", "train"),
                    help="the split of a --data folder (default: dev; retrieval: test)")
-    p.add_argument("--max-eval-samples", type=positive_int, default=None)
-    p.add_argument("--skip-bad-rows", action="store_true")
+    p.add_argument("--max-eval-samples", type=positive_int, default=None,
+                   help="score only the first N examples (default: all)")
+    p.add_argument("--skip-bad-rows", action="store_true",
+                   help="skip (and count) malformed rows instead of stopping at the first")
     p.add_argument("--output", metavar="DIR", help="write metrics.json and per-example predictions here")
     p.add_argument("--overwrite", action="store_true", help="empty --output first if it holds something else")
     add_inference_flags(p, 64)

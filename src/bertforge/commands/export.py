@@ -15,10 +15,11 @@ def register(sub) -> None:
                                    "is last_hidden_state; a fine-tuned folder's are its task logits. "
                                    "--quantize int8 stores onnxruntime's dynamic int8 quantization instead.")
     p.add_argument("--model", required=True, metavar="DIR", help="model folder (encoder or fine-tuned)")
-    p.add_argument("--format", choices=("onnx",), default="onnx")
+    p.add_argument("--format", choices=("onnx",), default="onnx", help="export format")
     add_output_arguments(p, help="folder for the exported model (new or empty, unless --overwrite)")
-    p.add_argument("--quantize", choices=("int8",), default=None)
-    p.add_argument("--opset", type=int, default=17)
+    p.add_argument("--quantize", choices=("int8",), default=None,
+                   help="int8: dynamic quantization of the matrix products' weights (default: none, fp32)")
+    p.add_argument("--opset", type=int, default=17, help="ONNX opset version")
     add_common(p)
     p.set_defaults(run=run)
 

@@ -39,8 +39,9 @@ def register(sub) -> None:
     p.add_argument("--layers", type=_layers, default=None,
                    help="hidden-state indices: 0 = embeddings, 1..L = layers, negative from the top "
                         "(default -1,-2,-3,-4)")
-    p.add_argument("--combine", default="concat", choices=("concat", "sum", "last", "second-to-last"))
-    p.add_argument("--max-seq-length", type=positive_int, default=512)
+    p.add_argument("--combine", default="concat", choices=("concat", "sum", "last", "second-to-last"),
+                   help="how the chosen layers make one vector per word")
+    p.add_argument("--max-seq-length", type=positive_int, default=512, help="tokens per input, longer ones truncated")
     p.add_argument("--max-chars", type=positive_int, default=DEFAULT_MAX_CHARS,
                    help=f"characters kept of each line before splitting into words (default "
                         f"{DEFAULT_MAX_CHARS:,}); the rest of a longer line is dropped")

@@ -47,9 +47,9 @@ def register(sub) -> None:
                         "threads each")
     over = p.add_argument_group("protocol overrides (recorded in glue.json and glue.md)")
     over.add_argument("--lr", type=_rates, default=None, metavar="LR[,LR]", help="learning rate(s) to try")
-    over.add_argument("--epochs", type=positive_float, default=None)
-    over.add_argument("--batch-size", type=positive_int, default=None)
-    over.add_argument("--max-seq-length", type=positive_int, default=None)
+    over.add_argument("--epochs", type=positive_float, default=None, help="passes over each train set")
+    over.add_argument("--batch-size", type=positive_int, default=None, help="examples per step")
+    over.add_argument("--max-seq-length", type=positive_int, default=None, help="tokens per example")
     over.add_argument("--max-train-samples", type=positive_int, default=None,
                       help="train on a seeded sample of at most N examples per task (quick and smoke runs)")
     over.add_argument("--max-eval-samples", type=positive_int, default=None,
@@ -58,8 +58,10 @@ def register(sub) -> None:
     over.add_argument("--wnli", choices=("majority", "finetune"), default=None,
                       help="WNLI as its majority class (the protocols' way) or fine-tuned; never in the average")
     run_group = p.add_argument_group("running")
-    run_group.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto")
-    run_group.add_argument("--precision", choices=("auto", "fp32", "bf16", "fp16"), default="auto")
+    run_group.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto",
+                           help="where to train (auto: CUDA when there is a GPU)")
+    run_group.add_argument("--precision", choices=("auto", "fp32", "bf16", "fp16"), default="auto",
+                           help="training precision (auto: bf16 on CUDA, fp32 on CPU)")
     run_group.add_argument("--save-every", type=non_negative_int, default=100,
                            help="steps between checkpoints of a run, so an interrupted run resumes (0: it restarts)")
     run_group.add_argument("--keep-predictors", action="store_true",

@@ -34,10 +34,13 @@ def register(sub) -> None:
                    help="tokenizer folder: vocab.txt (WordPiece), vocab.json + merges.txt (byte BPE), spiece.model "
                    "(SentencePiece) or a transformers tokenizer.json")
     add_output_arguments(p, help="folder for the shards (new or empty, unless --overwrite)")
-    p.add_argument("--max-seq-length", type=positive_int, default=128)
+    p.add_argument("--max-seq-length", type=positive_int, default=128,
+                   help="tokens per pre-training example, [CLS] and [SEP] included")
     p.add_argument("--workers", type=non_negative_int, default=None,
                    help="tokenizer processes (default: all cores; 0: tokenize in this process)")
-    p.add_argument("--format", dest="input_format", default="auto", choices=["auto", "sentences", "paragraphs"])
+    p.add_argument("--format", dest="input_format", default="auto", choices=["auto", "sentences", "paragraphs"],
+                   help="what a line of the corpus holds: one sentence, or a paragraph to split into sentences "
+                   "(auto: decided from a sample of the lines)")
     p.add_argument("--heldout-fraction", type=probability, default=0.01, help="documents kept for evaluation")
     p.add_argument("--heldout-documents", type=non_negative_int, default=None,
                    help="exact number of held-out documents")

@@ -38,8 +38,9 @@ def register(sub) -> None:
     p.add_argument("--model", required=True, metavar="DIR", help="model folder (HF layout; task.json for a "
                    "predictor; model.onnx for --backend onnx)")
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default: loopback only)")
-    p.add_argument("--port", type=_port, default=8080)
-    p.add_argument("--backend", choices=("torch", "onnx"), default="torch")
+    p.add_argument("--port", type=_port, default=8080, help="TCP port to listen on")
+    p.add_argument("--backend", choices=("torch", "onnx"), default="torch",
+                   help="run the model with PyTorch, or the model.onnx of an exported folder with ONNX Runtime")
     add_settings_arguments(p, DeviceOptions)
     p.add_argument("--max-batch-tokens", type=positive_int, default=16384,
                    help="padded tokens (longest input x inputs) per model call")

@@ -39,7 +39,7 @@ from bertforge.training import distributed as dist_
 from bertforge.training.metrics_log import MetricsLog
 from bertforge.training.optim import build_optimizer, linear_warmup_decay, set_budget_lr
 from bertforge.training.options import FaultHooks, TrainOptions
-from bertforge.training.progress import progress
+from bertforge.training.progress import cpu_share_note, machine_load, progress
 
 __all__ = ["FaultHooks", "FitResult", "NonFiniteLossError", "Session", "Stage", "TrainOptions", "fit"]
 
@@ -235,6 +235,7 @@ class _Run:
         self.save_pending = False
         self.window: dict[str, float] = {}
         self.window_start = self.started = time.perf_counter()
+        self.cpu_started = time.process_time()
         self.last_plot = self.started
         self.elapsed_before = self.state["elapsed"]
         self.loss_sum = 0.0
@@ -474,6 +475,7 @@ class _Run:
     def finish(self) -> FitResult:
         self.bar.close()
         state, opts = self.state, self.opts
+        cpu_seconds, wall_seconds = time.process_time() - self.cpu_started, time.perf_counter() - self.started
         if self.start_step == state["step"] and self.resumed_from is not None:
             self.notes.append(f"nothing to train: {self.resumed_from} already reached the end")
         if self.last_saved != state["step"] and (self.stage.final_checkpoint or opts.save_every):
@@ -508,6 +510,12 @@ class _Run:
                 self.writer.close()
             if state["skipped"]:
                 self.notes.append(f"{state['skipped']} steps had a non-finite loss and were skipped")
+            if state["stopped_by"] == "time-budget" and self.device.type == "cpu":
+                load, cores = machine_load()
+                note = cpu_share_note(cpu_seconds, wall_seconds, torch.get_num_threads(), state["step"] - self.start_step,
+                                      load, cores)
+                if note:
+                    self.notes.append(note)
         dist_.barrier(self.info)
         return FitResult(output=self.out, step=state["step"], stopped_by=state["stopped_by"],
                          skipped_steps=state["skipped"], final_eval=final_eval, best=best,

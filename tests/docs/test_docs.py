@@ -1,0 +1,116 @@
+"""Every command in README.md and docs/*.md does what the page says.
+
+Fast: every `bertforge <verb> --flag` the docs name (in any block or inline code) is a flag the parser knows,
+with a value it takes; every script, flag of a script, data file and link exists; every test marker is well
+formed; no page tells the project's history. Slow: every shell and Python block runs, in order, in a scratch
+checkout (tests/docs/doc_runner.py), with the reduced budget its marker declares (tests/docs/markdown_blocks.py
+describes the markers).
+"""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from docs.doc_runner import Scratch, failure
+from docs.markdown_blocks import (PYTHON_LANGS, REPO_ROOT, SHELL_LANGS, broken_link, check_command, check_script,
+                                  commands_in, documents, known_flags, missing_path, named_paths, read_document,
+                                  scripts_in, shown, torchrun_problems)
+from needs import missing
+
+SHARED = REPO_ROOT.parent / "shared"
+DOCS = {shown(path): read_document(path) for path in documents()}
+
+# Lab-notebook phrases: the docs say what the software does now, not how it came to be.
+HISTORY = re.compile(
+    r"\b(?:session \d+|this turn|issues? #?\d+|we tried|what we tried|tried and dropped|used to (?:be|take|give|run|"
+    r"default|say)|previously|no longer|now defaults?|defaults? now|target (?:is )?met|goal is met|: met\b|"
+    r"next runs?|runs? to make|the one to make next|former(?:ly)?|old demo|the demo now|at the time|"
+    r"this project asks|the [\w-]+ issue asks|asks for \d|the \w+ bar\b|\bnow (?:defaults|freezes|uses|takes|runs|reads)|"
+    r"before the fix|after the fix|was fixed|not yet|predates)\b",
+    re.IGNORECASE)
+
+
+def _each(kind: str):
+    """(where, text, shell?) of every block and inline span of the docs that may name commands."""
+    for name, doc in DOCS.items():
+        for block in doc.blocks:
+            if block.lang in PYTHON_LANGS:
+                continue
+            text = block.shell_text() if block.lang in SHELL_LANGS else block.text
+            yield block.where, text, block.lang in SHELL_LANGS or block.lang in ("", "text")
+        if kind == "all":
+            for line, span in doc.inline:
+                yield f"{name}:{line}", span, False
+
+
+def test_markers_are_well_formed():
+    problems = [p for doc in DOCS.values() for p in doc.problems]
+    assert not problems, "\n".join(problems)
+
+
+def test_every_bertforge_flag_in_the_docs_is_one_the_parser_knows():
+    problems = [f"{where}: {p}" for where, text, shell in _each("all")
+                for verb, words in commands_in(text, shell) for p in check_command(verb, words)]
+    problems += [f"{where}: {p}" for where, text, _ in _each("all") for p in torchrun_problems(text)]
+    assert not problems, "\n".join(problems)
+
+
+def test_every_flag_named_alone_belongs_to_a_verb_or_a_script():
+    """A `--flag` in inline code without its command still names a flag that exists somewhere."""
+    known = known_flags()
+    problems = [f"{name}:{line}: {flag} is a flag of no bertforge verb and no script in benchmarks/ or experiments/"
+                for name, doc in DOCS.items() for line, span in doc.inline
+                for flag in re.findall(r"(?<![\w-])--[a-z][\w-]*", span) if flag not in known]
+    assert not problems, "\n".join(problems)
+
+
+def test_every_script_and_its_flags_exist():
+    problems = [f"{where}: {p}" for where, text, shell in _each("all")
+                for path, words in scripts_in(text, shell) for p in check_script(path, words)]
+    assert not problems, "\n".join(problems)
+
+
+def test_every_file_the_docs_name_exists():
+    if not SHARED.is_dir():
+        missing("../shared (the data the docs' commands read) is not present next to this checkout")
+    problems = [f"{where}: {path} does not exist" for where, text, _ in _each("all")
+                for path in named_paths(text) if missing_path(path)]
+    problems += [f"{name}:{line}: {why}" for name, doc in DOCS.items()
+                 for line, target in doc.links if (why := broken_link(doc.path, target))]
+    assert not problems, "\n".join(problems)
+
+
+def test_no_page_tells_the_projects_history():
+    hits = [f"{name}:{number}: {match.group(0)!r} in: {line.strip()[:120]}"
+            for name, doc in DOCS.items()
+            for number, line in enumerate(doc.path.read_text(encoding="utf-8").splitlines(), 1)
+            for match in [HISTORY.search(line)] if match]
+    assert not hits, "say what the software does now:\n" + "\n".join(hits)
+
+
+RUNNABLE = [name for name, doc in DOCS.items() if any(block.runnable for block in doc.blocks)]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", RUNNABLE)
+def test_document_runs(name: str, tmp_path: Path):
+    """The document's shell and Python blocks, in order, in one scratch checkout."""
+    if not SHARED.is_dir():
+        missing("../shared (the data the docs' commands read) is not present next to this checkout")
+    scratch = Scratch(tmp_path, SHARED)
+    for block in DOCS[name].blocks:
+        if not block.runnable:
+            continue
+        why = failure(block, scratch.run(block))
+        assert why is None, why
+
+
+def test_no_command_elides_its_flags():
+    """`bertforge pretrain ... --output x` cannot be pasted: every command in a block is written out in full."""
+    problems = [f"{where}: `bertforge {verb}` elides flags with '...'" for name, doc in DOCS.items()
+                for block in doc.blocks if block.lang in SHELL_LANGS
+                for where in [block.where] for verb, words in commands_in(block.shell_text(), True)
+                if "..." in words or "…" in words]
+    assert not problems, "\n".join(problems)
