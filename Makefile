@@ -24,14 +24,14 @@ demo: $(STAMP)
 ## lint, then every test, slow end-to-end ones included (what CI runs)
 test: $(STAMP)
 	$(PY) -m ruff check src tests benchmarks experiments demo tools
-	$(PY) -m pytest -q -n auto --dist loadfile
+	$(PY) -m pytest -q -n auto --dist loadgroup
 
 lint: $(STAMP)
 	$(PY) -m ruff check src tests benchmarks experiments demo tools
 
 ## the fast suite only
 test-fast: $(STAMP)
-	$(PY) -m pytest -q -n auto --dist loadfile -m "not slow"
+	$(PY) -m pytest -q -n auto --dist loadgroup -m "not slow"
 
 bench: $(STAMP)
 	$(PY) benchmarks/bench_model.py

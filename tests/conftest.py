@@ -57,6 +57,15 @@ def pytest_configure(config) -> None:
         torch.set_num_threads(1)
 
 
+def pytest_collection_modifyitems(config, items) -> None:
+    """pytest-xdist (`--dist loadgroup`): a file's tests share one worker, as their module fixtures expect; a test
+    marked `spread` (each a long independent run) may go to any worker."""
+    for item in items:
+        if not item.get_closest_marker("xdist_group"):
+            group = item.nodeid if item.get_closest_marker("spread") else item.nodeid.split("::")[0]
+            item.add_marker(pytest.mark.xdist_group(group))
+
+
 @pytest.hookimpl(optionalhook=True)
 def pytest_testnodedown(node, error) -> None:
     """pytest-xdist: a worker hands the shared files its tests opened to the controller, which checks them all."""
