@@ -171,14 +171,19 @@ def has_avx512() -> bool:
 
 
 def table(result: dict) -> str:
+    """The contenders' step times and budgets; the last column is the median over rounds of the transformers
+    step's time over this contender's in the same round (the ratio the machine's load does not move)."""
     rows = []
+    reference = result["samples"]["transformers"]
     for name, label in CONTENDERS.items():
         s = result["seconds_per_step"][name]
         samples = sorted(result["samples"][name])
         q1, q3 = samples[len(samples) // 4], samples[(3 * len(samples)) // 4]
-        rows.append([label, f"{s:.3f}", f"{q1:.3f}-{q3:.3f}", *(f"{result['steps'][name][b]:,}" for b in BUDGETS)])
+        ratio = median([t / mine for t, mine in zip(reference, result["samples"][name])])
+        rows.append([label, f"{s:.3f}", f"{q1:.3f}-{q3:.3f}", *(f"{result['steps'][name][b]:,}" for b in BUDGETS),
+                     f"{ratio:.2f}x"])
     return markdown_table(["contender", "s/step (median)", "interquartile", "steps in 20 min", "steps in 1 h",
-                           "steps in 3 h"], rows)
+                           "steps in 3 h", "transformers' step / this step"], rows)
 
 
 def main() -> None:

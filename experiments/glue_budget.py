@@ -271,10 +271,12 @@ def floor_result(glue_result: dict) -> dict:
     return {"tasks": tasks, "average": glue_average({t: e["score"] for t, e in tasks.items()})[0]}
 
 
-def plot(rows: list[dict], ceiling: dict, floor: dict, path: Path, protocol: str) -> None:
+def plot(rows: list[dict], ceiling: dict, floor: dict, path: Path, args) -> None:
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    import matplotlib.ticker
+
     from bertforge.atomic import atomic_path
     fig, ax = plt.subplots(figsize=(6.4, 4.2))
     for i, contender in enumerate(CONTENDERS):
@@ -289,9 +291,11 @@ def plot(rows: list[dict], ceiling: dict, floor: dict, path: Path, protocol: str
     ax.set_xscale("log")
     budgets = sorted({BUDGETS[r["budget"]] / 3600 for r in rows})
     ax.set_xticks(budgets, [f"{b:.2g}" for b in budgets])
+    ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
     ax.set_xlabel("pre-training budget (hours of one CPU core)")
-    ax.set_ylabel(f"GLUE average (dev, protocol {protocol})")
-    ax.set_title("GLUE average vs CPU-hours: mini from scratch on Wikipedia", fontsize=10)
+    ax.set_ylabel(f"GLUE average (dev, protocol {args.protocol})")
+    smoke = f" (smoke test: at most {args.max_steps_cap} steps)" if args.max_steps_cap else ""
+    ax.set_title(f"GLUE average vs CPU-hours: {args.model} from scratch on Wikipedia{smoke}", fontsize=10)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
     fig.tight_layout()
@@ -306,6 +310,8 @@ def main() -> None:
     out.mkdir(parents=True, exist_ok=True)
     prepare_corpus(out, args)
     cal = calibration(out, args)
+    if "transformers" in args.contenders:
+        tokenize_for_transformers(out)
     jobs, sweep = plan_jobs(cal, args)
     failures = run_jobs(jobs, out, args)
     if "transformers" in args.contenders:
@@ -333,7 +339,7 @@ def main() -> None:
     atomic_write_text(out / "results.json", json.dumps(record, indent=2) + "\n")
     table = results_table(rows, ceiling, floor, tasks)
     atomic_write_text(out / "results.md", table)
-    plot(rows, ceiling, floor, out / "glue-vs-budget.png", args.protocol)
+    plot(rows, ceiling, floor, out / "glue-vs-budget.png", args)
     print(table)
     print(f"wrote {out / 'results.md'}, {out / 'results.json'}, {out / 'glue-vs-budget.png'}")
 

@@ -304,10 +304,10 @@ def train(args) -> dict:
     if args.prepare_only:
         build_blocks(data, corpus_path(data, args.corpus), load_hf_tokenizer(vocab), args.block_size, Path(args.cache))
         return {}
+    claim_output(output, args)  # refuses an OUTPUT that holds a run with other settings, finished or not
     if (output / RESULT).exists():
         print(f"{output}: finished already ({RESULT}); nothing to do")
         return json.loads((output / RESULT).read_text())
-    claim_output(output, args)
     tokenizer = load_hf_tokenizer(vocab)
     train_blocks, heldout_blocks = build_blocks(data, corpus_path(data, args.corpus), tokenizer, args.block_size,
                                                 Path(args.cache) if args.cache else output / "data")
