@@ -7,7 +7,8 @@ uncased vocabulary, for budgets of 20 minutes, 1 hour and 3 hours of one CPU cor
   (both with their recipe's defaults, batch 32, sequence length 128, seed 0);
 * `transformers`: `experiments/hf_pretrain_mlm.py` (`BertForMaskedLM` + `Trainer`, run_mlm's conventions, fused
   AdamW), its peak lr picked by a sweep at the 20-minute budget (`--hf-lrs`; the lr whose run ends with the lowest
-  held-out MLM loss, and that run is the 20-minute row).
+  held-out MLM loss, and that run is the 20-minute row). The sweep runs first; then every other run, the longest
+  first.
 
 A budget is a step count: the budget divided by the contender's step time, measured side by side in one process
 on one thread by `experiments/budget_calibration.py` (OUT/calibration.json; run first if missing). So a run's
@@ -91,7 +92,6 @@ class Job:
     budget: str
     steps: int
     lr: float | None = None
-    after: list["Job"] = field(default_factory=list)   # jobs that must finish first
     done: threading.Event = field(default_factory=threading.Event, repr=False)
 
     @property
@@ -122,8 +122,8 @@ def pretrain_command(out: Path, job: Job, args) -> list[str]:
 
 
 def run_jobs(jobs: list[Job], out: Path, args) -> list[str]:
-    """Every unfinished job, one per core of `--cores` at a time, each once the jobs it waits for are done (the
-    longest first). Returns the failures, one line each; the other jobs go on."""
+    """Every unfinished job, one per core of `--cores` at a time, the longest first. Returns the failures, one line
+    each; the other jobs go on."""
     cores: Queue = Queue()
     for core in args.cores:
         cores.put(core)
@@ -135,11 +135,6 @@ def run_jobs(jobs: list[Job], out: Path, args) -> list[str]:
     started = time.time()
 
     def run(job: Job) -> None:
-        for earlier in job.after:
-            earlier.done.wait()
-        if any(earlier.name in failed for earlier in job.after):
-            failed[job.name] = "not run: a run it waits for failed"
-            return
         core = cores.get()
         try:
             print(f"[{time.strftime('%H:%M')}] start {job.name}: {job.steps:,} steps on core {core}", flush=True)
@@ -184,7 +179,7 @@ def calibration(out: Path, args) -> dict:
     path = Path(args.calibration) if args.calibration else out / "calibration.json"
     if not path.is_file():
         tokenize_for_transformers(out)
-        print(f"calibrating step times on core {args.cores[-1]} (a few minutes)", flush=True)
+        print(f"calibrating step times on core {args.cores[-1]} (40 steps of each contender, interleaved)", flush=True)
         run_logged([sys.executable, str(HERE / "budget_calibration.py"), "--data", str(out / "corpus"), "--model",
                     args.model, "--hf-cache", str(out / "hf-cache"), "--output", str(path)],
                    out / "logs" / "calibration.log", args.cores[-1])
@@ -198,21 +193,20 @@ def budget_steps(cal: dict, contender: str, budget: str, cap: int | None) -> int
 
 
 def plan_jobs(cal: dict, args) -> tuple[list[Job], list[Job]]:
-    """(bertforge's runs and transformers' lr sweep, the sweep)."""
+    """(bertforge's runs, transformers' lr sweep at the sweep budget)."""
     jobs = [Job(c, b, budget_steps(cal, c, b, args.max_steps_cap)) for c in args.contenders for b in args.budgets
             if c != "transformers"]
     sweep = [Job("transformers", SWEEP_BUDGET, budget_steps(cal, "transformers", SWEEP_BUDGET, args.max_steps_cap), lr)
              for lr in args.hf_lrs] if "transformers" in args.contenders else []
-    return jobs + sweep, sweep
+    return jobs, sweep
 
 
-def best_lr(out: Path, sweep: list[Job]) -> float:
-    """The swept lr whose run ends with the lowest held-out MLM loss (bertforge's masks, as every model is asked)."""
+def best_lr(out: Path, sweep: list[Job]) -> float | None:
+    """The swept lr whose run ends with the lowest held-out MLM loss (bertforge's masks, as every model is asked);
+    None when no sweep run finished."""
     losses = {job.lr: json.loads((run_folder(out, job) / "pretrain_result.json").read_text())["heldout_mlm_loss"]
               for job in sweep if finished(out, job)}
-    if not losses:
-        raise SystemExit("no run of the transformers lr sweep finished; see the logs")
-    return min(losses, key=losses.get)
+    return min(losses, key=losses.get) if losses else None
 
 
 def heldout_questions(out: Path, name: str, folder: Path, eval_batches: int) -> dict:
@@ -313,14 +307,14 @@ def main() -> None:
     if "transformers" in args.contenders:
         tokenize_for_transformers(out)
     jobs, sweep = plan_jobs(cal, args)
-    failures = run_jobs(jobs, out, args)
-    if "transformers" in args.contenders:
-        lr = best_lr(out, sweep)
+    failures = run_jobs(sweep, out, args)  # first, so that transformers' longer runs can start beside bertforge's
+    lr = best_lr(out, sweep)
+    if lr is not None:
         print(f"transformers: lr {lr:g} has the lowest held-out MLM loss at {SWEEP_BUDGET}", flush=True)
-        later = [Job("transformers", b, budget_steps(cal, "transformers", b, args.max_steps_cap), lr)
+        jobs += [job for job in sweep if job.lr == lr]
+        jobs += [Job("transformers", b, budget_steps(cal, "transformers", b, args.max_steps_cap), lr)
                  for b in args.budgets if b != SWEEP_BUDGET]
-        failures += run_jobs(later, out, args)
-        jobs = [j for j in jobs if j.contender != "transformers" or j.lr == lr] + later
+    failures += run_jobs(jobs, out, args)
     if failures:
         raise SystemExit("some runs failed (the others are kept; re-run to retry):\n  " + "\n  ".join(failures))
     rows = []
