@@ -15,6 +15,7 @@ import budget_calibration as cal  # noqa: E402
 
 def test_stepped_trainer_runs_one_trainer_step_per_call(train_data, vocab_dir, tmp_path):
     require_module("transformers")
+    require_module("accelerate", hint="transformers' Trainer needs it: pip install 'bertforge[test]'")
     import torch
     from transformers import BertForMaskedLM
 

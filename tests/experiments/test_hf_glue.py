@@ -63,6 +63,7 @@ def test_steps_are_counted_as_bertforge_counts_them(n, batch, epochs):
 @pytest.mark.slow
 def test_suite_writes_a_glue_json_bertforge_reads_and_skips_finished_runs(shared_data, vocab_dir, tmp_path, capsys):
     require_module("transformers")
+    require_module("accelerate", hint="transformers' Trainer needs it: pip install 'bertforge[test]'")
     import torch
     import transformers
 
