@@ -1,19 +1,22 @@
 """GLUE at a pre-training budget: bertforge's two recipes against transformers, from scratch, scored by `bertforge glue`.
 
 Three contenders pre-train a `mini`-sized encoder from scratch on the shared English Wikipedia with the MiniLM
-uncased vocabulary, for budgets of 20 minutes, 1 hour and 3 hours of one CPU core:
+uncased vocabulary, for budgets of 20 CPU-minutes, 1 CPU-hour and 3 CPU-hours (CPU time of one core):
 
 * `fast`: `bertforge pretrain --recipe fast --model mini`; `bert`: `bertforge pretrain --recipe bert --model mini`
   (both with their recipe's defaults, batch 32, sequence length 128, seed 0);
 * `transformers`: `experiments/hf_pretrain_mlm.py` (`BertForMaskedLM` + `Trainer`, run_mlm's conventions, fused
-  AdamW), its peak lr picked by a sweep at the 20-minute budget (`--hf-lrs`; the lr whose run ends with the lowest
-  held-out MLM loss, and that run is the 20-minute row). The sweep runs first; then every other run, the longest
-  first.
+  AdamW), its peak lr picked by a sweep (`--hf-lrs`, at the `--sweep-budget`, 20 CPU-minutes by default; the lr
+  whose run ends with the lowest held-out MLM loss; when the sweep budget is one of `--budgets`, that run is its
+  row).
 
-A budget is a step count: the budget divided by the contender's step time, measured side by side in one process
-on one thread by `experiments/budget_calibration.py` (OUT/calibration.json; run first if missing). So a run's
-result does not depend on how busy the machine is while it runs. Each run is pinned to one core (`taskset`,
-OMP_NUM_THREADS=1), as many at a time as `--cores` lists.
+A budget is a step count: the budget divided by the contender's CPU time per step, measured side by side in one
+process on one thread by `experiments/budget_calibration.py` (OUT/calibration.json; run first if missing). So a
+run's result does not depend on how busy the machine is while it runs. Each run is pinned to one core (`taskset`,
+OMP_NUM_THREADS=1), one per core of `--cores` at a time, in this order: the longest bertforge run and the sweep
+first, transformers' runs as soon as the sweep has picked its lr, each checkpoint's GLUE suite as soon as its run
+is done, the other bertforge runs when a core is free; a run or suite waiting for its input lets the next one
+take the core.
 
 Every checkpoint is then asked the same questions: the held-out MLM loss on the corpus's 200 held-out articles
 (15 % masking, the same sequences and masks for every model; `recipe_race.evaluate_model`), and GLUE by
@@ -40,19 +43,18 @@ import shlex
 import subprocess
 import sys
 import time
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 import threading
-from queue import Queue
+from typing import Callable
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 sys.path.insert(0, str(HERE))
 
 CONTENDERS = {"fast": "bertforge --recipe fast", "bert": "bertforge --recipe bert", "transformers": "transformers"}
-BUDGETS = {"20m": 20 * 60, "1h": 3600, "3h": 3 * 3600}
-SWEEP_BUDGET = "20m"
+BUDGETS = {"5m": 5 * 60, "20m": 20 * 60, "1h": 3600, "3h": 3 * 3600}  # CPU-seconds of one core
+LABELS = {"5m": "5 CPU-min", "20m": "20 CPU-min", "1h": "1 CPU-h", "3h": "3 CPU-h"}
 HELDOUT_DOCUMENTS = 200
 
 
@@ -92,7 +94,7 @@ class Job:
     budget: str
     steps: int
     lr: float | None = None
-    done: threading.Event = field(default_factory=threading.Event, repr=False)
+    sweep: bool = False
 
     @property
     def name(self) -> str:
@@ -121,37 +123,110 @@ def pretrain_command(out: Path, job: Job, args) -> list[str]:
                      "--save-every", str(args.save_every), "--eval-batches", "0", "--no-progress")
 
 
-def run_jobs(jobs: list[Job], out: Path, args) -> list[str]:
-    """Every unfinished job, one per core of `--cores` at a time, the longest first. Returns the failures, one line
-    each; the other jobs go on."""
-    cores: Queue = Queue()
-    for core in args.cores:
-        cores.put(core)
-    for job in jobs:
-        if finished(out, job):
-            job.done.set()
-    todo = sorted([j for j in jobs if not j.done.is_set()], key=lambda j: -BUDGETS[j.budget])
-    failed: dict[str, str] = {}
+@dataclass
+class Work:
+    """One thing for one core: a pre-training run or a GLUE suite. `ready()` says whether its inputs are there
+    (True), not yet (False), or never will be (None: an input failed)."""
+
+    name: str
+    run: Callable[[int], None]
+    ready: Callable[[], bool | None] = lambda: True
+    done: threading.Event = field(default_factory=threading.Event, repr=False)
+
+
+def schedule(works: list[Work], cores: list[int]) -> dict[str, str]:
+    """Run the works one per core, in list order; a work whose inputs are not ready lets the next one take the core.
+    Returns the failures (name -> reason); the other works go on."""
+    free, pending, failed = list(cores), list(works), {}
+    changed = threading.Condition()
     started = time.time()
 
-    def run(job: Job) -> None:
-        core = cores.get()
+    def run(work: Work, core: int) -> None:
         try:
-            print(f"[{time.strftime('%H:%M')}] start {job.name}: {job.steps:,} steps on core {core}", flush=True)
-            t0 = time.time()
-            run_logged(pretrain_command(out, job, args), out / "logs" / f"{job.name}.log", core)
-            left = sum(not j.done.is_set() for j in todo) - 1
-            print(f"[{time.strftime('%H:%M')}] done {job.name} in {(time.time() - t0) / 60:.1f} min; {left} of "
-                  f"{len(todo)} runs left, {(time.time() - started) / 3600:.2f} h so far", flush=True)
-        except RuntimeError as err:
-            failed[job.name] = str(err)
+            work.run(core)
+        except (RuntimeError, OSError, ValueError, KeyError) as err:
+            failed[work.name] = str(err)
         finally:
-            cores.put(core)
-            job.done.set()
+            with changed:
+                free.append(core)
+                work.done.set()
+                left = sum(not w.done.is_set() for w in works)
+                print(f"[{time.strftime('%H:%M')}] {'FAILED' if work.name in failed else 'done'} {work.name}; "
+                      f"{left} of {len(works)} left, {(time.time() - started) / 3600:.2f} h so far", flush=True)
+                changed.notify_all()
 
-    with ThreadPoolExecutor(max(1, len(todo))) as pool:  # the threads only wait; the cores queue bounds the work
-        list(pool.map(run, todo))
-    return [f"{name}: {reason}" for name, reason in failed.items()]
+    with changed:
+        while pending or len(free) < len(cores):
+            for work in list(pending):
+                if not free:
+                    break
+                state = work.ready()
+                if state is None:
+                    pending.remove(work)
+                    failed[work.name] = "an input failed"
+                    work.done.set()
+                elif state:
+                    pending.remove(work)
+                    threading.Thread(target=run, args=(work, free.pop(0))).start()
+            if pending and len(free) == len(cores):  # nothing runs and nothing can start: the inputs never come
+                for work in pending:
+                    failed[work.name] = "its inputs never came"
+                break
+            changed.wait(timeout=10)
+    return failed
+
+
+def pretrain_work(out: Path, job: Job, args, ready: Callable[[], bool | None] = lambda: True) -> Work:
+    def run(core: int) -> None:
+        if not finished(out, job):
+            print(f"[{time.strftime('%H:%M')}] start {job.name}: {job.steps:,} steps on core {core}", flush=True)
+            run_logged(pretrain_command(out, job, args), out / "logs" / f"{job.name}.log", core)
+    return Work(f"pre-train {job.contender} {job.budget}" + (" (lr sweep)" if job.sweep else ""), run, ready)
+
+
+def suite_work(out: Path, job: Job, after: Work, args) -> Work:
+    """The held-out questions and the GLUE suite of `job`'s checkpoint, once `after` (its run) is done."""
+    def ready() -> bool | None:
+        if not after.done.is_set():
+            return False
+        return True if finished(out, job) else None
+
+    def run(core: int) -> None:
+        heldout_questions(out, job.name, run_folder(out, job), args.eval_batches)
+        glue(out, job.name, run_folder(out, job), args, core)
+    return Work(f"GLUE {job.contender} {job.budget}", run, ready)
+
+
+def plan_work(out: Path, cal: dict, args) -> tuple[list[Work], list[Job], list[Job]]:
+    """The works in the order they take free cores, the jobs of the result rows (transformers' get their lr when
+    the sweep is done), and the sweep's jobs."""
+    jobs, sweep = plan_jobs(cal, args)
+    pretrain = {job.name: pretrain_work(out, job, args) for job in jobs}
+    sweep_works = [pretrain_work(out, job, args) for job in sweep]
+    hf_rows = [Job("transformers", b, budget_steps(cal, "transformers", b, args.max_steps_cap))
+               for b in sorted(args.budgets, key=lambda b: -BUDGETS[b])] if sweep else []
+
+    def sweep_done() -> bool | None:
+        if not all(w.done.is_set() for w in sweep_works):
+            return False
+        lr = best_lr(out, sweep)
+        if lr is None:
+            return None
+        for job in hf_rows:
+            if job.lr is None:
+                job.lr = lr
+                print(f"transformers: lr {lr:g} has the lowest held-out MLM loss at {LABELS[args.sweep_budget]}",
+                      flush=True)
+        return True
+
+    hf_works = [pretrain_work(out, job, args, sweep_done) for job in hf_rows]
+    first, rest = jobs[:1], jobs[1:]
+    works = [pretrain[j.name] for j in first] + sweep_works + hf_works
+    works += [suite_work(out, j, pretrain[j.name], args) for j in first]
+    works += [suite_work(out, j, w, args) for j, w in zip(hf_rows, hf_works)]
+    for job in rest:
+        works += [pretrain[job.name], suite_work(out, job, pretrain[job.name], args)]
+    return works, jobs + hf_rows, sweep
 
 
 # ---- the steps of the experiment -----------------------------------------------------------------------------------------
@@ -193,10 +268,11 @@ def budget_steps(cal: dict, contender: str, budget: str, cap: int | None) -> int
 
 
 def plan_jobs(cal: dict, args) -> tuple[list[Job], list[Job]]:
-    """(bertforge's runs, transformers' lr sweep at the sweep budget)."""
-    jobs = [Job(c, b, budget_steps(cal, c, b, args.max_steps_cap)) for c in args.contenders for b in args.budgets
-            if c != "transformers"]
-    sweep = [Job("transformers", SWEEP_BUDGET, budget_steps(cal, "transformers", SWEEP_BUDGET, args.max_steps_cap), lr)
+    """(bertforge's runs, the longest first; transformers' lr sweep at the sweep budget)."""
+    jobs = [Job(c, b, budget_steps(cal, c, b, args.max_steps_cap)) for b in sorted(args.budgets, key=lambda b: -BUDGETS[b])
+            for c in args.contenders if c != "transformers"]
+    steps = budget_steps(cal, "transformers", args.sweep_budget, args.max_steps_cap)
+    sweep = [Job("transformers", args.sweep_budget, steps, lr, sweep=True)
              for lr in args.hf_lrs] if "transformers" in args.contenders else []
     return jobs, sweep
 
@@ -223,23 +299,24 @@ def heldout_questions(out: Path, name: str, folder: Path, eval_batches: int) -> 
     return result
 
 
-def glue(out: Path, name: str, model: Path, args) -> dict:
-    """`bertforge glue` on `model` under the experiment's protocol; a suite that finished with every task is kept,
-    any other is continued (`bertforge glue` skips its finished units)."""
+def glue(out: Path, name: str, model: Path, args, core: int | None = None) -> dict:
+    """`bertforge glue` on `model` under the experiment's protocol (one job on `core`, or one per core of --cores);
+    a suite that finished with every task is kept, any other is continued (it skips its finished units)."""
     path = out / "glue" / name / "glue.json"
     done = path.is_file() and "failed" not in json.loads(path.read_text(encoding="utf-8"))
     if not done:
         print(f"[{time.strftime('%H:%M')}] GLUE ({args.protocol}) for {name}", flush=True)
         run_logged(bertforge("glue", "--model", str(model), "--data", str(args.glue), "--output", str(path.parent),
-                             "--protocol", args.protocol, "--jobs", str(len(args.cores)), "--name", name,
-                             "--no-progress", *shlex.split(args.glue_args)), out / "logs" / f"glue-{name}.log")
+                             "--protocol", args.protocol, "--jobs", "1" if core is not None else str(len(args.cores)),
+                             "--name", name, "--no-progress", *shlex.split(args.glue_args)),
+                   out / "logs" / f"glue-{name}.log", core)
     return json.loads(path.read_text(encoding="utf-8"))
 
 
 # ---- the results ----------------------------------------------------------------------------------------------------------
 def results_table(rows: list[dict], ceiling: dict, floor: dict, tasks: list[str]) -> str:
     from bertforge.evaluation.scores import DISPLAY
-    head = ["contender", "budget (CPU-h)", "steps", "s/step", "held-out MLM loss", *(DISPLAY[t] for t in tasks),
+    head = ["contender", "budget", "steps", "CPU-s/step", "held-out MLM loss", *(DISPLAY[t] for t in tasks),
             "GLUE avg"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
 
@@ -249,7 +326,7 @@ def results_table(rows: list[dict], ceiling: dict, floor: dict, tasks: list[str]
 
     for r in rows:
         lines.append("| " + " | ".join([CONTENDERS[r["contender"]] + (f" (lr {r['lr']:g})" if r.get("lr") else ""),
-                                          f"{BUDGETS[r['budget']] / 3600:.2f}", f"{r['steps']:,}",
+                                          LABELS[r["budget"]], f"{r['steps']:,}",
                                           f"{r['seconds_per_step']:.3f}", f"{r['heldout']['mlm_loss']:.3f}",
                                           *scores(r["glue"])]) + " |")
     lines.append("| " + " | ".join(["all-MiniLM-L6-v2 (pre-trained, the ceiling)", "—", "—", "—", "—",
@@ -286,7 +363,7 @@ def plot(rows: list[dict], ceiling: dict, floor: dict, path: Path, args) -> None
     budgets = sorted({BUDGETS[r["budget"]] / 3600 for r in rows})
     ax.set_xticks(budgets, [f"{b:.2g}" for b in budgets])
     ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
-    ax.set_xlabel("pre-training budget (hours of one CPU core)")
+    ax.set_xlabel("pre-training budget (CPU-hours: CPU time of one core)")
     ax.set_ylabel(f"GLUE average (dev, protocol {args.protocol})")
     smoke = f" (smoke test: at most {args.max_steps_cap} steps)" if args.max_steps_cap else ""
     ax.set_title(f"GLUE average vs CPU-hours: {args.model} from scratch on Wikipedia{smoke}", fontsize=10)
@@ -306,17 +383,11 @@ def main() -> None:
     cal = calibration(out, args)
     if "transformers" in args.contenders:
         tokenize_for_transformers(out)
-    jobs, sweep = plan_jobs(cal, args)
-    failures = run_jobs(sweep, out, args)  # first, so that transformers' longer runs can start beside bertforge's
-    lr = best_lr(out, sweep)
-    if lr is not None:
-        print(f"transformers: lr {lr:g} has the lowest held-out MLM loss at {SWEEP_BUDGET}", flush=True)
-        jobs += [job for job in sweep if job.lr == lr]
-        jobs += [Job("transformers", b, budget_steps(cal, "transformers", b, args.max_steps_cap), lr)
-                 for b in args.budgets if b != SWEEP_BUDGET]
-    failures += run_jobs(jobs, out, args)
+    works, jobs, sweep = plan_work(out, cal, args)
+    failures = schedule(works, args.cores)
     if failures:
-        raise SystemExit("some runs failed (the others are kept; re-run to retry):\n  " + "\n  ".join(failures))
+        raise SystemExit("some runs failed (the others are kept; re-run to retry):\n  " +
+                         "\n  ".join(f"{name}: {why}" for name, why in failures.items()))
     rows = []
     for job in jobs:
         folder = run_folder(out, job)
@@ -328,7 +399,10 @@ def main() -> None:
     floor = floor_result(ceiling)
     tasks = [t for t in ceiling["tasks"]]
     from bertforge.atomic import atomic_write_text
-    record = {"rows": rows, "ceiling": ceiling, "floor": floor, "calibration": cal, "protocol": args.protocol,
+    swept = {f"{job.lr:g}": json.loads((run_folder(out, job) / "pretrain_result.json").read_text())["heldout_mlm_loss"]
+             for job in sweep}
+    record = {"rows": rows, "sweep": {"budget": args.sweep_budget, "heldout_mlm_loss": swept}, "ceiling": ceiling,
+              "floor": floor, "calibration": cal, "protocol": args.protocol,
               "glue_args": args.glue_args, "max_steps_cap": args.max_steps_cap, "command": shlex.join(sys.argv)}
     atomic_write_text(out / "results.json", json.dumps(record, indent=2) + "\n")
     table = results_table(rows, ceiling, floor, tasks)
@@ -349,7 +423,9 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--model", default="mini", help="the size preset of every contender")
     parser.add_argument("--contenders", default=",".join(CONTENDERS))
     parser.add_argument("--budgets", default=",".join(BUDGETS), help=f"of {', '.join(BUDGETS)}")
-    parser.add_argument("--hf-lrs", default="2.5e-4,5e-4,1e-3", help="transformers' peak lrs swept at 20 minutes")
+    parser.add_argument("--hf-lrs", default="2.5e-4,5e-4,1e-3", help="transformers' peak lrs, swept")
+    parser.add_argument("--sweep-budget", default="20m", choices=list(BUDGETS),
+                        help="the budget of transformers' lr sweep runs")
     parser.add_argument("--cores", default="0,1", help="one run per listed core at a time")
     parser.add_argument("--calibration", help="a budget_calibration.py result (default: OUT/calibration.json, "
                                               "measured when missing)")
@@ -366,8 +442,6 @@ def parse_args() -> argparse.Namespace:
         unknown = [v for v in values if v not in known]
         if unknown or not values:
             parser.error(f"{flag}: unknown {', '.join(unknown) or 'nothing given'}; choose from {', '.join(known)}")
-    if "transformers" in args.contenders and SWEEP_BUDGET not in args.budgets:
-        parser.error(f"--budgets must include {SWEEP_BUDGET}: transformers' lr is swept there")
     try:
         args.hf_lrs = [float(v) for v in args.hf_lrs.split(",") if v]
         args.cores = [int(v) for v in args.cores.split(",") if v]

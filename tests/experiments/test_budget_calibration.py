@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -49,3 +50,14 @@ def test_bertforge_step_is_one_engine_step_of_the_recipe(train_data, tmp_path, r
     assert step.run.state["step"] == 2
     assert step.run.stage.cfg.objective == objective
     assert step.run.optimizer.defaults.get("fused") is True  # the fused AdamW both sides are timed with
+
+
+def test_a_step_is_charged_its_cpu_time_not_its_waiting():
+    def waits_then_works() -> None:
+        time.sleep(0.3)  # the core is someone else's: wall-clock passes, this process's CPU time does not
+        end = time.process_time() + 0.05
+        while time.process_time() < end:
+            pass
+
+    charged = cal.cpu_timed(waits_then_works)()
+    assert 0.05 <= charged < 0.2
