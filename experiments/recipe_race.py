@@ -172,8 +172,9 @@ def evaluate_model(folder: Path, data: str, eval_batches: int) -> dict[str, floa
     model = model_class_for(folder, "masked_lm").from_pretrained(folder).eval()
     tokenizer = load_tokenizer(folder)
     result: dict[str, float] = {}
-    run_config = next(p / "run_config.json" for p in (folder, folder.parent.parent) if (p / "run_config.json").exists())
-    sentence_task = json.loads(run_config.read_text())["objective"] in ("mlm+nsp", "mlm+sop")
+    run_config = next((p / "run_config.json" for p in (folder, folder.parent.parent) if (p / "run_config.json").exists()),
+                      None)  # none: a folder another tool trained (transformers' Trainer), MLM only
+    sentence_task = run_config is not None and json.loads(run_config.read_text())["objective"] in ("mlm+nsp", "mlm+sop")
     for key, objective, packing, seed in (("mlm", "mlm", "full-sentences", 1234), ("pairs", "mlm+nsp", "full-sentences", 0)):
         held = PretrainingDataset(data, tokenizer, objective=objective, packing=packing, batch_size=32,
                                   masking=MaskingConfig(rate=0.15), seed=seed, split="heldout")

