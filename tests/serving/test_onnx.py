@@ -133,3 +133,71 @@ def test_int8_export_keeps_only_the_quantizers_errors(sst2_folder, tmp_path, cap
         logging.error("a real failure")
         logging.getLogger("bertforge.export").info("ours")
     assert [r.getMessage() for r in caplog.records] == ["a real failure", "ours"]
+
+
+def _session_outputs(folder, enc, names):
+    """The graph run by onnxruntime directly (not through bertforge's OnnxModel)."""
+    import onnxruntime as ort
+    session = ort.InferenceSession(str(folder / "model.onnx"), providers=["CPUExecutionProvider"])
+    feed = {i.name: enc[i.name].numpy().astype("int64") for i in session.get_inputs()}
+    return dict(zip(names, session.run(names, feed)))
+
+
+def test_encoder_graph_gives_the_folders_sentence_vectors(encoder_onnx, minilm_dir, st_model):
+    """One call of the graph gives sentence-transformers' vectors (mean pooling over real tokens, unit length, as
+    MiniLM's modules.json declares), and `SentenceEncoder` on the onnx backend takes them from the graph."""
+    from bertforge.tokenization import load_tokenizer
+    enc = load_tokenizer(encoder_onnx)(TEXTS, padding=True, return_tensors="pt")
+    graph = _session_outputs(encoder_onnx, enc, ["sentence_embedding"])["sentence_embedding"]
+    np.testing.assert_allclose(graph, st_model.encode(TEXTS), atol=1e-4)
+    onnx_encoder = SentenceEncoder.load(encoder_onnx, backend="onnx")
+    assert onnx_encoder.model.sentence_pooling == ("mean", True)
+    torch_vectors = SentenceEncoder.load(minilm_dir, backend="torch").encode(TEXTS, batch_size=3)
+    np.testing.assert_allclose(onnx_encoder.encode(TEXTS, batch_size=3), torch_vectors, atol=1e-4)
+    # another pooling than the graph's: pooled in Python from the token vectors, as the torch backend does
+    np.testing.assert_allclose(onnx_encoder.encode(TEXTS, pooling="cls", normalize=False),
+                               SentenceEncoder.load(minilm_dir).encode(TEXTS, pooling="cls", normalize=False),
+                               atol=1e-4)
+
+
+@pytest.fixture(scope="module")
+def optimized_onnx(minilm_dir, tmp_path_factory):
+    from bertforge.cli import main
+    out = tmp_path_factory.mktemp("onnx-optimized") / "export"
+    assert main(["export", "--model", str(minilm_dir), "--output", str(out), "--optimize"]) == 0
+    return out
+
+
+def test_optimized_export_holds_fused_kernels(optimized_onnx):
+    """ONNX Runtime's optimizer finds bertforge's attention, residual layer norms, embeddings and GELU."""
+    import collections
+
+    import onnx
+    ops = collections.Counter(n.op_type for n in onnx.load(str(optimized_onnx / "model.onnx")).graph.node)
+    assert ops["Attention"] == 6 and ops["SkipLayerNormalization"] == 12, ops
+    assert ops["EmbedLayerNormalization"] == 1 and ops["BiasGelu"] == 6, ops
+    assert ops["Softmax"] == 0 and ops["LayerNormalization"] == 0, ops
+    assert json.loads((optimized_onnx / "onnx.json").read_text())["fused"]["Attention"] == 6
+
+
+@pytest.mark.parametrize("side", ["right", "left"])
+def test_optimized_export_matches_transformers(optimized_onnx, minilm_dir, st_model, side):
+    """Token vectors equal transformers' BERT within 1e-4, and sentence vectors its masked mean at unit length
+    (sentence-transformers' own vectors, for right padding), on batches padded on either side: the fused
+    attention reads the raw mask, not a length per row."""
+    import torch
+    transformers = require_module("transformers")
+    tok = transformers.AutoTokenizer.from_pretrained(str(minilm_dir), padding_side=side)
+    ref_model = transformers.AutoModel.from_pretrained(str(minilm_dir)).eval()
+    for texts in (TEXTS, TEXTS[1:2], TEXTS * 2):
+        enc = tok(texts, padding=True, return_tensors="pt")
+        with torch.no_grad():
+            ref = ref_model(**enc).last_hidden_state
+        ours = _session_outputs(optimized_onnx, enc, ["last_hidden_state", "sentence_embedding"])
+        mask = enc["attention_mask"].bool().numpy()
+        np.testing.assert_allclose(ours["last_hidden_state"][mask], ref.numpy()[mask], atol=1e-4)
+        summed = (ref.numpy() * mask[..., None]).sum(1) / mask.sum(1, keepdims=True)
+        np.testing.assert_allclose(ours["sentence_embedding"],
+                                   summed / np.linalg.norm(summed, axis=1, keepdims=True), atol=1e-4)
+        if side == "right":
+            np.testing.assert_allclose(ours["sentence_embedding"], st_model.encode(texts), atol=1e-4)

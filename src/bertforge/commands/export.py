@@ -12,12 +12,17 @@ def register(sub) -> None:
     p = sub.add_parser("export", help="export a model folder to ONNX",
                        description="Write OUTPUT/model.onnx with dynamic batch and sequence axes, plus the "
                                    "folder's config, tokenizer and task files. An encoder folder's first output "
-                                   "is last_hidden_state; a fine-tuned folder's are its task logits. "
-                                   "--quantize int8 stores onnxruntime's dynamic int8 quantization instead.")
+                                   "is last_hidden_state, its second the sentence vectors (pooled and "
+                                   "normalised as the folder declares); a fine-tuned folder's are its task "
+                                   "logits. --optimize fuses attention, layer norms and GELU with ONNX "
+                                   "Runtime's transformer optimizer; --quantize int8 stores onnxruntime's "
+                                   "dynamic int8 quantization instead.")
     p.add_argument("--model", required=True, metavar="DIR", help="model folder (encoder or fine-tuned)")
     p.add_argument("--format", choices=("onnx",), default="onnx")
     add_output_arguments(p, help="folder for the exported model (new or empty, unless --overwrite)")
     p.add_argument("--quantize", choices=("int8",), default=None)
+    p.add_argument("--optimize", action="store_true",
+                   help="apply ONNX Runtime's transformer optimizer (fused attention, skip-layer-norm, GELU)")
     p.add_argument("--opset", type=int, default=17)
     add_common(p)
     p.set_defaults(run=run)
@@ -25,11 +30,15 @@ def register(sub) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from bertforge.outputs import fresh_output
-    from bertforge.serving.onnx_backend import export_onnx
-    settings = {"model": args.model, "format": args.format, "quantize": args.quantize, "opset": args.opset}
+    from bertforge.serving.onnx_backend import export_onnx, read_info
+    settings = {"model": args.model, "format": args.format, "quantize": args.quantize, "opset": args.opset,
+                "optimize": args.optimize}
     with fresh_output(args.output, verb="export", overwrite=args.overwrite, settings=settings,
                       inputs=(args.model,)) as output:
-        path = export_onnx(args.model, output, quantize=args.quantize, opset=args.opset)
+        path = export_onnx(args.model, output, quantize=args.quantize, opset=args.opset, optimize=args.optimize)
     size = path.stat().st_size / 2**20
     print(f"wrote {path} ({size:.1f} MiB{', int8' if args.quantize else ''})", file=sys.stderr)
+    if args.optimize:
+        fused = read_info(path.parent).get("fused", {})
+        print("fused: " + (", ".join(f"{n} {name}" for name, n in fused.items()) or "nothing"), file=sys.stderr)
     return 0

@@ -139,12 +139,18 @@ class SentenceEncoder:
             idx = order[start:start + batch_size]
             enc = self.tokenizer([texts[i] for i in idx], padding=True, truncation=True,
                                  max_length=self.max_length, return_tensors="pt")
-            hidden = self._hidden(enc)
-            vectors = pool(hidden, enc["attention_mask"].to(hidden.device), mode)
-            if normalize:
-                vectors = torch.nn.functional.normalize(vectors, p=2, dim=1)
-            out[idx] = vectors.cpu().numpy()
+            out[idx] = self._vectors(enc, mode, normalize).cpu().numpy()
         return out
+
+    def _vectors(self, enc, mode: str, normalize: bool) -> torch.Tensor:
+        if getattr(self.model, "sentence_pooling", None) == (mode, normalize):  # an exported graph that pools
+            inputs = {k: enc[k] for k in ("input_ids", "attention_mask", "token_type_ids") if k in enc}
+            return self.model(**inputs, outputs=["sentence_embedding"]).sentence_embedding
+        hidden = self._hidden(enc)
+        vectors = pool(hidden, enc["attention_mask"].to(hidden.device), mode)
+        if normalize:
+            vectors = torch.nn.functional.normalize(vectors, p=2, dim=1)
+        return vectors
 
     def _hidden(self, enc) -> torch.Tensor:
         device = getattr(self.model, "device", torch.device("cpu"))
