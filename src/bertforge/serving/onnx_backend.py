@@ -36,9 +36,9 @@ SENTENCE_OUTPUT = "sentence_embedding"
 FUSED_OPS = ("EmbedLayerNormalization", "Attention", "MultiHeadAttention", "SkipLayerNormalization", "BiasGelu",
              "Gelu", "FastGelu", "LayerNormalization")
 
-# head -> output names, in the order the model returns them
-OUTPUTS = {"encoder": ("last_hidden_state", SENTENCE_OUTPUT), "sequence_classification": ("logits",), "regression": ("logits",),
-           "token_classification": ("logits",), "multiple_choice": ("logits",),
+# head -> output names, in the order the graph returns them (an encoder's sentence vectors are pooled in the graph)
+OUTPUTS = {"encoder": ("last_hidden_state", SENTENCE_OUTPUT), "sequence_classification": ("logits",),
+           "regression": ("logits",), "token_classification": ("logits",), "multiple_choice": ("logits",),
            "question_answering": ("start_logits", "end_logits")}
 
 
