@@ -168,16 +168,49 @@ def trace_to_onnx(directory: Path, target: Path, opset: int = 17) -> dict[str, A
 def optimize_onnx(source: Path, target: Path, num_heads: int, hidden_size: int) -> dict[str, int]:
     """ONNX Runtime's transformer optimizer (model type bert) over `source`, saved to `target`; returns how
     many of each fused kernel the graph holds. The attention kernels read the raw 0/1 mask, so a batch padded
-    on either side is attended correctly."""
+    on either side is attended correctly. The optimized graph must keep the inputs and the outputs of the
+    original on a probe batch: its embedding fusion drops the segment table of an encoder whose embeddings
+    are projected (ALBERT, ELECTRA), so when it changes anything the graph is optimized again without it."""
+    import onnx
     from onnxruntime.transformers.fusion_options import AttentionMaskFormat, FusionOptions
     from onnxruntime.transformers.optimizer import optimize_model
-    options = FusionOptions("bert")
-    options.attention_mask_format = AttentionMaskFormat.AttentionMask
-    with quantizer_errors_only(), _warnings_and_errors_only():
-        optimized = optimize_model(str(source), model_type="bert", num_heads=num_heads, hidden_size=hidden_size,
-                                   optimization_options=options)
-        optimized.save_model_to_file(str(target))
-    return count_fused(optimized.model)
+    reference = _probe_outputs(onnx.load(str(source)))
+    for embedding_fusion in (True, False):
+        options = FusionOptions("bert")
+        options.attention_mask_format = AttentionMaskFormat.AttentionMask
+        options.enable_embed_layer_norm = embedding_fusion
+        with quantizer_errors_only(), _warnings_and_errors_only():
+            optimized = optimize_model(str(source), model_type="bert", num_heads=num_heads, hidden_size=hidden_size,
+                                       optimization_options=options)
+        if _same_outputs(reference, _probe_outputs(optimized.model)):
+            optimized.save_model_to_file(str(target))
+            return count_fused(optimized.model)
+    raise RuntimeError(f"{source}: ONNX Runtime's optimizer changed what the graph computes; "
+                       "export without --optimize")
+
+
+def _probe_outputs(model) -> dict[str, Any]:
+    """The graph's outputs on a small padded batch (ids 1-5: every vocabulary has them), by input name."""
+    import numpy as np
+    import onnxruntime as ort
+    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    ids = np.array([[2, 3, 4, 5, 3, 2, 1], [2, 4, 5, 1, 0, 0, 0]], dtype=np.int64)
+    given = {"input_ids": ids, "attention_mask": (ids > 0).astype(np.int64), "token_type_ids": np.zeros_like(ids)}
+    feed = {}
+    for graph_input in session.get_inputs():
+        value = given[graph_input.name]
+        if len(graph_input.shape) == 3:  # multiple choice: [batch, choices, sequence]
+            value = np.repeat(value[:, None], 2, axis=1)
+        feed[graph_input.name] = value
+    names = [o.name for o in session.get_outputs()]
+    return {"inputs": sorted(feed), **dict(zip(names, session.run(names, feed)))}
+
+
+def _same_outputs(a: dict[str, Any], b: dict[str, Any], atol: float = 1e-3) -> bool:
+    import numpy as np
+    if a.keys() != b.keys() or a["inputs"] != b["inputs"]:
+        return False
+    return all(np.allclose(a[k], b[k], atol=atol) for k in a if k != "inputs")
 
 
 def count_fused(model) -> dict[str, int]:
