@@ -21,6 +21,13 @@ def register(sub) -> None:
     p.add_argument("--format", choices=("onnx",), default="onnx")
     add_output_arguments(p, help="folder for the exported model (new or empty, unless --overwrite)")
     p.add_argument("--quantize", choices=("int8",), default=None)
+    p.add_argument("--calibrate-on", metavar="FILE", default=None,
+                   help="with --quantize int8: a labelled dev file (a classifier's or regression predictor's task "
+                        "data; scored pairs for an embedding model) to measure the metric and speed int8 costs")
+    p.add_argument("--max-drop", type=float, default=1.0, metavar="POINTS",
+                   help="with --calibrate-on: refuse to write an int8 model that loses more than this many points "
+                        "(accuracy or Spearman x100; default 1.0)")
+    p.add_argument("--force", action="store_true", help="write the int8 model even when it loses more than --max-drop")
     p.add_argument("--optimize", action="store_true",
                    help="apply ONNX Runtime's transformer optimizer (fused attention, skip-layer-norm, GELU)")
     p.add_argument("--opset", type=int, default=17)
@@ -32,12 +39,22 @@ def run(args: argparse.Namespace) -> int:
     from bertforge.outputs import fresh_output
     from bertforge.serving.onnx_backend import export_onnx, read_info
     settings = {"model": args.model, "format": args.format, "quantize": args.quantize, "opset": args.opset,
-                "optimize": args.optimize}
+                "optimize": args.optimize, "calibrate_on": args.calibrate_on, "max_drop": args.max_drop,
+                "force": args.force}
+    if args.calibrate_on is not None and args.quantize is None:
+        raise ValueError("--calibrate-on measures what int8 costs: it needs --quantize int8")
     with fresh_output(args.output, verb="export", overwrite=args.overwrite, settings=settings,
-                      inputs=(args.model,)) as output:
-        path = export_onnx(args.model, output, quantize=args.quantize, opset=args.opset, optimize=args.optimize)
+                      inputs=(args.model, args.calibrate_on)) as output:
+        path = export_onnx(args.model, output, quantize=args.quantize, opset=args.opset, optimize=args.optimize,
+                           calibrate_on=args.calibrate_on, max_drop=args.max_drop, force=args.force)
     size = path.stat().st_size / 2**20
     print(f"wrote {path} ({size:.1f} MiB{', int8' if args.quantize else ''})", file=sys.stderr)
+    price = read_info(path.parent).get("int8_price")
+    if price:
+        from bertforge.serving.int8_price import Int8Price
+        fields = {k: price[k] for k in ("metric", "fp32", "int8", "examples", "fp32_seconds", "int8_seconds", "file")}
+        note = f" (over --max-drop {price['max_drop']:g}, kept by --force)" if price["forced"] else ""
+        print(Int8Price(**fields).summary() + note, file=sys.stderr)
     if args.optimize:
         fused = read_info(path.parent).get("fused", {})
         print("fused: " + (", ".join(f"{n} {name}" for name, n in fused.items()) or "nothing"), file=sys.stderr)

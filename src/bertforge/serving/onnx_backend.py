@@ -101,12 +101,17 @@ def _load_torch_model(directory: Path, head: str) -> torch.nn.Module:
 
 
 def export_onnx(directory: str | Path, output: str | Path, quantize: str | None = None,
-                opset: int = 17, optimize: bool = False) -> Path:
+                opset: int = 17, optimize: bool = False, calibrate_on: str | Path | None = None,
+                max_drop: float = 1.0, force: bool = False) -> Path:
     """Write `output/model.onnx` (dynamic batch and sequence axes) plus the folder's config, tokenizer and
     task files, so the output serves with `--backend onnx`. An encoder's graph gives its token vectors and its
     sentence vectors (pooled and normalised as the folder declares). `optimize=True` applies ONNX Runtime's
     transformer optimizer (fused attention, skip-layer-norm, embedding and GELU kernels); `quantize="int8"`
-    stores the dynamically quantized model (per-channel int8 weights of the matrix products) instead."""
+    stores the dynamically quantized model (per-channel int8 weights of the matrix products) instead.
+
+    With `calibrate_on` (a labelled file), the int8 graph is scored and timed against the fp32 one on it
+    (`int8_price.price_int8`, recorded in onnx.json as "int8_price"); when it loses more than `max_drop` points
+    and not `force`, `Int8TooCostly` is raised (the caller removes the output: nothing is kept)."""
     directory, output = Path(directory), Path(output)
     if quantize not in (None, *QUANTIZE):
         raise ValueError(f"--quantize {quantize!r}: choose one of {', '.join(QUANTIZE)}")
@@ -114,19 +119,34 @@ def export_onnx(directory: str | Path, output: str | Path, quantize: str | None 
         raise FileNotFoundError(f"{directory}: no config.json; expected a model folder")
     if output.resolve() == directory.resolve():
         raise ValueError("--output must be a new folder, not the model folder itself")
+    if calibrate_on is not None and quantize is None:
+        raise ValueError("--calibrate-on measures what int8 costs: it needs --quantize int8")
     output.mkdir(parents=True, exist_ok=True)
+    _copy_folder_files(directory, output)
     with tempfile.TemporaryDirectory(dir=output) as tmp:
         fp32 = Path(tmp) / ONNX_FILE
         info = trace_to_onnx(directory, fp32, opset)
         if optimize:
             info["fused"] = optimize_onnx(fp32, fp32, info["num_heads"], info["hidden_size"])
+        info.update(optimized=optimize, quantize=quantize, exported_from=directory.name)
+        write_info(output, info)  # the folder's export info, read when the graphs are scored
         if quantize == "int8":
             quantize_int8(fp32, output / ONNX_FILE)
+            if calibrate_on is not None:
+                info["int8_price"] = _checked_price(output, fp32, calibrate_on, max_drop, force)
         else:
             shutil.move(str(fp32), output / ONNX_FILE)
-    _copy_folder_files(directory, output)
-    write_info(output, {**info, "optimized": optimize, "quantize": quantize, "exported_from": directory.name})
+    write_info(output, info)
     return output / ONNX_FILE
+
+
+def _checked_price(output: Path, fp32: Path, data_file: str | Path, max_drop: float, force: bool) -> dict[str, Any]:
+    from bertforge.serving.int8_price import Int8TooCostly, price_int8
+    price = price_int8(output, fp32, output / ONNX_FILE, data_file)
+    if price.drop > max_drop and not force:
+        raise Int8TooCostly(f"{price.summary()}: loses more than --max-drop {max_drop:g} points; no model written "
+                            "(--force keeps it anyway)")
+    return {**price.to_dict(), "max_drop": max_drop, "forced": force and price.drop > max_drop}
 
 
 def trace_to_onnx(directory: Path, target: Path, opset: int = 17) -> dict[str, Any]:
@@ -313,12 +333,14 @@ class OnnxModel:
                                  if isinstance(pooled, dict) and SENTENCE_OUTPUT in self.output_names else None)
 
     @classmethod
-    def from_pretrained(cls, directory: str | Path, device: str = "cpu", threads: int | None = None) -> OnnxModel:
+    def from_pretrained(cls, directory: str | Path, device: str = "cpu", threads: int | None = None,
+                        file: str | Path | None = None) -> OnnxModel:
+        """`file`: another graph than the folder's model.onnx, with the folder's config and export info."""
         import onnxruntime as ort
 
         from bertforge.model.auto import AutoConfig
         directory = Path(directory)
-        file = directory / ONNX_FILE
+        file = Path(file) if file is not None else directory / ONNX_FILE
         if not file.is_file():
             raise FileNotFoundError(f"{directory}: no {ONNX_FILE}; make one with `bertforge export --format onnx`")
         if device in ("auto", "cpu"):
