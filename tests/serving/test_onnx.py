@@ -167,3 +167,97 @@ def test_export_copies_no_file_from_outside_the_folder(tmp_model_copy, tmp_path_
 def tmp_model_copy(tiny_model, tmp_path):
     import shutil
     return Path(shutil.copytree(tiny_model, tmp_path / "model"))
+
+
+def _session_outputs(folder, enc, names):
+    """The graph run by onnxruntime directly (not through bertforge's OnnxModel)."""
+    import onnxruntime as ort
+    session = ort.InferenceSession(str(folder / "model.onnx"), providers=["CPUExecutionProvider"])
+    feed = {i.name: enc[i.name].numpy().astype("int64") for i in session.get_inputs()}
+    return dict(zip(names, session.run(names, feed)))
+
+
+def test_encoder_graph_gives_the_folders_sentence_vectors(encoder_onnx, minilm_dir, st_model):
+    """One call of the graph gives sentence-transformers' vectors (mean pooling over real tokens, unit length, as
+    MiniLM's modules.json declares), and `SentenceEncoder` on the onnx backend takes them from the graph."""
+    from bertforge.tokenization import load_tokenizer
+    enc = load_tokenizer(encoder_onnx)(TEXTS, padding=True, return_tensors="pt")
+    graph = _session_outputs(encoder_onnx, enc, ["sentence_embedding"])["sentence_embedding"]
+    np.testing.assert_allclose(graph, st_model.encode(TEXTS), atol=1e-4)
+    onnx_encoder = SentenceEncoder.load(encoder_onnx, backend="onnx")
+    assert onnx_encoder.model.sentence_pooling == ("mean", True)
+    torch_vectors = SentenceEncoder.load(minilm_dir, backend="torch").encode(TEXTS, batch_size=3)
+    np.testing.assert_allclose(onnx_encoder.encode(TEXTS, batch_size=3), torch_vectors, atol=1e-4)
+    # another pooling than the graph's: pooled in Python from the token vectors, as the torch backend does
+    np.testing.assert_allclose(onnx_encoder.encode(TEXTS, pooling="cls", normalize=False),
+                               SentenceEncoder.load(minilm_dir).encode(TEXTS, pooling="cls", normalize=False),
+                               atol=1e-4)
+
+
+@pytest.fixture(scope="module")
+def optimized_onnx(minilm_dir, tmp_path_factory):
+    from bertforge.cli import main
+    out = tmp_path_factory.mktemp("onnx-optimized") / "export"
+    assert main(["export", "--model", str(minilm_dir), "--output", str(out), "--optimize"]) == 0
+    return out
+
+
+def test_optimized_export_holds_fused_kernels(optimized_onnx):
+    """ONNX Runtime's optimizer finds bertforge's attention, residual layer norms, embeddings and GELU."""
+    import collections
+
+    import onnx
+    ops = collections.Counter(n.op_type for n in onnx.load(str(optimized_onnx / "model.onnx")).graph.node)
+    assert ops["Attention"] == 6 and ops["SkipLayerNormalization"] == 12, ops
+    assert ops["EmbedLayerNormalization"] == 1 and ops["BiasGelu"] == 6, ops
+    assert ops["Softmax"] == 0 and ops["LayerNormalization"] == 0, ops
+    assert json.loads((optimized_onnx / "onnx.json").read_text())["fused"]["Attention"] == 6
+
+
+@pytest.mark.parametrize("side", ["right", "left"])
+def test_optimized_export_matches_transformers(optimized_onnx, minilm_dir, st_model, side):
+    """Token vectors equal transformers' BERT within 1e-4, and sentence vectors its masked mean at unit length
+    (sentence-transformers' own vectors, for right padding), on batches padded on either side: the fused
+    attention reads the raw mask, not a length per row."""
+    import torch
+    transformers = require_module("transformers")
+    tok = transformers.AutoTokenizer.from_pretrained(str(minilm_dir), padding_side=side)
+    ref_model = transformers.AutoModel.from_pretrained(str(minilm_dir)).eval()
+    for texts in (TEXTS, TEXTS[1:2], TEXTS * 2):
+        enc = tok(texts, padding=True, return_tensors="pt")
+        with torch.no_grad():
+            ref = ref_model(**enc).last_hidden_state
+        ours = _session_outputs(optimized_onnx, enc, ["last_hidden_state", "sentence_embedding"])
+        mask = enc["attention_mask"].bool().numpy()
+        np.testing.assert_allclose(ours["last_hidden_state"][mask], ref.numpy()[mask], atol=1e-4)
+        summed = (ref.numpy() * mask[..., None]).sum(1) / mask.sum(1, keepdims=True)
+        np.testing.assert_allclose(ours["sentence_embedding"],
+                                   summed / np.linalg.norm(summed, axis=1, keepdims=True), atol=1e-4)
+        if side == "right":
+            np.testing.assert_allclose(ours["sentence_embedding"], st_model.encode(texts), atol=1e-4)
+
+
+@pytest.mark.parametrize("family", ["bert", "roberta", "albert", "distilbert", "electra"])
+def test_every_family_exports_optimized_and_equal(family, minilm_dir, tmp_path):
+    """A tiny random encoder of each family, exported with --optimize, gives its PyTorch token vectors within
+    1e-4. ALBERT and ELECTRA catch ONNX Runtime's embedding fusion dropping the
+    segment table of projected embeddings."""
+    import torch
+
+    from bertforge.model.auto import family as family_of
+    from bertforge.tokenization import BertTokenizer
+    tok = BertTokenizer.from_pretrained(minilm_dir)
+    spec = family_of(family)
+    config = spec.config_class(vocab_size=tok.vocab_size, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                               intermediate_size=64, max_position_embeddings=128)
+    torch.manual_seed(0)
+    model = spec.model_class("base")(config).eval()
+    model.save_pretrained(tmp_path / "model")
+    tok.save_pretrained(tmp_path / "model")
+    export_onnx(tmp_path / "model", tmp_path / "onnx", optimize=True)
+    enc = tok(TEXTS, padding=True, return_tensors="pt")
+    with torch.no_grad():
+        ref = model(**{k: enc[k] for k in ("input_ids", "attention_mask")}).last_hidden_state
+    ours = OnnxModel.from_pretrained(tmp_path / "onnx")(**enc).last_hidden_state
+    mask = enc["attention_mask"].bool()
+    np.testing.assert_allclose(ours[mask].numpy(), ref[mask].numpy(), atol=1e-4)

@@ -192,12 +192,33 @@ class SelfAttention(nn.Module):
         return ((kernels.explicit_attention_dropout and self.training and self.dropout_p > 0)
                 or (kernels.explicit_attention_bf16 and qkv.dtype == torch.bfloat16 and qkv.requires_grad))
 
+    def _grid_attention(self, x: torch.Tensor, mask: Optional[torch.Tensor]) -> torch.Tensor:
+        """[batch, seq, hidden] -> [batch, seq, hidden] with an additive [batch, 1, 1, seq] mask (`Kernels.export`),
+        spelled as ONNX Runtime's attention fusion expects: one projection per Q, K and V (rows of the fused
+        one), heads as [batch, heads, seq, head_dim], q k^T / sqrt(d) + mask, softmax, times v."""
+        B, L, width = x.shape[0], x.shape[1], self.num_heads * self.head_dim
+        weight, bias = self.qkv.weight, self.qkv.bias
+
+        def heads(i: int) -> torch.Tensor:
+            part = slice(i * width, (i + 1) * width)
+            y = F.linear(x, weight[part], None if bias is None else bias[part])
+            return y.view(B, L, self.num_heads, self.head_dim).transpose(1, 2)
+
+        q, k, v = heads(0), heads(1), heads(2)
+        scores = torch.matmul(q, k.transpose(-1, -2)) / math.sqrt(self.head_dim)
+        if mask is not None:
+            scores = scores + mask.to(scores.dtype)
+        probs = F.dropout(torch.softmax(scores, dim=-1), self.dropout_p, self.training)
+        return self.out(torch.matmul(probs, v).transpose(1, 2).reshape(B, L, width))
+
     def forward(self, x: torch.Tensor, batch: PackedBatch,
                 rope: Optional[tuple[torch.Tensor, torch.Tensor]] = None,
                 rows: Optional[torch.Tensor] = None) -> torch.Tensor:
         """`rope`: the packed tokens' rotary (cos, sin) tables (`RotaryEmbedding`), or None. `rows`: the packed
         rows whose output is wanted (a last layer whose heads read only some rows); every token is still a key
         and a value, but the output projection runs on these rows alone."""
+        if batch.grid:
+            return self._grid_attention(x, batch.groups[0].mask)
         T, h, d = x.shape[0], self.num_heads, self.head_dim
         # Heads-major layout [3, heads, tokens, head_dim]: each group's tokens go into its grid with one
         # index_copy_ along a single dimension, q/k/v come out contiguous (SDPA's kernels then copy nothing),

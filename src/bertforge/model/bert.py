@@ -153,8 +153,8 @@ class BertModel(BertPreTrainedModel):
 
     def default_position_ids(self, input_ids: torch.Tensor, attention_mask: Optional[torch.Tensor]) -> torch.Tensor:
         """0, 1, 2, ... per row; families with another convention (RoBERTa's offset) override this."""
-        B, L = input_ids.shape
-        return torch.arange(L, device=input_ids.device).expand(B, L)
+        # spelled as ONNX Runtime's embedding fusion expects: arange(seq) expanded to the ids' shape
+        return torch.arange(input_ids.shape[1], device=input_ids.device).unsqueeze(0).expand_as(input_ids)
 
     def encode(self, input_ids: torch.Tensor, attention_mask: Optional[torch.Tensor] = None,
                token_type_ids: Optional[torch.Tensor] = None, position_ids: Optional[torch.Tensor] = None,
@@ -177,13 +177,18 @@ class BertModel(BertPreTrainedModel):
             raise ValueError(f"sequence length {L} exceeds max_position_embeddings "
                              f"({self.config.max_position_embeddings}); truncate the input")
         kernels = self.kernels
+        grid = kernels.grid_layout and self._grid_capable(causal, encoder_hidden_states is not None)
         batch = PackedBatch.from_mask(attention_mask, B, L, input_ids.device, causal=causal,
-                                      unpad=unpad and kernels.unpad, max_groups=kernels.attention_groups)
+                                      unpad=unpad and kernels.unpad, max_groups=kernels.attention_groups, grid=grid)
         if position_ids is None:
             position_ids = self.default_position_ids(input_ids, attention_mask)
-        positions = batch.pack(position_ids)
-        x = self.embeddings(batch.pack(input_ids), positions,
-                            batch.pack(token_type_ids) if token_type_ids is not None else None)
+        if grid:  # the embeddings read [batch, seq] as given; the encoder returns [batch*seq, H] rows
+            positions = None
+            x = self.embeddings(input_ids, position_ids, token_type_ids)
+        else:
+            positions = batch.pack(position_ids)
+            x = self.embeddings(batch.pack(input_ids), positions,
+                                batch.pack(token_type_ids) if token_type_ids is not None else None)
         collect: list[torch.Tensor] | None = [] if output_hidden_states else None
         memory = None
         if encoder_hidden_states is not None:
@@ -194,6 +199,12 @@ class BertModel(BertPreTrainedModel):
         x = self.encoder(x, batch, collect, positions=positions, memory=memory,  # rotary reads the positions
                          rows=rows(batch) if rows is not None else None)
         return x, batch, collect
+
+    def _grid_capable(self, causal: bool, cross_attention: bool) -> bool:
+        """Whether `Kernels.grid_layout` applies: attention with no positions or masks of its own."""
+        config = self.config
+        return not (causal or cross_attention or config.rotary or config.relative_bias
+                    or config.local_attention is not None)
 
     def forward(self, input_ids: torch.Tensor, attention_mask: Optional[torch.Tensor] = None,
                 token_type_ids: Optional[torch.Tensor] = None, position_ids: Optional[torch.Tensor] = None,

@@ -98,9 +98,10 @@ class Encoder(nn.Module):
         last = len(self.schedule) - 1
         # the reference kernels, or every layer's whole output asked for: the last layer runs in full, rows picked after
         selective = rows if collect is None and self.kernels.read_rows_only else None
+        flat = (lambda t: t.flatten(0, 1)) if batch.grid else (lambda t: t)  # grid: [batch, seq, H] inside
         for depth, (a, f) in enumerate(self.schedule):
             if collect is not None:
-                collect.append(x)
+                collect.append(flat(x))
             if a == f:
                 step = self.layers[a]  # a whole layer: called as a module, so hooks on it still fire
             else:
@@ -113,6 +114,7 @@ class Encoder(nn.Module):
                 x = step(x, layer_batch, rope, memory, keep)
         if self.final_norm is not None:
             x = self.final_norm(x)
+        x = flat(x)
         if collect is not None:
             collect.append(x)
         if rows is not None and selective is None:

