@@ -14,14 +14,15 @@ def test_finetune_settings_follow_the_protocol(tmp_path):
     protocol = get_protocol("sane", max_train_samples=300, max_eval_samples=50)
     unit = Unit("rte", 43, 4e-5, str(tmp_path / "u"), 300, planned_steps(300, protocol))
     s = finetune_settings(unit, UnitContext(model="m", data="d", protocol=protocol, save_every=7))
-    assert (s.task, s.model, s.data, s.output) == ("rte", "m", "d", str(tmp_path / "u" / "run"))
-    assert list(s.learning_rates) == [4e-5] and s.restarts == 1 and s.seed == 43
+    d, t = s.data_options, s.train
+    assert (d.task, s.model, d.data, s.output) == ("rte", "m", "d", str(tmp_path / "u" / "run"))
+    assert list(s.learning_rates) == [4e-5] and s.restarts == 1 and t.seed == 43
     assert (s.epochs, s.batch_size, s.max_seq_length) == (5.0, 16, 128)
-    assert (s.warmup_fraction, s.weight_decay) == (0.1, 0.0)
+    assert (s.warmup_fraction, t.weight_decay) == (0.1, 0.0)
     assert (s.max_train_samples, s.max_eval_samples) == (300, 50)
-    assert s.keep == "last" and s.eval_every == NO_MID_RUN_EVAL and s.save_every == 7 and s.progress is False
-    assert s.max_grad_norm == math.inf  # sane: no clipping
-    assert finetune_settings(unit, UnitContext("m", "d", get_protocol("bert"))).max_grad_norm == 1.0
+    assert t.keep == "last" and t.eval_every == NO_MID_RUN_EVAL and t.save_every == 7 and t.progress is False
+    assert t.max_grad_norm == math.inf  # sane: no clipping
+    assert finetune_settings(unit, UnitContext("m", "d", get_protocol("bert"))).train.max_grad_norm == 1.0
 
 
 def test_no_clipping_leaves_gradients_as_they_are():
