@@ -84,7 +84,7 @@ def tokenize_documents(documents: list[list[str]], tokenizer, show_progress: boo
 def heldout_ordinals(n_documents: int, heldout: dict) -> set[int]:
     """The ordinals (among documents with tokens) that `bertforge prepare` held out, from its manifest's
     "heldout" record: the `documents` smallest fixed keys, or every key below `fraction`."""
-    from bertforge.data.shards import _heldout_key  # the one definition of prepare's choice
+    from bertforge.data.prepare import _heldout_key  # the one definition of prepare's choice
     keys = _heldout_key(np.arange(n_documents, dtype=np.uint64))
     if heldout.get("documents") is not None:
         return set(np.argsort(keys, kind="stable")[:int(heldout["documents"])].tolist())

@@ -295,7 +295,7 @@ def test_file_given_as_folder(corpus, tmp_path, capsys):
 def test_folder_where_a_json_file_is_read(tmp_path, capsys):
     (tmp_path / "config.json").mkdir()
     code, _, err = run_cli(capsys, "info", "--model", tmp_path)
-    assert code == 1 and f"{tmp_path / 'config.json'} is a folder; expected a file" in one_error_line(err, "info")
+    assert code == 1 and f"{tmp_path / 'config.json'} is a folder; expected a regular file" in one_error_line(err, "info")
 
 
 def test_undecodable_config_names_file_and_line(tmp_path, capsys):

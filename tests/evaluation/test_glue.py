@@ -57,7 +57,7 @@ def test_a_changed_protocol_model_or_data_is_refused_and_named(glue_folder, tiny
     with pytest.raises(ValueError, match="wnli data files: other contents"):
         run_glue(settings(tiny_model, moved, out, tasks=["wnli"]))
     # another verb's folder is not taken over
-    with pytest.raises(ValueError, match="not a glue run"):
+    with pytest.raises(ValueError, match="holds a model, not a `bertforge glue` run"):
         run_glue(settings(tiny_model, data, tiny_model, tasks=["wnli"]))
     run_glue(settings(tiny_model, moved, out, tasks=["wnli"], overwrite=True))
 

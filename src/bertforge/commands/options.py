@@ -145,6 +145,13 @@ def existing_path(text: str) -> Path:
     return path
 
 
+def path_or_glob(text: str) -> str:
+    """A file or folder that exists, or a glob pattern (its matches are found when the run starts)."""
+    if any(c in text for c in "*?[") or Path(text).exists():
+        return text
+    raise argparse.ArgumentTypeError(f"{text} does not exist (and is not a glob pattern)")
+
+
 def input_path(text: str) -> str:
     """An input file, or '-' for standard input. Returned as str so '-' survives; a folder is refused."""
     if text == "-":

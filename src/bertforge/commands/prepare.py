@@ -6,7 +6,8 @@ import json
 from pathlib import Path
 
 from bertforge.commands import add_common
-from bertforge.commands.options import add_output_arguments, existing_dir, non_negative_int, positive_int, probability
+from bertforge.commands.options import (add_output_arguments, existing_dir, non_negative_int, path_or_glob, positive_int,
+                                        probability)
 
 
 def register(sub) -> None:
@@ -20,7 +21,7 @@ def register(sub) -> None:
                        f"{MAX_DAMAGED_SHARE:.0%} of the non-blank lines are damage is refused. The shards are the "
                        "same for any --workers; an interrupted run given the same command again continues from "
                        "its last finished shard.")
-    p.add_argument("--input", nargs="+", required=True, metavar="PATH",
+    p.add_argument("--input", nargs="+", required=True, metavar="PATH", type=path_or_glob,
                    help="files, folders or glob patterns (quoted): text (.txt/.gz/.xz/.bz2), JSON Lines (.jsonl), "
                    ".csv/.tsv, .parquet, .arrow, or a `datasets` save_to_disk folder")
     p.add_argument("--text-column", default="text", metavar="NAME",
