@@ -118,7 +118,7 @@ class Bertforge(Contender):
                                        masking=MaskingConfig(rate=mask_rate))
 
     def step(self) -> None:
-        from bertforge.training.pretrain import next_batch
+        from bertforge.pretraining.pretrain import next_batch
         t = self.timers
         t.start()
         batch = next_batch(self.data)

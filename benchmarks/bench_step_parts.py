@@ -144,7 +144,7 @@ def main(argv: list[str] | None = None) -> int:
     print(markdown_table(["op", "PyTorch ms", "bertforge ms", "speed-up"], op_rows(args.repeats)), flush=True)
 
     from bertforge.data import MaskingConfig, PretrainingDataset
-    from bertforge.training.pretrain import next_batch
+    from bertforge.pretraining.pretrain import next_batch
     with tempfile.TemporaryDirectory() as tmp:
         data = args.data or prepare_slice(str(args.vocab), 2.0, Path(tmp))
         ds = PretrainingDataset(data, tok, batch_size=args.batch_size, max_seq_length=128, seed=0,

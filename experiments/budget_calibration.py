@@ -67,7 +67,7 @@ def cpu_timed(step: Callable[[], None]) -> Callable[[], float]:
 def bertforge_step(recipe: str, data: str, model: str, batch_size: int, workdir: Path) -> Callable[[], None]:
     """One call = one optimizer step of `bertforge pretrain --recipe RECIPE --model MODEL`, by the engine's code."""
     from bertforge.training.engine import FaultHooks, Session, _Run
-    from bertforge.training.pretrain import PretrainConfig, build_stage
+    from bertforge.pretraining.pretrain import PretrainConfig, build_stage
     from bertforge.training.progress import progress
     out = workdir / recipe
     out.mkdir(parents=True)
@@ -140,7 +140,7 @@ def transformers_step(data: str, model: str, batch_size: int, workdir: Path, cac
     from transformers import BertForMaskedLM
 
     import hf_pretrain_mlm as hf
-    from bertforge.training.pretrain import resolve_vocab
+    from bertforge.pretraining.pretrain import resolve_vocab
     args = hf.parse_args(["--data", data, "--output", str(workdir / "transformers"), "--max-steps", str(10 ** 6),
                           "--model", model, "--batch-size", str(batch_size), "--no-progress"])
     tokenizer = hf.load_hf_tokenizer(resolve_vocab(data, None))

@@ -151,7 +151,7 @@ def group_texts(documents: list[list[list[int]]], cls_id: int, sep_id: int, bloc
 def build_blocks(data: Path, corpus: Path, tokenizer, block_size: int, cache: Path) -> tuple[np.ndarray, np.ndarray]:
     """(train blocks, held-out blocks), cached in `cache` (keyed by the prepared corpus and the block size)."""
     from bertforge.data import load_manifest
-    from bertforge.training.pretrain import data_fingerprint
+    from bertforge.pretraining.pretrain import data_fingerprint
     key = {"data": data_fingerprint(data), "corpus": corpus.name, "block_size": block_size}
     if (cache / "blocks.json").exists() and all(json.loads((cache / "blocks.json").read_text()).get(k) == v
                                                  for k, v in key.items()):
@@ -277,7 +277,7 @@ RESUMED = ("data_fingerprint", "model", "lr", "max_steps", "batch_size", "block_
 def claim_output(output: Path, args) -> None:
     """Record the run's settings in OUTPUT, or refuse to resume a run made with other ones."""
     from bertforge.atomic import atomic_write_text
-    from bertforge.training.pretrain import data_fingerprint
+    from bertforge.pretraining.pretrain import data_fingerprint
     mine = {"data_fingerprint": data_fingerprint(args.data), **{k: getattr(args, k) for k in RESUMED[1:]}}
     path = output / SETTINGS
     if path.exists():
@@ -295,7 +295,7 @@ def claim_output(output: Path, args) -> None:
 
 def train(args) -> dict:
     from bertforge.atomic import atomic_write_text
-    from bertforge.training.pretrain import resolve_vocab
+    from bertforge.pretraining.pretrain import resolve_vocab
     from transformers import BertForMaskedLM
     from transformers.trainer_utils import get_last_checkpoint
 

@@ -102,8 +102,8 @@ def write_configs(names: list[str], data: str, out: Path) -> None:
     """The config.json of every contender that names one: its size preset in its recipe's layout."""
     from bertforge.data.shards import load_tokenizer
     from bertforge.model.auto import preset_config
-    from bertforge.training.pretrain import resolve_vocab
-    from bertforge.training.recipes import layout_overrides
+    from bertforge.pretraining.pretrain import resolve_vocab
+    from bertforge.pretraining.recipes import layout_overrides
     wanted = {config_ref(a) for n in names for a in CONTENDERS[n][1]} - {None}
     tokenizer = load_tokenizer(resolve_vocab(data, None))
     for config_name in wanted:

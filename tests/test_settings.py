@@ -10,9 +10,9 @@ from bertforge.outputs import settings_differences
 from bertforge.settings import check_settings, flatten, settings_record
 from bertforge.tasks.finetune import FinetuneSettings
 from bertforge.tasks.task_data import DataOptions
-from bertforge.training.distill import TaskDistillSettings
+from bertforge.tasks.distill import TaskDistillSettings
 from bertforge.training.options import TrainOptions, finetune_defaults
-from bertforge.training.pretrain import PretrainConfig
+from bertforge.pretraining.pretrain import PretrainConfig
 
 
 def test_keywords_go_to_the_part_that_owns_them():

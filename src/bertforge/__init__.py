@@ -5,8 +5,7 @@ from bertforge.config import BertConfig
 from bertforge.model import BertForMaskedLM, BertForPreTraining, BertModel
 from bertforge.model import (BertForMultipleChoice, BertForQuestionAnswering, BertForSequenceClassification,
                              BertForTokenClassification)
-
-__version__ = "0.1.0"
+from bertforge.version import __version__
 
 # Imported on first use, so `import bertforge` stays light for model-only use.
 _LAZY = {

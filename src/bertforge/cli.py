@@ -88,7 +88,7 @@ def _show_defaults(parser: argparse.ArgumentParser) -> None:
 
 
 def _version() -> str:
-    from bertforge import __version__
+    from bertforge.version import __version__
     return f"bertforge {__version__}"
 
 

@@ -13,11 +13,12 @@ from bertforge.commands.flags import settings_from_args
 from bertforge.commands.pretrain import config_from_args
 from bertforge.device import DEVICES, PRECISIONS
 from bertforge.tasks.finetune import FinetuneSettings
-from bertforge.training.distill import DistillConfig, TaskDistillSettings
+from bertforge.pretraining.distill import DistillConfig
+from bertforge.tasks.distill import TaskDistillSettings
 from bertforge.training.options import TrainOptions
-from bertforge.training.pretrain import PretrainConfig
+from bertforge.pretraining.pretrain import PretrainConfig
 from bertforge.tasks.embedding.train import EmbeddingSettings
-from bertforge.training.seq2seq import Seq2SeqConfig
+from bertforge.tasks.seq2seq import Seq2SeqConfig
 
 TRAINING_VERBS = {("pretrain",): PretrainConfig, ("finetune",): FinetuneSettings, ("seq2seq",): Seq2SeqConfig,
                   ("train-embeddings",): EmbeddingSettings, ("distill", "pretrain"): DistillConfig,

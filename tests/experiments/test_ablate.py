@@ -11,7 +11,7 @@ from bertforge.experiments.tables import TABLES
 
 
 def test_every_table_names_distinct_rows_and_known_options():
-    from bertforge.training.pretrain import PretrainConfig
+    from bertforge.pretraining.pretrain import PretrainConfig
     fields = set(PretrainConfig.__dataclass_fields__)
     for table in TABLES.values():
         names = [v.name for v in table.variants]

@@ -43,7 +43,7 @@ def write_jsonl(path: Path, rows: list[dict]) -> Path:
 def train(out: Path, init: Path, train_file: Path, eval_file: Path | None = None, steps: int = 300,
           lr: float = 3e-3, **options):
     from bertforge.training.options import TrainOptions
-    from bertforge.training.seq2seq import Seq2SeqConfig, train_seq2seq
+    from bertforge.tasks.seq2seq import Seq2SeqConfig, train_seq2seq
     train_options = {"max_steps": steps, "lr": lr, "warmup_steps": 20, "save_every": 0, "progress": False,
                      "log_every": 50, **options}
     cfg = Seq2SeqConfig(train_file=str(train_file), eval_file=str(eval_file) if eval_file else None,

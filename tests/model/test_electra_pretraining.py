@@ -225,7 +225,7 @@ def test_tiny_electra_learns_to_detect_replaced_tokens():
 def test_pretraining_call_on_real_batches(train_data, vocab_dir):
     """The engine's batches (real Wikipedia, the real uncased vocab) drive it as they drive the MLM models."""
     from bertforge.data import PretrainingDataset
-    from bertforge.training.pretrain import model_inputs
+    from bertforge.pretraining.pretrain import model_inputs
     data = PretrainingDataset(train_data, vocab_dir, objective="mlm", max_seq_length=64, batch_size=4)
     batch = next(iter(data))
     torch.manual_seed(0)

@@ -354,7 +354,7 @@ def test_auto_class_and_bertforge_only_checkpoint(tmp_path):
 def test_pretrain_modernbert_preset_then_finetune_then_load_in_transformers(train_data, vocab_dir, shared_data,
                                                                             tmp_path):
     from bertforge.tasks.finetune import FinetuneSettings, finetune
-    from bertforge.training.pretrain import pretrain
+    from bertforge.pretraining.pretrain import pretrain
     pretrained = tmp_path / "pretrained"
     result = pretrain(train_data, pretrained, vocab=str(vocab_dir), model="modernbert-tiny", objective="mlm",
                       max_steps=2, batch_size=4, lr=1e-3, seq_len_schedule="64:1", eval_batches=1, progress=False)

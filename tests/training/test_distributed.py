@@ -96,7 +96,7 @@ def replay(options: dict, train_data: Path, vocab_dir: Path, folder: Path) -> li
     """One process, no DDP: each step backpropagates both ranks' batches at half weight, then clips and steps.
     Saves the model to `folder`; returns per step the mean loss, the grad norm and both ranks' MLM loss."""
     from bertforge.tokenization import load_tokenizer
-    from bertforge.training.pretrain import (PretrainConfig, add_pretraining_metrics, build_model, model_inputs,
+    from bertforge.pretraining.pretrain import (PretrainConfig, add_pretraining_metrics, build_model, model_inputs,
                                              next_batch, summarize_pretraining)
     cfg = PretrainConfig.from_options(data=str(train_data), output=str(folder), vocab=str(vocab_dir), **options)
     opts = cfg.train

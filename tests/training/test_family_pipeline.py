@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from bertforge.tasks.finetune import FinetuneSettings, finetune
-from bertforge.training.pretrain import pretrain
+from bertforge.pretraining.pretrain import pretrain
 
 from needs import require_module
 

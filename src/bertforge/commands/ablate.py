@@ -58,7 +58,7 @@ def run(args: argparse.Namespace) -> int:
 
     from bertforge.experiments.ablate import AblationSettings, run_table
     from bertforge.outputs import claim_output, read_run_config, write_run_config
-    from bertforge.training.pretrain import parse_duration
+    from bertforge.pretraining.pretrain import parse_duration
     tasks = tuple(t for t in args.tasks.split(",") if t)
     settings = AblationSettings(
         table=args.table, data=str(args.data), output=args.output, budget=parse_duration(args.budget),

@@ -6,7 +6,8 @@ import argparse
 from bertforge.commands import add_common
 from bertforge.commands.flags import add_settings_arguments, settings_from_args
 from bertforge.commands.options import add_output_arguments
-from bertforge.training.distill import DistillConfig, TaskDistillSettings
+from bertforge.pretraining.distill import DistillConfig
+from bertforge.tasks.distill import TaskDistillSettings
 
 
 def _layers(value: str) -> list[int]:
@@ -55,14 +56,14 @@ def register(sub) -> None:
 
 
 def run_init(args: argparse.Namespace) -> int:
-    from bertforge.training.distill import INIT_RECORD, init_student
+    from bertforge.pretraining.distill import INIT_RECORD, init_student
     out = init_student(args.teacher, args.output, args.layers, overwrite=args.overwrite)
     print(f"student written to {out} (see {out / INIT_RECORD})")
     return 0
 
 
 def run_pretrain(args: argparse.Namespace) -> int:
-    from bertforge.training.distill import run_distillation
+    from bertforge.pretraining.distill import run_distillation
     from bertforge.training.distributed import is_main_process
     result = run_distillation(settings_from_args(DistillConfig, args), hooks=getattr(args, "hooks", None))
     if not is_main_process():
@@ -74,6 +75,6 @@ def run_pretrain(args: argparse.Namespace) -> int:
 
 
 def run_task(args: argparse.Namespace) -> int:
-    from bertforge.training.distill import distill_task
+    from bertforge.tasks.distill import distill_task
     distill_task(settings_from_args(TaskDistillSettings, args), hooks=getattr(args, "hooks", None))
     return 0

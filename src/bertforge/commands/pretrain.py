@@ -8,7 +8,7 @@ from bertforge.commands.flags import add_settings_arguments, flat_args
 
 
 def register(sub) -> None:
-    from bertforge.training.pretrain import PretrainConfig
+    from bertforge.pretraining.pretrain import PretrainConfig
     p = sub.add_parser("pretrain", help="pre-train a BERT on a prepared corpus",
                        description="Pre-train with MLM+NSP (BERT), MLM+SOP (ALBERT), MLM (RoBERTa), LTR or ELECTRA. "
                        "The final model goes to OUTPUT in the Hugging Face layout with its tokenizer; checkpoints to "
@@ -22,12 +22,12 @@ def register(sub) -> None:
 
 def config_from_args(args: argparse.Namespace):
     """The run's settings: what the command line gave, the rest from its --recipe."""
-    from bertforge.training.pretrain import PretrainConfig
+    from bertforge.pretraining.pretrain import PretrainConfig
     return PretrainConfig.from_options(**flat_args(PretrainConfig, args))
 
 
 def run(args: argparse.Namespace) -> int:
-    from bertforge.training.pretrain import run_pretraining
+    from bertforge.pretraining.pretrain import run_pretraining
     result = run_pretraining(config_from_args(args), hooks=getattr(args, "hooks", None))
     _report(result)
     return 0

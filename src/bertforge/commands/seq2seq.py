@@ -8,7 +8,7 @@ from bertforge.commands.flags import add_settings_arguments, settings_from_args
 
 
 def register(sub) -> None:
-    from bertforge.training.seq2seq import Seq2SeqConfig
+    from bertforge.tasks.seq2seq import Seq2SeqConfig
     p = sub.add_parser("seq2seq", help="train an encoder-decoder (BERT2BERT) as a conditional masked LM",
                        description="Warm-start an encoder and a decoder from BERT checkpoints (the decoder gains "
                        "cross-attention and an MLM head) or continue an encoder-decoder folder, and train it on "
@@ -23,7 +23,7 @@ def register(sub) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from bertforge.commands.pretrain import _report
-    from bertforge.training.seq2seq import Seq2SeqConfig, train_seq2seq
+    from bertforge.tasks.seq2seq import Seq2SeqConfig, train_seq2seq
     if bool(args.encoder or args.decoder) == bool(args.init_from):
         raise ValueError("give --encoder DIR [--decoder DIR] to warm-start, or --init-from DIR to continue")
     _report(train_seq2seq(settings_from_args(Seq2SeqConfig, args), hooks=getattr(args, "hooks", None)))

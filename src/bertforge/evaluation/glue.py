@@ -425,7 +425,7 @@ def default_name(model: str | Path) -> str:
 
 
 def _software() -> dict[str, str]:
-    from bertforge import __version__
+    from bertforge.version import __version__
     versions = {"bertforge": __version__}
     try:
         import torch

@@ -150,14 +150,14 @@ def row_options(table: Table, variant: Variant, settings: AblationSettings) -> d
 
 def train_row(table: Table, variant: Variant, settings: AblationSettings, row_dir: Path,
               rows: dict[str, dict[str, Any]]) -> None:
-    from bertforge.training.pretrain import pretrain
+    from bertforge.pretraining.pretrain import pretrain
     lr, warmup_steps = row_schedule(settings)
     options = row_options(table, variant, settings)
     if variant.kind == "distill":
         teacher = rows.get(variant.teacher or "")
         if teacher is None:
             raise ValueError(f"row {variant.name!r} needs its teacher row {variant.teacher!r} to run first")
-        from bertforge.training.distill import distill, init_student
+        from bertforge.pretraining.distill import distill, init_student
         student = row_dir.parent / "students" / row_dir.name  # beside the row's output, which holds only the run
         if not (student / "config.json").exists():
             init_student(teacher["dir"], student)
@@ -173,7 +173,7 @@ def train_row(table: Table, variant: Variant, settings: AblationSettings, row_di
 
 def row_schedule(settings: AblationSettings) -> tuple[float, int]:
     """Peak lr and warmup steps of every row: as given, else the recipe's."""
-    from bertforge.training.recipes import RECIPES
+    from bertforge.pretraining.recipes import RECIPES
     recipe = RECIPES[settings.recipe]
     if settings.recipe == "bert":
         lr, warmup = 1e-3, 200  # the paper's 1e-4 is for 256 x 512 tokens per step for days; rows get minutes
@@ -188,7 +188,7 @@ def row_schedule(settings: AblationSettings) -> tuple[float, int]:
 def recipe_training(name: str) -> dict[str, Any]:
     """What the recipe sets about training besides the schedule (masking rate, dropout); the rows' objectives
     stay the table's."""
-    from bertforge.training.recipes import RECIPES
+    from bertforge.pretraining.recipes import RECIPES
     return {k: v for k, v in RECIPES[name].options.items() if k in ("mask_rate", "dropout")}
 
 
@@ -196,8 +196,8 @@ def _row_config(model: str, overrides: dict[str, Any], settings: AblationSetting
     """A row's model config: the size preset in the recipe's layout, with the row's changes (E, sharing, depth)."""
     from bertforge.data.shards import load_tokenizer
     from bertforge.model.auto import preset_config
-    from bertforge.training.pretrain import resolve_vocab
-    from bertforge.training.recipes import layout_overrides
+    from bertforge.pretraining.pretrain import resolve_vocab
+    from bertforge.pretraining.recipes import layout_overrides
     tokenizer = load_tokenizer(resolve_vocab(settings.data, None))
     config = preset_config(model, vocab_size=len(tokenizer.vocab), pad_token_id=tokenizer.pad_token_id)
     return config.replace(**layout_overrides(settings.recipe, config.hidden_size), **overrides)
@@ -218,7 +218,7 @@ def row_fingerprint(table: Table, variant: Variant, settings: AblationSettings) 
         return None
     from dataclasses import asdict
 
-    from bertforge.training.pretrain import PretrainConfig, data_fingerprint
+    from bertforge.pretraining.pretrain import PretrainConfig, data_fingerprint
     options = row_options(table, variant, settings)
     resolved = asdict(PretrainConfig.from_options(data=settings.data, output="", **options))  # defaults filled in
     for unrelated in ("data", "output", "overwrite"):
@@ -265,7 +265,7 @@ def probe(row_dir: Path, settings: AblationSettings, ltr: bool = False) -> dict[
     from bertforge.data import MaskingConfig, PretrainingDataset
     from bertforge.data.shards import load_tokenizer
     from bertforge.model.auto import model_class_for
-    from bertforge.training.pretrain import evaluate
+    from bertforge.pretraining.pretrain import evaluate
 
     model = model_class_for(row_dir, "pretraining").from_pretrained(row_dir)
     tokenizer = load_tokenizer(row_dir)

@@ -1,18 +1,17 @@
-"""Examples -> model inputs, for every head kind, plus length-bucketed batching with dynamic padding.
+"""Examples -> model inputs (features), for every head kind, and the batches inference reads them in.
 
-Features are plain dicts of Python lists (one per model input row); padding happens per batch in
-`collate`, so a batch is only as long as its longest row and the model unpads even that internally.
+Features are plain dicts of Python lists (one per model input row); padding and length buckets are the
+data layer's (`bertforge.data.batches`).
 """
 from __future__ import annotations
 
-import random
-from typing import Any, Iterator, Mapping, Sequence
+from typing import Iterator, Mapping, Sequence
 
 import torch
 
+from bertforge.data.batches import Feature, collate, feature_length, length_bucketed_batches
 from bertforge.tasks.readers import NerSentence, SquadExample, SwagExample, TextExample
 
-Feature = dict[str, Any]
 MODEL_KEYS = ("input_ids", "token_type_ids", "attention_mask")
 LABEL_KEYS = ("labels", "start_positions", "end_positions")
 
@@ -135,31 +134,6 @@ def encode_multiple_choice(tokenizer, examples: Sequence[SwagExample], max_lengt
 
 
 # ---- batching ---------------------------------------------------------------------------------------------------
-def feature_length(f: Feature) -> int:
-    ids = f["input_ids"]
-    return max(len(r) for r in ids) if ids and isinstance(ids[0], list) else len(ids)
-
-
-def length_bucketed_batches(lengths: Sequence[int], batch_size: int, shuffle: bool = True, seed: int = 0,
-                            bucket_batches: int = 50) -> list[list[int]]:
-    """Index batches of similar lengths (little padding). Training shuffles, then sorts inside chunks of
-    `bucket_batches` batches and shuffles the batch order, so batches stay random but tight; evaluation
-    sorts everything by length."""
-    order = list(range(len(lengths)))
-    if not shuffle:
-        order.sort(key=lambda i: lengths[i])
-        return [order[i:i + batch_size] for i in range(0, len(order), batch_size)]
-    rng = random.Random(seed)
-    rng.shuffle(order)
-    chunk = batch_size * bucket_batches
-    batches = []
-    for c in range(0, len(order), chunk):
-        part = sorted(order[c:c + chunk], key=lambda i: lengths[i])
-        batches.extend(part[i:i + batch_size] for i in range(0, len(part), batch_size))
-    rng.shuffle(batches)
-    return batches
-
-
 def feature_rows(f: Feature) -> int:
     """Model rows a feature fills: 1, or the number of choices of a multiple-choice feature."""
     ids = f["input_ids"]
@@ -196,43 +170,6 @@ def token_budget_batches(lengths: Sequence[int], max_rows: int, max_tokens: int 
     if current:
         batches.append(current)
     return batches
-
-
-def _pad(rows: list[list[int]], length: int, value: int) -> list[list[int]]:
-    return [r + [value] * (length - len(r)) for r in rows]
-
-
-def collate(features: Sequence[Feature], pad_id: int = 0) -> dict[str, torch.Tensor]:
-    """Pad a batch to its longest row: input_ids / token_type_ids / attention_mask (+ labels) as tensors.
-
-    Token-level labels pad with -100; multiple-choice features ([C, L] each) pad to one length over all choices.
-    """
-    multi = isinstance(features[0]["input_ids"][0], list)
-    length = max(feature_length(f) for f in features)
-    batch: dict[str, torch.Tensor] = {}
-    if multi:
-        ids = [_pad(f["input_ids"], length, pad_id) for f in features]
-        types = [_pad(f["token_type_ids"], length, 0) for f in features]
-        mask = [_pad([[1] * len(r) for r in f["input_ids"]], length, 0) for f in features]
-    else:
-        ids = _pad([f["input_ids"] for f in features], length, pad_id)
-        types = _pad([f["token_type_ids"] for f in features], length, 0)
-        mask = _pad([[1] * len(f["input_ids"]) for f in features], length, 0)
-    batch["input_ids"] = torch.tensor(ids, dtype=torch.long)
-    batch["token_type_ids"] = torch.tensor(types, dtype=torch.long)
-    batch["attention_mask"] = torch.tensor(mask, dtype=torch.long)
-    if "labels" in features[0]:
-        labels = [f["labels"] for f in features]
-        if isinstance(labels[0], list):
-            batch["labels"] = torch.tensor(_pad(labels, length, -100), dtype=torch.long)
-        elif isinstance(labels[0], float):
-            batch["labels"] = torch.tensor(labels, dtype=torch.float)
-        else:
-            batch["labels"] = torch.tensor(labels, dtype=torch.long)
-    for key in ("start_positions", "end_positions"):
-        if key in features[0]:
-            batch[key] = torch.tensor([f[key] for f in features], dtype=torch.long)
-    return batch
 
 
 def iterate_batches(features: Sequence[Feature], batch_size: int, shuffle: bool = False, seed: int = 0,

@@ -22,11 +22,12 @@ import numpy as np
 import torch
 
 from bertforge.atomic import atomic_write_text
+from bertforge.data.batches import EpochBatches, Feature
 from bertforge.device import Precision, move_to
 from bertforge.outputs import is_finished
 from bertforge.settings import flat_keywords, part, setting, settings_record
 from bertforge.tasks.evaluation import default_seq_length, encode, evaluate_examples, main_value, model_inputs
-from bertforge.tasks.features import Feature, collate, feature_length, length_bucketed_batches
+from bertforge.tasks.predictor import TASK_FILE, Predictor
 from bertforge.tasks.registry import TaskSpec, get_task
 from bertforge.tasks.task_data import DataOptions, TaskData, load_task_data, subset
 from bertforge.training.engine import Session, Stage, TrainOptions, fit
@@ -36,7 +37,6 @@ from bertforge.training.run_output import claim_run_output
 logger = logging.getLogger(__name__)
 
 LR_GRID = (5e-5, 4e-5, 3e-5, 2e-5)  # the paper's fine-tuning grid (Appendix A.3)
-TASK_FILE = "task.json"
 RUN_RESULT = "run_result.json"
 
 
@@ -121,45 +121,6 @@ class RunResult:
     folder: Path | None = None
 
 
-class EpochBatches:
-    """Length-bucketed batches, reshuffled every epoch; each rank takes its own share of the epoch's batches.
-    The position (epoch, batch) is all a resumed run needs to see the same batches again."""
-
-    def __init__(self, features: Sequence[Feature], batch_size: int, seed: int, pad_id: int, rank: int = 0,
-                 world_size: int = 1) -> None:
-        self.features, self.batch_size, self.seed, self.pad_id = features, batch_size, seed, pad_id
-        self.rank, self.world_size = rank, world_size
-        self.lengths = [feature_length(f) for f in features]
-        self.epoch, self.index = 0, 0
-        self._batches = self._epoch_batches(0)
-        if not self._batches:
-            raise ValueError(f"{len(features)} training features give no batch for {world_size} processes")
-
-    def _epoch_batches(self, epoch: int) -> list[list[int]]:
-        batches = length_bucketed_batches(self.lengths, self.batch_size, shuffle=True, seed=self.seed + epoch)
-        usable = len(batches) // self.world_size * self.world_size  # every rank takes the same number of steps
-        return batches[self.rank:usable:self.world_size]
-
-    @property
-    def per_epoch(self) -> int:
-        return len(self._batches)
-
-    def next(self) -> dict[str, Any]:
-        if self.index >= len(self._batches):
-            self.epoch, self.index = self.epoch + 1, 0
-            self._batches = self._epoch_batches(self.epoch)
-        idx = self._batches[self.index]
-        self.index += 1
-        return {**collate([self.features[i] for i in idx], self.pad_id), "idx": torch.tensor(idx)}
-
-    def state_dict(self) -> dict[str, int]:
-        return {"epoch": self.epoch, "index": self.index}
-
-    def load_state_dict(self, state: dict[str, int]) -> None:
-        self.epoch, self.index = int(state["epoch"]), int(state["index"])
-        self._batches = self._epoch_batches(self.epoch)
-
-
 class FinetuneStage(Stage):
     """A task head on labelled features: the engine's stage for fine-tuning (and, with another loss, for task
     distillation)."""
@@ -183,7 +144,7 @@ class FinetuneStage(Stage):
         s = self.settings
         return {"task": self.spec.name, "model": s.model, "batch_size": s.batch_size, "epochs": s.epochs,
                 "max_seq_length": s.seq_length(self.spec), "warmup_fraction": s.warmup_fraction,
-                "train_features": len(self.batches.features), "labels": list(self.labels or [])}
+                "train_features": len(self.batches.items), "labels": list(self.labels or [])}
 
     def next_batch(self) -> dict[str, Any]:
         return self.batches.next()
@@ -313,7 +274,6 @@ def finetune(settings: FinetuneSettings, say: Callable[[str], None] = print, hoo
                     shutil.copyfile(best.curves, out / "curves.png")
             extra = list(data.evals.items())[1:]
             if extra:
-                from bertforge.tasks.predictor import Predictor
                 predictor = Predictor.load(out, device=session.device, precision=train.precision)
                 for name, examples in extra:
                     report[name], _ = evaluate_examples(predictor.model, tokenizer, spec, examples, settings,

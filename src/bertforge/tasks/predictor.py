@@ -20,11 +20,12 @@ from bertforge.folder_files import FolderFileError, folder_has, read_folder_json
 from bertforge.tasks.evaluation import (EvalRun, InferenceSettings, decode_outputs, evaluate_examples, model_device,
                                         run_model)
 from bertforge.tasks.features import encode_classification, encode_multiple_choice, encode_ner, encode_squad
-from bertforge.tasks.finetune import TASK_FILE
 from bertforge.tasks.readers import GLUE_FORMATS, SquadExample, SwagExample, TextExample
 from bertforge.tasks.registry import TASKS, TaskSpec, get_task
 from bertforge.tasks.task_data import load_task_data
 
+#: A predictor folder's own file: the task, head kind, label names and lengths the model was fine-tuned with.
+TASK_FILE = "task.json"
 #: Characters kept of each input text before tokenization: far beyond what 512 tokens can hold, small
 #: enough that one pathological line (a 50 MB log dump) costs milliseconds, not minutes and gigabytes.
 DEFAULT_MAX_CHARS = 100_000

@@ -21,7 +21,7 @@ from bertforge.device import Precision
 from bertforge.settings import flat_keywords, part, setting
 from bertforge.training.engine import FaultHooks, FitResult, NonFiniteLossError, Session, Stage, TrainOptions, fit
 from bertforge.training.options import pretrain_defaults
-from bertforge.training.recipes import DEFAULT_RECIPE, RECIPES, recipe_options
+from bertforge.pretraining.recipes import DEFAULT_RECIPE, RECIPES, recipe_options
 from bertforge.training.run_output import claim_run_output
 
 __all__ = ["PretrainConfig", "PretrainResult", "pretrain", "run_pretraining", "NonFiniteLossError"]
@@ -90,7 +90,7 @@ PretrainResult = FitResult
 
 def pretrain(data: str | Path, output: str | Path, *, hooks: FaultHooks | None = None, **options: Any) -> FitResult:
     """Keyword front end of `run_pretraining`: ``pretrain("data/", "out/", model="mini", max_steps=1000)``;
-    ``recipe="fast"`` fills in what is not given (see `training/recipes.py`)."""
+    ``recipe="fast"`` fills in what is not given (see `pretraining/recipes.py`)."""
     return run_pretraining(PretrainConfig.from_options(data=str(data), output=str(output), **options), hooks=hooks)
 
 

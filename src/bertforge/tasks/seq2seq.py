@@ -15,7 +15,10 @@ from typing import Any
 
 import torch
 
+from bertforge.data.batches import EpochBatches
 from bertforge.settings import flat_keywords, part, setting
+from bertforge.tasks.readers.errors import DataError
+from bertforge.tasks.readers.generic import _records, _text
 from bertforge.training.engine import Session, Stage, fit
 from bertforge.training.options import FaultHooks, TrainOptions, seq2seq_defaults
 
@@ -56,8 +59,6 @@ class Pair:
 def read_pairs(path: str | Path) -> list[tuple[str, str]]:
     """(source, target) texts from a JSONL file of {"source": ..., "target": ...} objects; a bad line stops
     the read naming the file, line and field."""
-    from bertforge.tasks.readers.errors import DataError
-    from bertforge.tasks.readers.generic import _records, _text
     path = Path(path)
     if not path.is_file():
         raise ValueError(f"{path}: no such file (expected JSONL with 'source' and 'target')")
@@ -114,44 +115,23 @@ def collate(pairs: list[Pair], tokenizer: Any, generator: torch.Generator | None
             "decoder_attention_mask": dec_mask, "labels": labels, "target_lengths": lengths}
 
 
-class PairBatches:
-    """Source-length-bucketed batches, reshuffled every epoch; (epoch, index) is the position a resume needs."""
+class PairBatches(EpochBatches):
+    """`EpochBatches` of pairs, bucketed by source + target length; each batch draws its CMLM masks from a
+    generator seeded by its position, so a resumed run masks the same tokens."""
+
+    what = "training pairs"
 
     def __init__(self, pairs: list[Pair], tokenizer: Any, batch_size: int, seed: int, rank: int = 0,
                  world_size: int = 1) -> None:
-        self.pairs, self.tokenizer, self.batch_size, self.seed = pairs, tokenizer, batch_size, seed
-        self.rank, self.world_size = rank, world_size
-        self.epoch, self.index = 0, 0
-        self._batches = self._epoch_batches(0)
-        if not self._batches:
-            raise ValueError(f"{len(pairs)} training pairs give no batch of {batch_size} for {world_size} processes")
+        self.tokenizer = tokenizer
+        super().__init__(pairs, batch_size, seed, rank=rank, world_size=world_size)
 
-    def _epoch_batches(self, epoch: int) -> list[list[int]]:
-        from bertforge.tasks.features import length_bucketed_batches
-        lengths = [len(p.source) + len(p.target) for p in self.pairs]
-        batches = length_bucketed_batches(lengths, self.batch_size, shuffle=True, seed=self.seed + epoch)
-        usable = len(batches) // self.world_size * self.world_size
-        return batches[self.rank:usable:self.world_size]
+    def item_length(self, item: Pair) -> int:
+        return len(item.source) + len(item.target)
 
-    @property
-    def per_epoch(self) -> int:
-        return len(self._batches)
-
-    def next(self) -> dict[str, torch.Tensor]:
-        if self.index >= len(self._batches):
-            self.epoch, self.index = self.epoch + 1, 0
-            self._batches = self._epoch_batches(self.epoch)
+    def make_batch(self, indices: list[int]) -> dict[str, torch.Tensor]:
         generator = torch.Generator().manual_seed(hash((self.seed, self.epoch, self.index, self.rank)) % 2 ** 62)
-        batch = collate([self.pairs[i] for i in self._batches[self.index]], self.tokenizer, generator)
-        self.index += 1
-        return batch
-
-    def state_dict(self) -> dict[str, int]:
-        return {"epoch": self.epoch, "index": self.index}
-
-    def load_state_dict(self, state: dict[str, int]) -> None:
-        self.epoch, self.index = int(state["epoch"]), int(state["index"])
-        self._batches = self._epoch_batches(self.epoch)
+        return collate([self.items[i] for i in indices], self.tokenizer, generator)
 
 
 class Seq2SeqStage(Stage):
@@ -170,7 +150,7 @@ class Seq2SeqStage(Stage):
         c = self.cfg
         return {"train_file": c.train_file, "encoder": c.encoder, "decoder": c.decoder, "init_from": c.init_from,
                 "max_source_length": c.max_source_length, "max_target_length": c.max_target_length,
-                "batch_size": c.batch_size, "pairs": len(self.batches.pairs)}
+                "batch_size": c.batch_size, "pairs": len(self.batches.items)}
 
     def next_batch(self) -> dict[str, Any]:
         return self.batches.next()

@@ -10,7 +10,7 @@ import torch
 
 from bertforge.cli import build_parser
 from bertforge.commands.pretrain import config_from_args
-from bertforge.training.pretrain import PretrainConfig, pretrain
+from bertforge.pretraining.pretrain import PretrainConfig, pretrain
 
 from needs import require_module
 
@@ -49,7 +49,7 @@ def test_bert_init_replaces_modernberts_depth_scaled_init():
     init truncates at 2 std and scales the output projections down by sqrt(2 x layers)."""
     from bertforge.model.auto import preset_config
     from bertforge.model.modernbert import ModernBertForMaskedLM
-    from bertforge.training.pretrain import reinitialise
+    from bertforge.pretraining.pretrain import reinitialise
     torch.manual_seed(0)
     model = ModernBertForMaskedLM(preset_config("modernbert-mini", vocab_size=3000, pad_token_id=0))
     out = model.bert.encoder.layers[0].attention.out.weight
@@ -70,7 +70,7 @@ def test_an_unknown_init_is_refused_even_when_starting_from_weights(tmp_path):
     """`--init-from` never draws a random init, yet a misspelt `init` is still an error, not ignored."""
     from types import SimpleNamespace
 
-    from bertforge.training.pretrain import build_model
+    from bertforge.pretraining.pretrain import build_model
     cfg = PretrainConfig(data="d", output="o", init="xavier", init_from=str(tmp_path))
     with pytest.raises(ValueError, match="--init must be one of model, bert, got 'xavier'"):
         build_model(cfg, SimpleNamespace(vocab={"a": 0}), 128)

@@ -9,7 +9,7 @@ import torch
 from safetensors.torch import load_file
 
 from run_folders import copy_as_interrupted
-from bertforge.training.seq2seq import Pair, PairBatches, collate, read_pairs
+from bertforge.tasks.seq2seq import Pair, PairBatches, collate, read_pairs
 from tests.generation.seq2seq_task import reversal_pairs, tiny_bert, train, write_jsonl
 
 

@@ -23,7 +23,7 @@ import torch
 
 from bertforge.config import BertConfig
 from bertforge.data import MaskingConfig, PretrainingDataset, prepare_corpus
-from bertforge.training.pretrain import pretrain
+from bertforge.pretraining.pretrain import pretrain
 
 from needs import require_module, require_path
 

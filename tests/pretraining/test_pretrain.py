@@ -10,7 +10,7 @@ from safetensors.torch import load_file
 
 from bertforge.training import checkpointing as ckpt
 from bertforge.training.engine import FaultHooks
-from bertforge.training.pretrain import NonFiniteLossError, parse_duration, parse_schedule, pretrain, seq_len_at
+from bertforge.pretraining.pretrain import NonFiniteLossError, parse_duration, parse_schedule, pretrain, seq_len_at
 
 from needs import require_module
 
