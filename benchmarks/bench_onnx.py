@@ -40,7 +40,7 @@ def sst2_sentences(n: int) -> list[str]:
 
 
 def bertforge_export(model: Path, out: Path) -> Path:
-    from bertforge.serving.onnx_backend import export_onnx
+    from bertforge.serving.onnx_export import export_onnx
     return export_onnx(model, out, optimize=True)
 
 

@@ -316,7 +316,7 @@ def median_row(rows: list[dict]) -> dict:
 
 
 def cmd_load(args) -> dict:
-    from bertforge.serving.onnx_backend import export_onnx
+    from bertforge.serving.onnx_export import export_onnx
     texts = read_texts(Path(args.data))
     levels = [int(c) for c in args.concurrency.split(",")]
     kinds = args.servers.split(",")
@@ -443,7 +443,8 @@ def measure_ceiling(model_dir: str, threads: int, batch: int) -> float:
 
 def cmd_int8(args) -> dict:
     """SST-2 dev accuracy and time of the torch predictor, ONNX fp32 and ONNX int8."""
-    from bertforge.serving.onnx_backend import OnnxModel, export_onnx
+    from bertforge.serving.onnx_backend import OnnxModel
+    from bertforge.serving.onnx_export import export_onnx
     from bertforge.tasks.predictor import Predictor
     from bertforge.tokenization import load_tokenizer
     data = str(Path(args.data).parent)

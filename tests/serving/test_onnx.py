@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 
 from bertforge.serving.embeddings import SentenceEncoder
-from bertforge.serving.onnx_backend import OnnxModel, export_onnx
+from bertforge.serving.onnx_backend import OnnxModel
+from bertforge.serving.onnx_export import export_onnx
 
 from needs import require_module
 
@@ -125,7 +126,7 @@ def test_int8_export_keeps_only_the_quantizers_errors(sst2_folder, tmp_path, cap
     none of it reaches the user, while an error it logs and bertforge's own messages still do."""
     import logging
 
-    from bertforge.serving.onnx_backend import quantizer_errors_only
+    from bertforge.serving.onnx_export import quantizer_errors_only
     caplog.set_level(logging.INFO)
     export_onnx(sst2_folder, tmp_path / "int8", quantize="int8")
     assert not [r for r in caplog.records if "onnxruntime" in r.pathname], [r.getMessage() for r in caplog.records][:5]
@@ -140,7 +141,7 @@ def test_int8_export_keeps_only_the_quantizers_errors(sst2_folder, tmp_path, cap
                                   "1_Pooling/config.json"])
 def test_export_copies_no_file_from_outside_the_folder(tmp_model_copy, tmp_path_factory, name):
     from bertforge.folder_files import FolderFileError
-    from bertforge.serving.onnx_backend import folder_files_to_copy
+    from bertforge.serving.onnx_export import folder_files_to_copy
     folder = tmp_model_copy
     outside = tmp_path_factory.mktemp("outside")
     (outside / "secret.json").write_text('{"secret": 1}')

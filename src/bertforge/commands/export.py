@@ -38,7 +38,8 @@ def register(sub) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from bertforge.outputs import fresh_output
-    from bertforge.serving.onnx_backend import export_onnx, read_info
+    from bertforge.serving.onnx_backend import read_info
+    from bertforge.serving.onnx_export import export_onnx
     settings = {"model": args.model, "format": args.format, "quantize": args.quantize, "opset": args.opset,
                 "optimize": args.optimize, "calibrate_on": args.calibrate_on, "max_drop": args.max_drop,
                 "force": args.force}

@@ -11,7 +11,7 @@ _NAMES = {
     "SentenceEncoder": "bertforge.serving.embeddings",
     "Pooling": "bertforge.serving.embeddings",
     "OnnxModel": "bertforge.serving.onnx_backend",
-    "export_onnx": "bertforge.serving.onnx_backend",
+    "export_onnx": "bertforge.serving.onnx_export",
     "ServedModel": "bertforge.serving.served_model",
     "ServeSettings": "bertforge.serving.limits",
     "create_app": "bertforge.serving.app",
