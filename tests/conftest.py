@@ -59,11 +59,27 @@ def pytest_configure(config) -> None:
 
 def pytest_collection_modifyitems(config, items) -> None:
     """pytest-xdist (`--dist loadgroup`): a file's tests share one worker, as their module fixtures expect; a test
-    marked `spread` (each a long independent run) may go to any worker."""
+    marked `spread` (each a long independent run) may go to any worker.
+
+    Groups are handed to the workers in the order of the items, so the long ones go first (longest processing
+    time first): the `spread` runs, then the groups with the most `slow` tests. A long group started last would
+    leave the other workers idle until it ends."""
+    groups: dict[str, list] = {}
     for item in items:
-        if not item.get_closest_marker("xdist_group"):
+        marker = item.get_closest_marker("xdist_group")
+        if marker is None:
             group = item.nodeid if item.get_closest_marker("spread") else item.nodeid.split("::")[0]
             item.add_marker(pytest.mark.xdist_group(group))
+        else:
+            group = marker.args[0] if marker.args else marker.kwargs.get("name", "")
+        groups.setdefault(group, []).append(item)
+
+    def weight(members: list) -> tuple[int, int]:
+        spread = any(m.get_closest_marker("spread") for m in members)
+        return (0 if spread else 1, -sum(1 for m in members if m.get_closest_marker("slow")))
+
+    ordered = sorted(groups.values(), key=weight)  # stable: equal groups keep their collection order
+    items[:] = [item for members in ordered for item in members]
 
 
 @pytest.hookimpl(optionalhook=True)
