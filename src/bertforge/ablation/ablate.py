@@ -24,7 +24,7 @@ from typing import Any, Callable
 
 from bertforge.allocator import release_freed_memory
 from bertforge.atomic import atomic_write_text
-from bertforge.experiments.tables import TABLES, Table, Variant
+from bertforge.ablation.tables import TABLES, Table, Variant
 
 PROBES = ("mlm", "nsp", "sop")  # held-out questions every row answers
 FINETUNE_TASKS = {"sst2": "SST-2", "mrpc": "MRPC"}
