@@ -80,5 +80,5 @@ def run(args: argparse.Namespace) -> int:
         raise ValueError(f"{output} holds the ablation table {earlier['table']!r}, not {args.table!r}; use "
                          "--overwrite, or choose another --output")
     write_run_config(output, "ablate", asdict(settings))
-    run_table(settings)
+    run_table(settings, say=print)
     return 0

@@ -18,7 +18,7 @@ import torch
 from bertforge.data import MaskingConfig, PretrainingDataset, load_manifest
 from bertforge.data.shards import MANIFEST, load_tokenizer
 from bertforge.device import Precision
-from bertforge.settings import flat_keywords, part, setting
+from bertforge.settings import SettingError, flat_keywords, part, setting
 from bertforge.training.engine import FaultHooks, FitResult, NonFiniteLossError, Session, Stage, TrainOptions, fit
 from bertforge.training.options import pretrain_defaults
 from bertforge.pretraining.recipes import DEFAULT_RECIPE, RECIPES, recipe_options
@@ -118,7 +118,8 @@ def parse_schedule(text: str) -> list[tuple[int, float]]:
         except ValueError:
             raise ValueError(f"cannot read the sequence-length schedule {text!r}; use e.g. 128:0.9,512:0.1") from None
     if abs(sum(f for _, f in phases) - 1.0) > 1e-6 or any(f <= 0 for _, f in phases):
-        raise ValueError(f"the fractions of --seq-len-schedule {text!r} must be positive and add up to 1")
+        raise SettingError("the fractions of {seq_len_schedule} {got!r} must be positive and add up to 1",
+                           owner=PretrainConfig, got=text)
     return phases
 
 
@@ -147,7 +148,8 @@ def resolve_vocab(data: str | Path, vocab: str | None) -> str:
     source = load_manifest(data).get("vocab", {}).get("source")
     if source and has_tokenizer(Path(source)):
         return source
-    raise ValueError(f"{data} does not say which vocab it was prepared with; pass --vocab DIR")
+    raise SettingError("{path} does not say which vocab it was prepared with; pass {vocab} DIR", owner=PretrainConfig,
+                       path=data)
 
 
 def build_model(cfg: PretrainConfig, tokenizer: Any, max_len: int) -> torch.nn.Module:
@@ -156,7 +158,7 @@ def build_model(cfg: PretrainConfig, tokenizer: Any, max_len: int) -> torch.nn.M
     from bertforge.model.auto import family, model_class_for, preset_config, read_model_type
     vocab_size = len(tokenizer.vocab)
     if cfg.dropout is not None and not 0.0 <= cfg.dropout < 1.0:
-        raise ValueError(f"--dropout must be in [0, 1), got {cfg.dropout}")
+        raise SettingError("{dropout} must be in [0, 1), got {got}", owner=PretrainConfig, got=cfg.dropout)
     check_init(cfg.init)  # here too: a run from --init-from never reaches `reinitialise`
     dropout = dropout_overrides(cfg.dropout)
     if cfg.objective == "electra":
@@ -181,17 +183,19 @@ def build_model(cfg: PretrainConfig, tokenizer: Any, max_len: int) -> torch.nn.M
         raise ValueError(f"the model has {model.config.vocab_size} token embeddings but the vocab has {vocab_size}")
     longest = getattr(model.config, "max_sequence_length", model.config.max_position_embeddings)
     if longest < max_len:
-        raise ValueError(f"--seq-len-schedule asks for {max_len} tokens but the model takes at most {longest} "
-                         f"({model.config.max_position_embeddings} position embeddings)")
+        raise SettingError("{seq_len_schedule} asks for {n} tokens but the model takes at most {longest} "
+                           "({positions} position embeddings)", owner=PretrainConfig, n=max_len, longest=longest,
+                           positions=model.config.max_position_embeddings)
     if cfg.objective in ("mlm+nsp", "mlm+sop") and not hasattr(model, "nsp"):
-        raise ValueError(f"objective {cfg.objective} needs a sentence-pair head, which {type(model).__name__} "
-                         "lacks; use --objective mlm (or ltr)")
+        raise SettingError("objective {given} needs a sentence-pair head, which {model} lacks; use {objective} mlm "
+                           "(or ltr)", owner=PretrainConfig, given=cfg.objective, model=type(model).__name__)
     return model
 
 
 def check_init(init: str) -> None:
     if init not in INITS:
-        raise ValueError(f"--init must be one of {', '.join(INITS)}, got {init!r}")
+        raise SettingError("{init} must be one of {inits}, got {got!r}", owner=PretrainConfig, inits=", ".join(INITS),
+                           got=init)
 
 
 def reinitialise(model: torch.nn.Module, init: str) -> None:
@@ -234,9 +238,10 @@ def check_init_vocab(init_from: str, data: str, tokenizer: Any) -> None:
     except (FileNotFoundError, ValueError):
         return  # no tokenizer beside the weights: only the embedding count can be checked (build_model does)
     if vocab_sha256(theirs) != vocab_sha256(tokenizer):
-        raise ValueError(f"--init-from {init_from} comes with another vocabulary ({len(theirs.vocab)} tokens) than "
-                         f"the one {data} was prepared with ({len(tokenizer.vocab)} tokens); prepare the corpus "
-                         f"again with --vocab {init_from}")
+        raise SettingError("{init_from} {path} comes with another vocabulary ({theirs} tokens) than the one {data_path} "
+                           "was prepared with ({ours} tokens); prepare the corpus again with {vocab} {path}",
+                           owner=PretrainConfig, path=init_from, theirs=len(theirs.vocab), data_path=data,
+                           ours=len(tokenizer.vocab))
 
 
 def init_note(model: torch.nn.Module, cfg: PretrainConfig) -> str:
@@ -473,7 +478,7 @@ def run_pretraining(cfg: PretrainConfig, hooks: FaultHooks | None = None) -> Fit
     opts.check()
     parse_schedule(cfg.seq_len_schedule)
     if cfg.eval_batches < 0:
-        raise ValueError(f"--eval-batches must be 0 or more, got {cfg.eval_batches}")
+        raise SettingError("{eval_batches} must be 0 or more, got {got}", owner=PretrainConfig, got=cfg.eval_batches)
     inputs = (cfg.data, cfg.vocab, cfg.init_from, cfg.model)
     keep = opts.keep_checkpoints_at_end
     with Session(opts.device, opts.dist_timeout) as session, \

@@ -237,9 +237,11 @@ def compare(rows: dict[str, Any], spec, dev: list[Any], labels: Sequence[str] | 
     return report
 
 
-def distill_task(settings: TaskDistillSettings, say: Callable[[str], None] = print,
+def distill_task(settings: TaskDistillSettings, say: Callable[[str], None] | None = None,
                  hooks: FaultHooks | None = None) -> dict[str, Any]:
-    """Teacher soft targets on the transfer set -> student training -> predictor folder + distill_report.json."""
+    """Teacher soft targets on the transfer set -> student training -> predictor folder + distill_report.json.
+    `say` receives the progress lines (the command passes print; none: quiet)."""
+    say = say or (lambda msg: None)
     teacher_dir = resolve_folder(settings.teacher)
     teacher = Predictor.load(teacher_dir)
     spec, labels = teacher.spec, teacher.labels  # the teacher's label order is what its logits mean
