@@ -67,6 +67,7 @@ def slug(name: str) -> str:
 def run_table(settings: AblationSettings, say: Callable[[str], None] | None = None) -> dict[str, Any]:
     """Pre-train, probe and fine-tune each selected row of the table; write its table and plot. `say`
     receives the progress lines (the command passes print; none: quiet)."""
+    from bertforge.data.objectives import get_objective
     say = say or (lambda msg: None)
     if settings.table not in TABLES:
         raise ValueError(f"unknown table {settings.table!r}; choose one of {', '.join(TABLES)}")
@@ -98,7 +99,7 @@ def run_table(settings: AblationSettings, say: Callable[[str], None] | None = No
         started = time.perf_counter()
         train_row(table, variant, settings, row_dir, rows)
         release_freed_memory()  # each job's free holes in the heap would otherwise add up over the table
-        ltr = variant.options.get("objective") == "ltr"
+        ltr = get_objective(variant.options.get("objective", "mlm+nsp")).left_to_right
         row = {"name": variant.name, "dir": str(row_dir), **probe(row_dir, settings, ltr=ltr),
                "parameters": _parameters(row_dir)}
         if settings.glue:

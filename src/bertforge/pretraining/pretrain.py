@@ -17,6 +17,7 @@ import torch
 
 from bertforge.data import MaskingConfig, PretrainingDataset, load_manifest
 from bertforge.data.shards import MANIFEST, load_tokenizer
+from bertforge.data.objectives import OBJECTIVE_TABLE
 from bertforge.device import Precision
 from bertforge.settings import SettingError, flat_keywords, part, setting
 from bertforge.training.engine import FaultHooks, FitResult, NonFiniteLossError, Session, Stage, TrainOptions, fit
@@ -45,7 +46,7 @@ class PretrainConfig:
                          "--recipe fast --model mini is modernbert-mini")
     objective: str = setting("mlm+nsp", "mlm+nsp (BERT), mlm+sop (ALBERT), mlm (RoBERTa), ltr (left to right), "
                              "electra (a small generator fills the masks, the model learns which tokens were "
-                             "replaced)", choices=("mlm+nsp", "mlm+sop", "mlm", "ltr", "electra"), deferred=BY_RECIPE)
+                             "replaced)", choices=tuple(OBJECTIVE_TABLE), deferred=BY_RECIPE)
     packing: str = setting("full-sentences", "how mlm/ltr fill sequences", choices=("full-sentences", "doc-sentences"))
     vocab: str | None = setting(None, "tokenizer folder (default: the vocab the corpus was prepared with)",
                                 metavar="DIR")
@@ -161,7 +162,7 @@ def build_model(cfg: PretrainConfig, tokenizer: Any, max_len: int) -> torch.nn.M
         raise SettingError("{dropout} must be in [0, 1), got {got}", owner=PretrainConfig, got=cfg.dropout)
     check_init(cfg.init)  # here too: a run from --init-from never reaches `reinitialise`
     dropout = dropout_overrides(cfg.dropout)
-    if cfg.objective == "electra":
+    if OBJECTIVE_TABLE[cfg.objective].generator:
         model = _build_electra(cfg, tokenizer, dropout)
     elif cfg.init_from:
         from bertforge.checkpoint import quiet_loading
@@ -186,7 +187,7 @@ def build_model(cfg: PretrainConfig, tokenizer: Any, max_len: int) -> torch.nn.M
         raise SettingError("{seq_len_schedule} asks for {n} tokens but the model takes at most {longest} "
                            "({positions} position embeddings)", owner=PretrainConfig, n=max_len, longest=longest,
                            positions=model.config.max_position_embeddings)
-    if cfg.objective in ("mlm+nsp", "mlm+sop") and not hasattr(model, "nsp"):
+    if OBJECTIVE_TABLE[cfg.objective].sentence_task and not hasattr(model, "nsp"):
         raise SettingError("objective {given} needs a sentence-pair head, which {model} lacks; use {objective} mlm "
                            "(or ltr)", owner=PretrainConfig, given=cfg.objective, model=type(model).__name__)
     return model
@@ -250,7 +251,7 @@ def init_note(model: torch.nn.Module, cfg: PretrainConfig) -> str:
     new = getattr(model, "loading_info", {}).get("newly_initialized", [])
     note = f"initialised from {cfg.init_from}"
     sentence = [n for n in new if "seq_relationship" in n or "sop_classifier" in n]
-    trained = [n for n in new if n not in sentence or cfg.objective in ("mlm+nsp", "mlm+sop")]
+    trained = [n for n in new if n not in sentence or OBJECTIVE_TABLE[cfg.objective].sentence_task]
     if trained:
         note += f"; new, trained by this run: {', '.join(trained)}"
     if len(trained) < len(new):
@@ -270,7 +271,7 @@ def next_batch(dataset: PretrainingDataset) -> dict[str, torch.Tensor]:
 
 def model_inputs(batch: dict[str, torch.Tensor], objective: str, device: torch.device) -> dict[str, Any]:
     inputs = {k: v.to(device, non_blocking=True) for k, v in batch.items()}
-    if objective == "ltr":
+    if OBJECTIVE_TABLE[objective].left_to_right:
         inputs["causal"] = True  # labels[i] is already token i + 1
     return inputs
 
@@ -372,7 +373,8 @@ class PretrainStage(CorpusStage):
         self.train_data, self.heldout, self.precision = train_data, heldout, precision
         self.phases = parse_schedule(cfg.seq_len_schedule)
         self.device = next(model.parameters()).device
-        if cfg.objective in ("mlm", "ltr"):
+        objective = OBJECTIVE_TABLE[cfg.objective]
+        if not objective.sentence_task and not objective.generator:  # mlm, ltr: the head is in no loss
             freeze_sentence_head(model)
 
     def run_record(self) -> dict[str, Any]:
@@ -382,14 +384,14 @@ class PretrainStage(CorpusStage):
                 "whole_word": c.whole_word, "span_masking": c.span_masking, "seq_len_schedule": c.seq_len_schedule,
                 "dropout": c.dropout, "init_from": c.init_from, "data": data_fingerprint(c.data),
                 **({"generator_fraction": c.generator_fraction, "disc_weight": c.disc_weight}
-                   if c.objective == "electra" else {})}
+                   if OBJECTIVE_TABLE[c.objective].generator else {})}
 
     def loss(self, net: torch.nn.Module, batch: dict[str, torch.Tensor]) -> Any:
         return net(**model_inputs(batch, self.cfg.objective, self.device))
 
     def save(self, folder: Path) -> None:
         super().save(folder)
-        if self.cfg.objective == "electra" and self.tokenizer is not None:
+        if OBJECTIVE_TABLE[self.cfg.objective].generator and self.tokenizer is not None:
             self.tokenizer.save_pretrained(folder / "generator")  # the generator is a fill-mask model of its own
 
     def load_weights(self, folder: Path) -> None:
@@ -417,7 +419,7 @@ class PretrainStage(CorpusStage):
     def postfix(self, values: dict[str, float]) -> dict[str, str]:
         shown = {"mlm_acc": f"{values.get('mlm_acc', 0):.3f}"}
         if "nsp_acc" in values:
-            shown[self.cfg.objective[-3:] + "_acc"] = f"{values['nsp_acc']:.3f}"
+            shown[f"{OBJECTIVE_TABLE[self.cfg.objective].sentence_task}_acc"] = f"{values['nsp_acc']:.3f}"
         return shown
 
 
@@ -451,7 +453,7 @@ def build_stage(cfg: PretrainConfig, session: Session) -> tuple[PretrainStage, l
     masking = MaskingConfig(rate=cfg.mask_rate, whole_word=cfg.whole_word, mode=cfg.masking,
                             dupe_factor=cfg.dupe_factor, spans=cfg.span_masking)
     info = session.info
-    data_objective = "mlm" if cfg.objective == "electra" else cfg.objective  # ELECTRA reads MLM batches
+    data_objective = OBJECTIVE_TABLE[cfg.objective].batches  # ELECTRA trains on MLM's batches
     train_data = PretrainingDataset(cfg.data, tokenizer, objective=data_objective, packing=cfg.packing,
                                     max_seq_length=phases[0][0], batch_size=cfg.batch_size, masking=masking,
                                     seed=opts.seed, rank=info.rank, world_size=info.world_size)

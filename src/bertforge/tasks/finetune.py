@@ -28,7 +28,7 @@ from bertforge.outputs import is_finished
 from bertforge.settings import SettingError, flat_keywords, part, setting, settings_record
 from bertforge.tasks.evaluation import default_seq_length, encode, evaluate_examples, main_value, model_inputs
 from bertforge.tasks.predictor import TASK_FILE, Predictor
-from bertforge.tasks.registry import TaskSpec, get_task
+from bertforge.tasks.registry import HEADS, TaskSpec, get_task
 from bertforge.tasks.task_data import DataOptions, TaskData, load_task_data, subset
 from bertforge.training.engine import Session, Stage, TrainOptions, fit
 from bertforge.training.options import finetune_defaults
@@ -101,7 +101,7 @@ def build_model(spec: TaskSpec, model_dir: str | Path, labels: Sequence[str] | N
     overrides: dict[str, Any] = {}
     if spec.head == "regression":
         overrides = {"id2label": {0: "score"}, "problem_type": "regression"}
-    elif spec.head in ("sequence_classification", "token_classification"):
+    elif HEADS[spec.head].labelled:
         overrides = {"id2label": dict(enumerate(labels or [])),
                      "problem_type": "single_label_classification" if spec.head == "sequence_classification"
                      else None}

@@ -15,7 +15,7 @@ from typing import Any, Callable, Hashable, Sequence
 
 from bertforge.settings import SettingError, setting
 from bertforge.tasks.readers import ReadResult, numeric_labels, split_squad_by_article
-from bertforge.tasks.registry import TASKS, TaskSpec, get_task
+from bertforge.tasks.registry import HEADS, TASKS, TaskSpec, get_task
 
 GENERIC_TASKS = tuple(name for name, spec in TASKS.items() if spec.generic)
 #: DataOptions fields that only the generic tasks read (the named tasks have fixed columns).
@@ -168,14 +168,14 @@ class _Loader:
     def read(self, path: Path, labels: Sequence[str] | None = None, source: str | None = None) -> ReadResult:
         opts: dict[str, Any] = {"skip_bad_rows": self.o.skip_bad_rows}
         if self.spec.generic:
-            if self.spec.head in ("sequence_classification", "regression"):
+            if HEADS[self.spec.head].per_text:
                 # every file read here is trained or scored on: one without its label column is refused at once
                 # (read as unlabeled, it would fail only after training, or score nothing)
                 opts.update(text_column=self.o.text_column, text_pair_column=self.o.text_pair_column,
                             label_column=self.o.label_column, labeled=True)
             elif self.spec.head == "token_classification":
                 opts.update(text_column=self.o.text_column, label_column=self.o.label_column)
-            if labels is not None and self.spec.head in ("sequence_classification", "token_classification"):
+            if labels is not None and HEADS[self.spec.head].labelled:
                 opts.update(label_list=list(labels), label_source=source)
         result = self.spec.reader(path, **opts)
         if result.skipped:
@@ -238,7 +238,7 @@ class _Loader:
             result = self.read(train_path)
             train = list(result.examples)
             self.files["train"] = str(train_path)
-            if labels is None and spec.head in ("sequence_classification", "token_classification"):
+            if labels is None and HEADS[spec.head].labelled:
                 labels = list(result.labels or [])
             if spec.name == "classification" and o.regression is None:
                 train, labels = self.maybe_regression(train, labels, train_path)
@@ -259,7 +259,7 @@ class _Loader:
         for i, path in enumerate(eval_paths or []):
             given = labels if spec.generic and train_path is not None else None
             result = self.read(path, given, train_path.name if train_path is not None else None)
-            if labels is None and spec.head in ("sequence_classification", "token_classification"):
+            if labels is None and HEADS[spec.head].labelled:
                 labels = list(result.labels or [])
             name = "eval" if i == 0 else f"eval_{Path(path).name.split('.')[0]}"
             evals[name] = list(result.examples)
