@@ -424,7 +424,7 @@ def test_missing_field_of_a_user_file_is_named(tmp_path):
     (["ablate", "bert-objectives", "--data", "{tmp}", "--output", "{out}", "--eval-batches", "0"], "--eval-batches"),
 ])
 def test_bad_flags_stop_at_parse_time(argv, flag, corpus, tmp_path, capsys):
-    from bertforge.experiments.tables import TABLES
+    from bertforge.ablation.tables import TABLES
     if argv[0] == "ablate" and argv[1] not in TABLES:
         argv = [argv[0], next(iter(TABLES)), *argv[2:]]
     values = {"{corpus}": str(corpus), "{out}": str(tmp_path / "out"), "{tmp}": str(tmp_path),

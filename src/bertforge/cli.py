@@ -111,7 +111,7 @@ def main(argv: list[str] | None = None, hooks=None) -> int:
     debug = _wants_debug(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     verb = next((a for a in argv if a in VERBS), None)
-    args = None
+    args = parser = None
     try:
         parser = build_parser()
         args = parser.parse_args(argv)
@@ -141,8 +141,9 @@ def main(argv: list[str] | None = None, hooks=None) -> int:
             return 1
         if debug:
             raise
-        from bertforge.commands.errors import describe
-        described = describe(err, output=getattr(args, "output", None))
+        from bertforge.commands.errors import describe, verb_flags
+        flags = verb_flags(parser, argv) if parser is not None else None
+        described = describe(err, output=getattr(args, "output", None), flags=flags)
         prog = f"bertforge {verb}" if verb else "bertforge"
         print(f"{prog}: error: {described.message}", file=sys.stderr)
         return 1

@@ -24,11 +24,62 @@ keyword), and what a field means for this verb when the part's own help would be
 from __future__ import annotations
 
 import functools
-from dataclasses import MISSING, asdict, field, fields, replace
+import string
+from dataclasses import MISSING, Field, asdict, field, fields, replace
 from typing import Any, Callable, Iterable, Mapping
 
-__all__ = ["check_settings", "flat_keywords", "flatten", "part", "part_fields", "route_keywords", "setting",
-           "settings_record"]
+__all__ = ["SettingError", "check_settings", "field_flag", "flag_of", "flat_keywords", "flatten", "part",
+           "part_fields", "route_keywords", "setting", "settings_record"]
+
+
+class SettingError(ValueError):
+    """A setting's value is wrong, or settings contradict each other. The message is a template that names
+    settings as `{field_name}` and takes the values it shows as keywords:
+
+        SettingError("{time_budget} must be positive, got {got}", got=0)
+
+    `owner` is the settings class the names belong to (its parts included): read as a string, the message
+    names each setting by the flag its field's metadata gives it ("--time-budget must be positive, got 0"), and
+    the command line renders the flag its verb has for it (`render`). `settings` lists the names.
+    """
+
+    def __init__(self, template: str, *, owner: type | None = None, **values: Any) -> None:
+        self.template, self.owner, self.values = template, owner, values
+        self.settings = tuple(name for _, name, _, _ in string.Formatter().parse(template)
+                              if name and name not in values)
+        super().__init__(self.render(lambda name: flag_of(owner, name)))
+
+    @property
+    def setting(self) -> str | None:
+        """The setting the message is about (the first it names)."""
+        return self.settings[0] if self.settings else None
+
+    def render(self, name_of: Callable[[str], str]) -> str:
+        """The message with each setting named by `name_of(field_name)` (a flag, for the command line)."""
+        return self.template.format(**{name: name_of(name) for name in self.settings}, **self.values)
+
+
+def field_flag(f: Field) -> str:
+    """The flag of the settings field `f`: its metadata's `flag`, else --field-name."""
+    return f.metadata.get("flag") or "--" + f.name.replace("_", "-")
+
+
+def flag_of(cls: type | None, name: str) -> str:
+    """The flag of the setting `name` of the settings class `cls` or of one of its parts (--name-with-dashes for
+    a name `cls` does not have)."""
+    found = _find_field(cls, name) if cls is not None else None
+    return field_flag(found) if found is not None else "--" + name.replace("_", "-")
+
+
+def _find_field(cls: type, name: str) -> Field | None:
+    for f in fields(cls):
+        if f.metadata.get("part"):
+            inner = _find_field(f.metadata["part"], name)
+            if inner is not None:
+                return inner
+        elif f.name == name:
+            return f
+    return None
 
 
 def setting(default: Any = MISSING, help: str = "", *, default_factory: Any = MISSING, **meta: Any) -> Any:
@@ -92,7 +143,7 @@ def flat_keywords(cls: type) -> type:
 
 
 def check_settings(settings: Any) -> None:
-    """Every value within what its field's metadata allows (parts included); a ValueError names the flag."""
+    """Every value within what its field's metadata allows (parts included), else a `SettingError`."""
     for f in fields(settings):
         value = getattr(settings, f.name)
         if f.metadata.get("part"):
@@ -100,13 +151,14 @@ def check_settings(settings: Any) -> None:
             continue
         if value is None:
             continue
-        meta, flag = f.metadata, f.metadata.get("flag") or "--" + f.name.replace("_", "-")
+        meta, name = f.metadata, "{" + f.name + "}"
         if meta.get("positive") and not value > 0:
-            raise ValueError(f"{flag} must be positive, got {value}")
+            raise SettingError(name + " must be positive, got {got}", owner=type(settings), got=value)
         if meta.get("non_negative") and value < 0:
-            raise ValueError(f"{flag} must be 0 or more, got {value}")
+            raise SettingError(name + " must be 0 or more, got {got}", owner=type(settings), got=value)
         if meta.get("choices") and value not in meta["choices"]:
-            raise ValueError(f"{flag} must be one of {', '.join(meta['choices'])}, got {value!r}")
+            raise SettingError(name + " must be one of {choices}, got {got!r}", owner=type(settings),
+                               choices=", ".join(meta["choices"]), got=value)
 
 
 def settings_record(settings: Any) -> dict[str, Any]:

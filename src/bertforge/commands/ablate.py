@@ -9,7 +9,7 @@ from bertforge.commands.options import (add_output_arguments, duration, existing
 
 
 def register(sub) -> None:
-    from bertforge.experiments.tables import TABLES
+    from bertforge.ablation.tables import TABLES
     p = sub.add_parser("ablate", help="reproduce a paper's ablation table (Markdown + PNG)",
                        description="Pre-train one model per row of the table with the same wall-clock budget, ask "
                        "every row the same held-out questions (MLM, NSP, SOP), fine-tune each on SST-2 and MRPC, "
@@ -56,7 +56,7 @@ def register(sub) -> None:
 def run(args: argparse.Namespace) -> int:
     from dataclasses import asdict
 
-    from bertforge.experiments.ablate import AblationSettings, run_table
+    from bertforge.ablation.ablate import AblationSettings, run_table
     from bertforge.outputs import claim_output, read_run_config, write_run_config
     from bertforge.pretraining.pretrain import parse_duration
     tasks = tuple(t for t in args.tasks.split(",") if t)
@@ -69,8 +69,8 @@ def run(args: argparse.Namespace) -> int:
         seed=args.seed, recipe=args.recipe,
         rows=tuple(r.strip() for r in args.rows.split(",") if r.strip()) if args.rows else None,
         reuse=tuple(str(d) for d in args.reuse))
-    from bertforge.experiments.ablate import select_rows
-    from bertforge.experiments.tables import TABLES
+    from bertforge.ablation.ablate import select_rows
+    from bertforge.ablation.tables import TABLES
     select_rows(TABLES[args.table], settings.rows)  # a misspelt row fails before anything is written
     compared = {k: v for k, v in asdict(settings).items() if k not in ("rows", "reuse")}  # rows: one process each
     output = claim_output(args.output, verb="ablate", overwrite=args.overwrite, resumable=True, settings=compared,
@@ -80,5 +80,5 @@ def run(args: argparse.Namespace) -> int:
         raise ValueError(f"{output} holds the ablation table {earlier['table']!r}, not {args.table!r}; use "
                          "--overwrite, or choose another --output")
     write_run_config(output, "ablate", asdict(settings))
-    run_table(settings)
+    run_table(settings, say=print)
     return 0

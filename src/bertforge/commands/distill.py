@@ -76,5 +76,5 @@ def run_pretrain(args: argparse.Namespace) -> int:
 
 def run_task(args: argparse.Namespace) -> int:
     from bertforge.tasks.distill import distill_task
-    distill_task(settings_from_args(TaskDistillSettings, args), hooks=getattr(args, "hooks", None))
+    distill_task(settings_from_args(TaskDistillSettings, args), say=print, hooks=getattr(args, "hooks", None))
     return 0

@@ -1,6 +1,7 @@
 """Turn any exception a verb raises into the one line `bertforge <verb>: error: ...` prints.
 
-Library errors (ValueError and its kin, RuntimeError) are written for users and are shown as they are. What
+Library errors (ValueError and its kin, RuntimeError) are written for users and are shown as they are; a
+`SettingError` names settings, and each is shown as the flag the verb has for it (`verb_flags`). What
 the operating system, `json`, the UTF-8 decoder or `tokenizers` raise is reworded so that it names the file and
 what went wrong. Anything else is a bug: it is still one line, marked "internal error", with a hint to rerun
 with --debug for the traceback.
@@ -11,11 +12,15 @@ import errno
 import json
 import os
 import re
+import argparse
 import traceback
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Mapping
 
-__all__ = ["Described", "describe"]
+from bertforge.settings import SettingError, flag_of
+
+__all__ = ["Described", "describe", "verb_flags"]
 
 # how ENOSPC reads once a Rust or C++ layer (safetensors, torch.save, tokenizers) has turned it into text
 _NO_SPACE = re.compile(r"No space left on device|os error 28|StorageFull|ENOSPC|errno 28", re.IGNORECASE)
@@ -31,8 +36,12 @@ class Described:
     internal: bool = False  # a bug in bertforge, not something the user did
 
 
-def describe(exc: BaseException, output: str | None = None) -> Described:
-    """The one-line message for `exc`. `output` (the verb's --output, if any) names where a failed write went."""
+def describe(exc: BaseException, output: str | None = None, flags: Mapping[str, str] | None = None) -> Described:
+    """The one-line message for `exc`. `output` (the verb's --output, if any) names where a failed write went;
+    `flags` (setting -> the verb's flag, `verb_flags`) names the settings a `SettingError` is about."""
+    if isinstance(exc, SettingError):
+        flags = flags or {}
+        return Described(_one_line(exc.render(lambda name: flags.get(name) or flag_of(exc.owner, name))))
     if isinstance(exc, OSError):
         return Described(_one_line(_os_error(exc, output)))
     text = str(exc)
@@ -68,6 +77,26 @@ def describe(exc: BaseException, output: str | None = None) -> Described:
     if isinstance(exc, (ValueError, RuntimeError, NotImplementedError)) and text:
         return Described(_one_line(text))
     return _internal(exc)
+
+
+def verb_flags(parser: argparse.ArgumentParser, argv: list[str]) -> dict[str, str]:
+    """setting -> flag for the verb (and sub-command) `argv` runs: the flag each parsed setting comes from. The
+    training verbs' flags are generated from their settings' field metadata, so a setting and its flag agree."""
+    path, words = [parser], [a for a in argv if not a.startswith("-")]
+    while True:
+        subcommands = next((a for a in path[-1]._actions if isinstance(a, argparse._SubParsersAction)), None)
+        chosen = next((w for w in words if subcommands is not None and w in subcommands.choices), None)
+        if chosen is None:
+            break
+        path.append(subcommands.choices[chosen])
+        words = words[words.index(chosen) + 1:]
+    flags: dict[str, str] = {}
+    for each in reversed(path):  # the innermost parser's flag wins
+        for action in each._actions:
+            if action.option_strings and action.dest != argparse.SUPPRESS:
+                long = [s for s in action.option_strings if s.startswith("--")] or action.option_strings
+                flags.setdefault(action.dest, long[0])
+    return flags
 
 
 def _internal(exc: BaseException) -> Described:

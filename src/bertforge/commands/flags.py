@@ -14,6 +14,7 @@ from typing import Any, Callable, Iterable, Mapping
 
 from bertforge.commands.options import (duration, existing_dir, existing_file, non_negative_float, non_negative_int,
                                         positive_float, positive_int, probability)
+from bertforge.settings import field_flag
 
 UNSET = argparse.SUPPRESS  # a deferred flag the user did not give is absent from the parsed namespace
 
@@ -62,7 +63,7 @@ def _default(f) -> Any:
 
 def _add_flag(target, f, kind: Any, default: Any, help_text: str, deferred: str | None) -> None:
     meta = f.metadata
-    flag = meta.get("flag") or "--" + f.name.replace("_", "-")
+    flag = field_flag(f)
     help_text = help_text.replace("%", "%%")  # argparse formats help with %
     if kind is bool:
         action = "store_false" if flag.startswith("--no-") else "store_true"

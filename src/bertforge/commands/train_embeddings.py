@@ -24,5 +24,6 @@ def register(sub) -> None:
 def run(args: argparse.Namespace) -> int:
     from bertforge.commands.pretrain import _report
     from bertforge.tasks.embedding.train import EmbeddingSettings, train_embeddings
-    _report(train_embeddings(settings_from_args(EmbeddingSettings, args), hooks=getattr(args, "hooks", None)))
+    _report(train_embeddings(settings_from_args(EmbeddingSettings, args), say=print,
+                             hooks=getattr(args, "hooks", None)))
     return 0

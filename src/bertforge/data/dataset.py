@@ -24,9 +24,10 @@ import torch
 from bertforge.data.examples import build_plan
 from bertforge.data.hashing import combine
 from bertforge.data.masking import MaskingConfig, VocabTables, mask_tokens
+from bertforge.data.objectives import OBJECTIVE_TABLE
 from bertforge.data.shards import CorpusSplit, check_vocab, load_tokenizer, vocab_tokens
 
-OBJECTIVES = ("mlm+nsp", "mlm+sop", "mlm", "ltr")
+OBJECTIVES = tuple(name for name, o in OBJECTIVE_TABLE.items() if o.reads is None)  # the batches it makes
 PACKINGS = ("full-sentences", "doc-sentences")
 _STATIC, _DYNAMIC, _ORDER, _PLAN = 0x57A71C, 0xD1A, 0x0D0E, 0x91A4
 
@@ -75,11 +76,11 @@ class PretrainingDataset:
     # ---- what an epoch holds -----------------------------------------------------------------------------
     @property
     def _kind(self) -> str:
-        return {"mlm+nsp": "nsp", "mlm+sop": "sop"}.get(self.objective, self.packing)
+        return OBJECTIVE_TABLE[self.objective].sentence_task or self.packing
 
     @property
     def _static(self) -> bool:
-        return self.masking.mode == "static" and self.objective != "ltr"
+        return self.masking.mode == "static" and not OBJECTIVE_TABLE[self.objective].left_to_right
 
     def _plan_for_round(self, round_: int) -> np.ndarray:
         if self._kind not in ("nsp", "sop"):
@@ -204,7 +205,7 @@ class PretrainingDataset:
         positions = np.arange(width)[None, :]
         attention = positions < lengths[:, None]
         token_types = pair[:, None] & (positions >= (2 + a_len)[:, None]) & attention
-        if self.objective == "ltr":
+        if OBJECTIVE_TABLE[self.objective].left_to_right:
             labels = np.full_like(ids, -100)
             labels[:, :-1] = np.where(positions[:, 1:] < lengths[:, None], ids[:, 1:], -100)
             inputs = ids
@@ -216,6 +217,6 @@ class PretrainingDataset:
             "attention_mask": torch.from_numpy(attention.astype(np.int64)),
             "labels": torch.from_numpy(labels),
         }
-        if self.objective in ("mlm+nsp", "mlm+sop"):
+        if OBJECTIVE_TABLE[self.objective].sentence_task:
             out["next_sentence_label"] = torch.from_numpy(label.astype(np.int64))
         return out

@@ -58,6 +58,7 @@ from bertforge.evaluation.scheduler import Failure, run_units
 from bertforge.evaluation.scores import (GLUE_TASKS, glue_average, majority_baseline, summarize_runs, task_score)
 from bertforge.evaluation.units import Unit, UnitContext, planned_steps, read_result, unit_folder
 from bertforge.folder_files import WEIGHTS_MAX_BYTES, check_folder_file
+from bertforge.settings import SettingError
 
 VERB = "glue"
 
@@ -239,8 +240,9 @@ def claim_suite_output(settings: GlueSettings, record: dict[str, Any]) -> Path:
     if earlier is not None:
         changed = _changes(earlier, record)
         if changed:
-            raise ValueError(f"{out} holds a GLUE suite with other settings ({'; '.join(changed)}); re-run with the "
-                             "same settings, use --overwrite to start again, or choose another --output")
+            raise SettingError("{out} holds a GLUE suite with other settings ({changed}); re-run with the same "
+                               "settings, use {overwrite} to start again, or choose another {output}",
+                               owner=GlueSettings, out=out, changed="; ".join(changed))
         record = {**record, "data": {**earlier.get("data", {}), **record["data"]}}
     write_run_config(out, VERB, record)
     return out

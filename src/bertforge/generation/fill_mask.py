@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from bertforge.settings import SettingError
+
 
 @dataclass
 class TargetScore:
@@ -55,8 +57,8 @@ def _first_piece(tokenizer, word: str) -> int:
         word = " " + word  # byte-level BPE: a word inside a sentence carries its leading space ("Ġgood")
     ids = tokenizer.encode(word, add_special_tokens=False)
     if not ids:
-        raise ValueError(f"--targets: {word.strip()!r} gives no tokens with this vocabulary")
+        raise SettingError("{targets}: {word!r} gives no tokens with this vocabulary", word=word.strip())
     if ids[0] == tokenizer.unk_token_id:
-        raise ValueError(f"--targets: {word.strip()!r} is not in this vocabulary (it would be ranked as "
-                         f"{tokenizer.unk_token})")
+        raise SettingError("{targets}: {word!r} is not in this vocabulary (it would be ranked as {unk})",
+                           word=word.strip(), unk=tokenizer.unk_token)
     return ids[0]

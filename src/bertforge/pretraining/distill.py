@@ -29,7 +29,7 @@ from bertforge.training.engine import FaultHooks, Session, fit
 from bertforge.pretraining.pretrain import CorpusStage
 from bertforge.training.options import TrainOptions, distill_defaults
 from bertforge.outputs import fresh_output
-from bertforge.settings import flat_keywords, part, setting
+from bertforge.settings import SettingError, flat_keywords, part, setting
 from bertforge.training.run_output import claim_run_output
 
 INIT_RECORD = "distill_init.json"
@@ -192,8 +192,8 @@ def distill(teacher: str | Path, student: str | Path, data: str | Path, output: 
 
 def _check_pair(teacher, student, tokenizer, cfg: DistillConfig, teacher_has_head: bool) -> None:
     if cfg.alpha_ce > 0 and not teacher_has_head:
-        raise ValueError(f"{cfg.teacher} has no MLM head, so it has no soft targets to teach; use a teacher "
-                         "with one, or --alpha-ce 0")
+        raise SettingError("{path} has no MLM head, so it has no soft targets to teach; use a teacher with one, or "
+                           "{alpha_ce} 0", owner=DistillConfig, path=cfg.teacher)
     if teacher.config.vocab_size != student.config.vocab_size:
         raise ValueError(f"teacher ({cfg.teacher}) and student ({cfg.student}) have different vocabularies "
                          f"({teacher.config.vocab_size} vs {student.config.vocab_size} tokens)")
@@ -201,10 +201,11 @@ def _check_pair(teacher, student, tokenizer, cfg: DistillConfig, teacher_has_hea
         raise ValueError(f"the data's vocab has {len(tokenizer.vocab)} tokens, the student only "
                          f"{student.config.vocab_size}")
     if cfg.alpha_cos > 0 and teacher.config.hidden_size != student.config.hidden_size:
-        raise ValueError(f"the cosine loss needs equal hidden sizes (teacher {teacher.config.hidden_size}, student "
-                         f"{student.config.hidden_size}); use --alpha-cos 0")
+        raise SettingError("the cosine loss needs equal hidden sizes (teacher {teacher}, student {student}); use "
+                           "{alpha_cos} 0", owner=DistillConfig, teacher=teacher.config.hidden_size,
+                           student=student.config.hidden_size)
     if cfg.temperature <= 0:
-        raise ValueError(f"--temperature must be positive, got {cfg.temperature}")
+        raise SettingError("{temperature} must be positive, got {got}", owner=DistillConfig, got=cfg.temperature)
 
 
 def distill_step(teacher, student, batch: dict[str, torch.Tensor], cfg: DistillConfig,

@@ -17,8 +17,9 @@ import torch
 
 from bertforge.data import MaskingConfig, PretrainingDataset, load_manifest
 from bertforge.data.shards import MANIFEST, load_tokenizer
+from bertforge.data.objectives import OBJECTIVE_TABLE
 from bertforge.device import Precision
-from bertforge.settings import flat_keywords, part, setting
+from bertforge.settings import SettingError, flat_keywords, part, setting
 from bertforge.training.engine import FaultHooks, FitResult, NonFiniteLossError, Session, Stage, TrainOptions, fit
 from bertforge.training.options import pretrain_defaults
 from bertforge.pretraining.recipes import DEFAULT_RECIPE, RECIPES, recipe_options
@@ -45,7 +46,7 @@ class PretrainConfig:
                          "--recipe fast --model mini is modernbert-mini")
     objective: str = setting("mlm+nsp", "mlm+nsp (BERT), mlm+sop (ALBERT), mlm (RoBERTa), ltr (left to right), "
                              "electra (a small generator fills the masks, the model learns which tokens were "
-                             "replaced)", choices=("mlm+nsp", "mlm+sop", "mlm", "ltr", "electra"), deferred=BY_RECIPE)
+                             "replaced)", choices=tuple(OBJECTIVE_TABLE), deferred=BY_RECIPE)
     packing: str = setting("full-sentences", "how mlm/ltr fill sequences", choices=("full-sentences", "doc-sentences"))
     vocab: str | None = setting(None, "tokenizer folder (default: the vocab the corpus was prepared with)",
                                 metavar="DIR")
@@ -118,7 +119,8 @@ def parse_schedule(text: str) -> list[tuple[int, float]]:
         except ValueError:
             raise ValueError(f"cannot read the sequence-length schedule {text!r}; use e.g. 128:0.9,512:0.1") from None
     if abs(sum(f for _, f in phases) - 1.0) > 1e-6 or any(f <= 0 for _, f in phases):
-        raise ValueError(f"the fractions of --seq-len-schedule {text!r} must be positive and add up to 1")
+        raise SettingError("the fractions of {seq_len_schedule} {got!r} must be positive and add up to 1",
+                           owner=PretrainConfig, got=text)
     return phases
 
 
@@ -147,7 +149,8 @@ def resolve_vocab(data: str | Path, vocab: str | None) -> str:
     source = load_manifest(data).get("vocab", {}).get("source")
     if source and has_tokenizer(Path(source)):
         return source
-    raise ValueError(f"{data} does not say which vocab it was prepared with; pass --vocab DIR")
+    raise SettingError("{path} does not say which vocab it was prepared with; pass {vocab} DIR", owner=PretrainConfig,
+                       path=data)
 
 
 def build_model(cfg: PretrainConfig, tokenizer: Any, max_len: int) -> torch.nn.Module:
@@ -156,10 +159,10 @@ def build_model(cfg: PretrainConfig, tokenizer: Any, max_len: int) -> torch.nn.M
     from bertforge.model.auto import family, model_class_for, preset_config, read_model_type
     vocab_size = len(tokenizer.vocab)
     if cfg.dropout is not None and not 0.0 <= cfg.dropout < 1.0:
-        raise ValueError(f"--dropout must be in [0, 1), got {cfg.dropout}")
+        raise SettingError("{dropout} must be in [0, 1), got {got}", owner=PretrainConfig, got=cfg.dropout)
     check_init(cfg.init)  # here too: a run from --init-from never reaches `reinitialise`
     dropout = dropout_overrides(cfg.dropout)
-    if cfg.objective == "electra":
+    if OBJECTIVE_TABLE[cfg.objective].generator:
         model = _build_electra(cfg, tokenizer, dropout)
     elif cfg.init_from:
         from bertforge.checkpoint import quiet_loading
@@ -181,17 +184,19 @@ def build_model(cfg: PretrainConfig, tokenizer: Any, max_len: int) -> torch.nn.M
         raise ValueError(f"the model has {model.config.vocab_size} token embeddings but the vocab has {vocab_size}")
     longest = getattr(model.config, "max_sequence_length", model.config.max_position_embeddings)
     if longest < max_len:
-        raise ValueError(f"--seq-len-schedule asks for {max_len} tokens but the model takes at most {longest} "
-                         f"({model.config.max_position_embeddings} position embeddings)")
-    if cfg.objective in ("mlm+nsp", "mlm+sop") and not hasattr(model, "nsp"):
-        raise ValueError(f"objective {cfg.objective} needs a sentence-pair head, which {type(model).__name__} "
-                         "lacks; use --objective mlm (or ltr)")
+        raise SettingError("{seq_len_schedule} asks for {n} tokens but the model takes at most {longest} "
+                           "({positions} position embeddings)", owner=PretrainConfig, n=max_len, longest=longest,
+                           positions=model.config.max_position_embeddings)
+    if OBJECTIVE_TABLE[cfg.objective].sentence_task and not hasattr(model, "nsp"):
+        raise SettingError("objective {given} needs a sentence-pair head, which {model} lacks; use {objective} mlm "
+                           "(or ltr)", owner=PretrainConfig, given=cfg.objective, model=type(model).__name__)
     return model
 
 
 def check_init(init: str) -> None:
     if init not in INITS:
-        raise ValueError(f"--init must be one of {', '.join(INITS)}, got {init!r}")
+        raise SettingError("{init} must be one of {inits}, got {got!r}", owner=PretrainConfig, inits=", ".join(INITS),
+                           got=init)
 
 
 def reinitialise(model: torch.nn.Module, init: str) -> None:
@@ -234,9 +239,10 @@ def check_init_vocab(init_from: str, data: str, tokenizer: Any) -> None:
     except (FileNotFoundError, ValueError):
         return  # no tokenizer beside the weights: only the embedding count can be checked (build_model does)
     if vocab_sha256(theirs) != vocab_sha256(tokenizer):
-        raise ValueError(f"--init-from {init_from} comes with another vocabulary ({len(theirs.vocab)} tokens) than "
-                         f"the one {data} was prepared with ({len(tokenizer.vocab)} tokens); prepare the corpus "
-                         f"again with --vocab {init_from}")
+        raise SettingError("{init_from} {path} comes with another vocabulary ({theirs} tokens) than the one {data_path} "
+                           "was prepared with ({ours} tokens); prepare the corpus again with {vocab} {path}",
+                           owner=PretrainConfig, path=init_from, theirs=len(theirs.vocab), data_path=data,
+                           ours=len(tokenizer.vocab))
 
 
 def init_note(model: torch.nn.Module, cfg: PretrainConfig) -> str:
@@ -245,7 +251,7 @@ def init_note(model: torch.nn.Module, cfg: PretrainConfig) -> str:
     new = getattr(model, "loading_info", {}).get("newly_initialized", [])
     note = f"initialised from {cfg.init_from}"
     sentence = [n for n in new if "seq_relationship" in n or "sop_classifier" in n]
-    trained = [n for n in new if n not in sentence or cfg.objective in ("mlm+nsp", "mlm+sop")]
+    trained = [n for n in new if n not in sentence or OBJECTIVE_TABLE[cfg.objective].sentence_task]
     if trained:
         note += f"; new, trained by this run: {', '.join(trained)}"
     if len(trained) < len(new):
@@ -265,7 +271,7 @@ def next_batch(dataset: PretrainingDataset) -> dict[str, torch.Tensor]:
 
 def model_inputs(batch: dict[str, torch.Tensor], objective: str, device: torch.device) -> dict[str, Any]:
     inputs = {k: v.to(device, non_blocking=True) for k, v in batch.items()}
-    if objective == "ltr":
+    if OBJECTIVE_TABLE[objective].left_to_right:
         inputs["causal"] = True  # labels[i] is already token i + 1
     return inputs
 
@@ -367,7 +373,8 @@ class PretrainStage(CorpusStage):
         self.train_data, self.heldout, self.precision = train_data, heldout, precision
         self.phases = parse_schedule(cfg.seq_len_schedule)
         self.device = next(model.parameters()).device
-        if cfg.objective in ("mlm", "ltr"):
+        objective = OBJECTIVE_TABLE[cfg.objective]
+        if not objective.sentence_task and not objective.generator:  # mlm, ltr: the head is in no loss
             freeze_sentence_head(model)
 
     def run_record(self) -> dict[str, Any]:
@@ -377,14 +384,14 @@ class PretrainStage(CorpusStage):
                 "whole_word": c.whole_word, "span_masking": c.span_masking, "seq_len_schedule": c.seq_len_schedule,
                 "dropout": c.dropout, "init_from": c.init_from, "data": data_fingerprint(c.data),
                 **({"generator_fraction": c.generator_fraction, "disc_weight": c.disc_weight}
-                   if c.objective == "electra" else {})}
+                   if OBJECTIVE_TABLE[c.objective].generator else {})}
 
     def loss(self, net: torch.nn.Module, batch: dict[str, torch.Tensor]) -> Any:
         return net(**model_inputs(batch, self.cfg.objective, self.device))
 
     def save(self, folder: Path) -> None:
         super().save(folder)
-        if self.cfg.objective == "electra" and self.tokenizer is not None:
+        if OBJECTIVE_TABLE[self.cfg.objective].generator and self.tokenizer is not None:
             self.tokenizer.save_pretrained(folder / "generator")  # the generator is a fill-mask model of its own
 
     def load_weights(self, folder: Path) -> None:
@@ -412,7 +419,7 @@ class PretrainStage(CorpusStage):
     def postfix(self, values: dict[str, float]) -> dict[str, str]:
         shown = {"mlm_acc": f"{values.get('mlm_acc', 0):.3f}"}
         if "nsp_acc" in values:
-            shown[self.cfg.objective[-3:] + "_acc"] = f"{values['nsp_acc']:.3f}"
+            shown[f"{OBJECTIVE_TABLE[self.cfg.objective].sentence_task}_acc"] = f"{values['nsp_acc']:.3f}"
         return shown
 
 
@@ -446,7 +453,7 @@ def build_stage(cfg: PretrainConfig, session: Session) -> tuple[PretrainStage, l
     masking = MaskingConfig(rate=cfg.mask_rate, whole_word=cfg.whole_word, mode=cfg.masking,
                             dupe_factor=cfg.dupe_factor, spans=cfg.span_masking)
     info = session.info
-    data_objective = "mlm" if cfg.objective == "electra" else cfg.objective  # ELECTRA reads MLM batches
+    data_objective = OBJECTIVE_TABLE[cfg.objective].batches  # ELECTRA trains on MLM's batches
     train_data = PretrainingDataset(cfg.data, tokenizer, objective=data_objective, packing=cfg.packing,
                                     max_seq_length=phases[0][0], batch_size=cfg.batch_size, masking=masking,
                                     seed=opts.seed, rank=info.rank, world_size=info.world_size)
@@ -473,7 +480,7 @@ def run_pretraining(cfg: PretrainConfig, hooks: FaultHooks | None = None) -> Fit
     opts.check()
     parse_schedule(cfg.seq_len_schedule)
     if cfg.eval_batches < 0:
-        raise ValueError(f"--eval-batches must be 0 or more, got {cfg.eval_batches}")
+        raise SettingError("{eval_batches} must be 0 or more, got {got}", owner=PretrainConfig, got=cfg.eval_batches)
     inputs = (cfg.data, cfg.vocab, cfg.init_from, cfg.model)
     keep = opts.keep_checkpoints_at_end
     with Session(opts.device, opts.dist_timeout) as session, \

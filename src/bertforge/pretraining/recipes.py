@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bertforge.config import PRESETS
+from bertforge.settings import SettingError
 
 
 @dataclass(frozen=True)
@@ -52,7 +53,7 @@ def recipe_options(name: str, given: dict[str, Any]) -> dict[str, Any]:
     """`given` (what the user set) completed by the recipe `name`; the model preset gets the recipe's layout
     when it is a bare size such as `mini`."""
     if name not in RECIPES:
-        raise ValueError(f"--recipe must be one of {', '.join(RECIPES)}, got {name!r}")
+        raise SettingError("{recipe} must be one of {recipes}, got {got!r}", recipes=", ".join(RECIPES), got=name)
     recipe = RECIPES[name]
     options = {**recipe.options, **given}
     model = options.get("model", "tiny")

@@ -5,6 +5,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from bertforge.settings import SettingError
+
 # Fixed bounds on what any JSON body may hold. The deepest body an endpoint takes is four levels
 # ({"inputs": [{"endings": [...]}]}); the longest number a client has reason to send is a float's 17 digits with
 # sign and exponent. Python's parser would otherwise recurse into any depth and convert any number of digits.
@@ -42,23 +44,21 @@ class ServeSettings:
                      "max_input_chars"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"{_flag(name)} must be a whole number of at least 1, got {value!r}")
+                raise SettingError("{" + name + "} must be a whole number of at least 1, got {got!r}",
+                                   owner=ServeSettings, got=value)
         if not _finite(self.max_wait_ms) or not 0 <= self.max_wait_ms <= MAX_WAIT_MS_LIMIT:
-            raise ValueError(f"--max-wait-ms must be from 0 to {MAX_WAIT_MS_LIMIT:g} milliseconds, "
-                             f"got {self.max_wait_ms!r}")
+            raise SettingError("{max_wait_ms} must be from 0 to {limit:g} milliseconds, got {got!r}",
+                               owner=ServeSettings, limit=MAX_WAIT_MS_LIMIT, got=self.max_wait_ms)
         for name in ("body_timeout", "idle_timeout"):
             value = getattr(self, name)
             if not _finite(value) or not 0 < value <= 3600:
-                raise ValueError(f"{_flag(name)} must be more than 0 and at most 3600 seconds, got {value!r}")
+                raise SettingError("{" + name + "} must be more than 0 and at most 3600 seconds, got {got!r}",
+                                   owner=ServeSettings, got=value)
 
     @property
     def upload_budget(self) -> int:
         """Bytes that bodies still arriving may hold in all."""
         return UPLOAD_BUDGET_BODIES * self.payload_limit
-
-
-def _flag(name: str) -> str:
-    return "--" + name.replace("_", "-")
 
 
 def _finite(value: object) -> bool:

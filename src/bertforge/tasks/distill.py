@@ -26,7 +26,7 @@ from bertforge.tasks.evaluation import encode, evaluate_examples, run_model
 from bertforge.tasks.finetune import FinetuneSettings, FinetuneStage, train_run
 from bertforge.tasks.predictor import Predictor
 from bertforge.tasks.readers import TextExample, read_classification
-from bertforge.tasks.registry import get_task
+from bertforge.tasks.registry import HEADS, get_task
 from bertforge.tasks.task_data import DataOptions, TaskData, load_task_data, subset
 from bertforge.textio import open_text
 from bertforge.training.engine import FaultHooks, Session
@@ -237,15 +237,17 @@ def compare(rows: dict[str, Any], spec, dev: list[Any], labels: Sequence[str] | 
     return report
 
 
-def distill_task(settings: TaskDistillSettings, say: Callable[[str], None] = print,
+def distill_task(settings: TaskDistillSettings, say: Callable[[str], None] | None = None,
                  hooks: FaultHooks | None = None) -> dict[str, Any]:
-    """Teacher soft targets on the transfer set -> student training -> predictor folder + distill_report.json."""
+    """Teacher soft targets on the transfer set -> student training -> predictor folder + distill_report.json.
+    `say` receives the progress lines (the command passes print; none: quiet)."""
+    say = say or (lambda msg: None)
     teacher_dir = resolve_folder(settings.teacher)
     teacher = Predictor.load(teacher_dir)
     spec, labels = teacher.spec, teacher.labels  # the teacher's label order is what its logits mean
     if settings.task and get_task(settings.task).name != spec.name:
         raise ValueError(f"{teacher_dir} was fine-tuned on {spec.name}, not {settings.task}")
-    if spec.head not in ("sequence_classification", "regression"):
+    if not HEADS[spec.head].per_text:
         raise ValueError(f"task distillation handles sentence(-pair) classification and regression; {spec.name} "
                          f"has a {spec.head} head")
     resolve_folder(settings.student)

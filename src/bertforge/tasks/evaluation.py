@@ -14,7 +14,7 @@ from bertforge.device import Precision, move_to, resolve_device
 from bertforge.tasks.features import (Feature, encode_classification, encode_multiple_choice, encode_ner,
                                       encode_squad, iterate_batches)
 from bertforge.tasks.metrics import align_predictions_to_words, squad_v1_evaluate, squad_v2_evaluate
-from bertforge.tasks.registry import TaskSpec
+from bertforge.tasks.registry import HEADS, TaskSpec
 from bertforge.tasks.squad_postprocess import postprocess_squad
 from bertforge.training.progress import progress as make_bar
 
@@ -46,7 +46,7 @@ def encode(spec: TaskSpec, tokenizer, examples: Sequence[Any], settings: "Infere
     """The head kind's features for `examples`."""
     length = settings.seq_length(spec)
     label2id = {name: i for i, name in enumerate(labels)} if labels else None
-    if spec.head in ("sequence_classification", "regression"):
+    if HEADS[spec.head].per_text:
         return encode_classification(tokenizer, examples, length, label2id, regression=spec.head == "regression")
     if spec.head == "token_classification":
         return encode_ner(tokenizer, examples, length, label2id)

@@ -25,10 +25,10 @@ from bertforge.atomic import atomic_write_text
 from bertforge.data.batches import EpochBatches, Feature
 from bertforge.device import Precision, move_to
 from bertforge.outputs import is_finished
-from bertforge.settings import flat_keywords, part, setting, settings_record
+from bertforge.settings import SettingError, flat_keywords, part, setting, settings_record
 from bertforge.tasks.evaluation import default_seq_length, encode, evaluate_examples, main_value, model_inputs
 from bertforge.tasks.predictor import TASK_FILE, Predictor
-from bertforge.tasks.registry import TaskSpec, get_task
+from bertforge.tasks.registry import HEADS, TaskSpec, get_task
 from bertforge.tasks.task_data import DataOptions, TaskData, load_task_data, subset
 from bertforge.training.engine import Session, Stage, TrainOptions, fit
 from bertforge.training.options import finetune_defaults
@@ -47,7 +47,8 @@ def parse_learning_rates(value: str) -> list[float]:
     try:
         return [float(v) for v in value.split(",") if v.strip()]
     except ValueError:
-        raise ValueError(f"--lr takes a number, a comma list or 'grid', not {value!r}") from None
+        raise SettingError("{learning_rates} takes a number, a comma list or 'grid', not {got!r}",
+                           owner=FinetuneSettings, got=value) from None
 
 
 @flat_keywords
@@ -100,7 +101,7 @@ def build_model(spec: TaskSpec, model_dir: str | Path, labels: Sequence[str] | N
     overrides: dict[str, Any] = {}
     if spec.head == "regression":
         overrides = {"id2label": {0: "score"}, "problem_type": "regression"}
-    elif spec.head in ("sequence_classification", "token_classification"):
+    elif HEADS[spec.head].labelled:
         overrides = {"id2label": dict(enumerate(labels or [])),
                      "problem_type": "single_label_classification" if spec.head == "sequence_classification"
                      else None}
@@ -226,8 +227,9 @@ def train_run(spec: TaskSpec, tokenizer, data: TaskData, train_features: list[Fe
                      round(result.elapsed, 2), result.step, curves if curves.exists() else None, run_dir)
 
 
-def finetune(settings: FinetuneSettings, say: Callable[[str], None] = print, hooks=None) -> dict[str, Any]:
-    """Run every (lr, restart), keep the best on the eval set, save it as a predictor; returns metrics.json."""
+def finetune(settings: FinetuneSettings, say: Callable[[str], None] | None = None, hooks=None) -> dict[str, Any]:
+    """Run every (lr, restart), keep the best on the eval set, save it as a predictor; returns metrics.json.
+    `say` receives the progress lines (the command passes print; none: quiet)."""
     from bertforge.tokenization import load_tokenizer
 
     spec = get_task(settings.data_options.task)
@@ -237,7 +239,7 @@ def finetune(settings: FinetuneSettings, say: Callable[[str], None] = print, hoo
             settings.output, "finetune", settings, session, overwrite=settings.overwrite,
             inputs=_inputs(settings), keep_checkpoints=train.keep_checkpoints_at_end) as out:
         main = session.is_main
-        say = say if main else (lambda msg: None)
+        say = say if main and say else (lambda msg: None)
         if is_finished(out):
             say(f"{out} already holds this finished finetune run; nothing to do")
             return json.loads((out / "metrics.json").read_text(encoding="utf-8")) if main else {}
@@ -289,19 +291,21 @@ def finetune(settings: FinetuneSettings, say: Callable[[str], None] = print, hoo
 
 def _check_settings(s: FinetuneSettings) -> None:
     lrs = ",".join(f"{lr:g}" for lr in s.learning_rates) or "nothing"
-    checks = {  # flag: (holds, what it must be, what was given)
-        "--epochs": (s.epochs > 0, "above 0", s.epochs), "--batch-size": (s.batch_size > 0, "at least 1", s.batch_size),
-        "--restarts": (s.restarts > 0, "at least 1", s.restarts),
-        "--grad-accum": (s.train.grad_accum > 0, "at least 1", s.train.grad_accum),
-        "--eval-batch-size": (s.eval_batch_size > 0, "at least 1", s.eval_batch_size),
-        "--doc-stride": (s.doc_stride > 0, "at least 1", s.doc_stride),
-        "--lr": (bool(s.learning_rates) and all(lr > 0 for lr in s.learning_rates), "one or more rates above 0", lrs),
-        "--warmup": (0 <= s.warmup_fraction < 1, "a fraction in [0, 1)", s.warmup_fraction)}
-    for flag, (ok, expected, given) in checks.items():
+    checks = {  # setting: (holds, what it must be, what was given)
+        "epochs": (s.epochs > 0, "above 0", s.epochs), "batch_size": (s.batch_size > 0, "at least 1", s.batch_size),
+        "restarts": (s.restarts > 0, "at least 1", s.restarts),
+        "grad_accum": (s.train.grad_accum > 0, "at least 1", s.train.grad_accum),
+        "eval_batch_size": (s.eval_batch_size > 0, "at least 1", s.eval_batch_size),
+        "doc_stride": (s.doc_stride > 0, "at least 1", s.doc_stride),
+        "learning_rates": (bool(s.learning_rates) and all(lr > 0 for lr in s.learning_rates),
+                           "one or more rates above 0", lrs),
+        "warmup_fraction": (0 <= s.warmup_fraction < 1, "a fraction in [0, 1)", s.warmup_fraction)}
+    for name, (ok, expected, given) in checks.items():
         if not ok:
-            raise ValueError(f"{flag} must be {expected}, got {given}")
+            raise SettingError("{" + name + "} must be {expected}, got {got}", owner=FinetuneSettings,
+                               expected=expected, got=given)
     if s.train.keep not in ("best", "last"):
-        raise ValueError(f"--keep must be best or last, got {s.train.keep!r}")
+        raise SettingError("{keep} must be best or last, got {got!r}", owner=FinetuneSettings, got=s.train.keep)
 
 
 def _inputs(settings: FinetuneSettings) -> tuple[str | None, ...]:

@@ -17,6 +17,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from bertforge.atomic import atomic_path, atomic_write_text
+from bertforge.settings import SettingError
 from bertforge.tasks.evaluation import EvalRun
 from bertforge.tasks.registry import TaskSpec
 
@@ -29,7 +30,7 @@ def write_eval_outputs(out_dir: str | Path, spec: TaskSpec, report: dict[str, An
     """
     out = Path(out_dir)
     if out.exists() and not out.is_dir():
-        raise ValueError(f"--output {out}: exists and is not a folder")
+        raise SettingError("{output} {path}: exists and is not a folder", path=out)
     out.mkdir(parents=True, exist_ok=True)
     written = []
     for i, (name, (examples, run)) in enumerate(runs.items()):

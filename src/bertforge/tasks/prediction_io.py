@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 from typing import Any, Iterable, Sequence, TextIO
 
+from bertforge.settings import SettingError
 from bertforge.tasks.readers import BadRowsError, DataError, read_classification
 from bertforge.tasks.readers.generic import file_format
 
@@ -32,8 +33,8 @@ def read_inputs(path: str | Path, head: str, *, text_column: str | None = None,
     fmt = input_format(path)
     if fmt == "txt":
         if text_column or text_pair_column:
-            raise ValueError(f"{path}: --text-column/--text-pair-column need a .csv, .tsv, .jsonl, .parquet or "
-                             ".arrow input")
+            raise SettingError("{path}: {text_column}/{text_pair_column} need a .csv, .tsv, .jsonl, .parquet or "
+                               ".arrow input", path=path)
         with open_input(path) as handle:
             return parse_lines(handle, head, str(path))
     if fmt == "jsonl" and head in ("token_classification", "multiple_choice"):

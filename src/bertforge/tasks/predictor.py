@@ -21,7 +21,7 @@ from bertforge.tasks.evaluation import (EvalRun, InferenceSettings, decode_outpu
                                         run_model)
 from bertforge.tasks.features import encode_classification, encode_multiple_choice, encode_ner, encode_squad
 from bertforge.tasks.readers import GLUE_FORMATS, SquadExample, SwagExample, TextExample
-from bertforge.tasks.registry import TASKS, TaskSpec, get_task
+from bertforge.tasks.registry import HEADS, TASKS, TaskSpec, get_task
 from bertforge.tasks.task_data import load_task_data
 
 #: A predictor folder's own file: the task, head kind, label names and lengths the model was fine-tuned with.
@@ -31,7 +31,6 @@ TASK_FILE = "task.json"
 DEFAULT_MAX_CHARS = 100_000
 #: Padded tokens per batch (rows x longest row): 128 rows of 128 tokens, 42 SQuAD windows of 384.
 DEFAULT_MAX_BATCH_TOKENS = 16_384
-HEADS = ("sequence_classification", "regression", "token_classification", "question_answering", "multiple_choice")
 _POSITIVE_INTS = ("max_seq_length", "doc_stride", "max_query_length", "max_answer_length", "n_best")
 
 _WORD = re.compile(r"\w+|[^\w\s]", re.UNICODE)
@@ -404,7 +403,7 @@ class Predictor:
             raise ValueError(f"{source}: has rows without a label (a test split?); evaluate scores labelled data, "
                              "`bertforge predict` runs on unlabelled files")
         mine, theirs = _input_kind(self.spec.name), _input_kind(spec.name)
-        if spec.head in ("sequence_classification", "regression") and examples:
+        if HEADS[spec.head].per_text and examples:
             theirs = "pairs" if examples[0].text_pair is not None else "single texts"
         if mine and theirs and mine != theirs:
             raise ValueError(f"{source}: this {self.spec.name} predictor reads {mine} but the data has {theirs}")

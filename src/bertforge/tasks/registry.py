@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
-from typing import Any, Callable, Literal, Sequence
+from typing import Any, Callable, Sequence
 
 from bertforge.tasks.metrics import (
     accuracy,
@@ -37,8 +37,25 @@ from bertforge.tasks.readers import (
     read_swag,
 )
 
-HeadKind = Literal["sequence_classification", "regression", "token_classification",
-                   "question_answering", "multiple_choice"]
+
+
+@dataclass(frozen=True)
+class Head:
+    """A kind of task head, and what the code that encodes, trains, reads and serves it needs to know of it."""
+
+    name: str
+    labelled: bool = False  # predicts names from a label list the data defines (id2label, task.json's labels)
+    per_text: bool = False  # one prediction per text or text pair, from its [CLS] row
+
+
+HEADS: dict[str, Head] = {h.name: h for h in (
+    Head("sequence_classification", labelled=True, per_text=True),
+    Head("regression", per_text=True),  # a sequence head with one output
+    Head("token_classification", labelled=True),
+    Head("question_answering"),
+    Head("multiple_choice"),
+)}
+HeadKind = str  # a name in HEADS
 
 #: Suffixes tried for a default file name given without one (user data can be any of these).
 GENERIC_SUFFIXES = (".jsonl", ".csv", ".tsv", ".json", ".parquet", ".arrow")

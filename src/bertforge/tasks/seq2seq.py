@@ -16,7 +16,7 @@ from typing import Any
 import torch
 
 from bertforge.data.batches import EpochBatches
-from bertforge.settings import flat_keywords, part, setting
+from bertforge.settings import SettingError, flat_keywords, part, setting
 from bertforge.tasks.readers.errors import DataError
 from bertforge.tasks.readers.generic import _records, _text
 from bertforge.training.engine import Session, Stage, fit
@@ -218,12 +218,14 @@ def build_model(cfg: Seq2SeqConfig) -> tuple[torch.nn.Module, Any]:
         model = EncoderDecoderModel.from_pretrained(cfg.init_from)
         return model, load_tokenizer(cfg.init_from)
     if not cfg.encoder:
-        raise ValueError("give --encoder DIR (and optionally --decoder DIR), or --init-from an encoder-decoder")
+        raise SettingError("give {encoder} DIR (and optionally {decoder} DIR), or {init_from} an encoder-decoder",
+                           owner=Seq2SeqConfig)
     decoder = cfg.decoder or cfg.encoder
     tokenizer = load_tokenizer(cfg.encoder)
     if len(load_tokenizer(decoder).vocab) != len(tokenizer.vocab):
-        raise ValueError(f"--encoder {cfg.encoder} and --decoder {decoder} have different vocabularies; "
-                         "the decoder predicts the tokens the encoder reads")
+        raise SettingError("{encoder} {encoder_path} and {decoder} {decoder_path} have different vocabularies; the "
+                           "decoder predicts the tokens the encoder reads", owner=Seq2SeqConfig,
+                           encoder_path=cfg.encoder, decoder_path=decoder)
     model = EncoderDecoderModel.from_encoder_decoder_pretrained(cfg.encoder, decoder, cfg.max_target_length)
     return model, tokenizer
 
@@ -235,7 +237,7 @@ def train_seq2seq(cfg: Seq2SeqConfig, hooks: FaultHooks | None = None):
     opts.check()
     for name in ("max_source_length", "max_target_length", "batch_size"):
         if getattr(cfg, name) < 1:
-            raise ValueError(f"--{name.replace('_', '-')} must be positive, got {getattr(cfg, name)}")
+            raise SettingError("{" + name + "} must be positive, got {got}", owner=Seq2SeqConfig, got=getattr(cfg, name))
     train_pairs = read_pairs(cfg.train_file)
     eval_pairs = read_pairs(cfg.eval_file) if cfg.eval_file else []
     inputs = (cfg.encoder, cfg.decoder, cfg.train_file, cfg.eval_file)
@@ -247,12 +249,12 @@ def train_seq2seq(cfg: Seq2SeqConfig, hooks: FaultHooks | None = None):
         random.seed(opts.seed)
         model, tokenizer = build_model(cfg)
         if model.config.max_target_length < cfg.max_target_length:
-            raise ValueError(f"--max-target-length {cfg.max_target_length} is beyond the model's length "
-                             f"predictor ({model.config.max_target_length})")
+            raise SettingError("{max_target_length} {given} is beyond the model's length predictor ({longest})",
+                               owner=Seq2SeqConfig, given=cfg.max_target_length, longest=model.config.max_target_length)
         longest = min(model.config.encoder.max_position_embeddings, model.config.decoder.max_position_embeddings - 2)
         if cfg.max_source_length > model.config.encoder.max_position_embeddings or cfg.max_target_length > longest:
-            raise ValueError(f"--max-source-length/--max-target-length exceed the model's "
-                             f"{model.config.encoder.max_position_embeddings} positions")
+            raise SettingError("{max_source_length}/{max_target_length} exceed the model's {positions} positions",
+                               owner=Seq2SeqConfig, positions=model.config.encoder.max_position_embeddings)
         model = model.to(session.device)
         pairs = encode_pairs(train_pairs, tokenizer, cfg.max_source_length, cfg.max_target_length)
         info = session.info

@@ -13,9 +13,9 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any, Callable, Hashable, Sequence
 
-from bertforge.settings import setting
+from bertforge.settings import SettingError, setting
 from bertforge.tasks.readers import ReadResult, numeric_labels, split_squad_by_article
-from bertforge.tasks.registry import TASKS, TaskSpec, get_task
+from bertforge.tasks.registry import HEADS, TASKS, TaskSpec, get_task
 
 GENERIC_TASKS = tuple(name for name, spec in TASKS.items() if spec.generic)
 #: DataOptions fields that only the generic tasks read (the named tasks have fixed columns).
@@ -73,9 +73,11 @@ class DataOptions:
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.eval_fraction < 1.0 or math.isnan(self.eval_fraction):
-            raise ValueError(f"--eval-fraction must be at least 0 and below 1, got {self.eval_fraction}")
+            raise SettingError("{eval_fraction} must be at least 0 and below 1, got {got}", owner=DataOptions,
+                               got=self.eval_fraction)
         if self.eval_split not in ("train", "dev", "test"):
-            raise ValueError(f"--split must be train, dev or test, got {self.eval_split!r}")
+            raise SettingError("{eval_split} must be train, dev or test, got {got!r}", owner=DataOptions,
+                               got=self.eval_split)
 
 
 @dataclass
@@ -111,7 +113,8 @@ def held_out_split(items: Sequence[Any], fraction: float, seed: int,
     """
     keys = list(dict.fromkeys(group(x) for x in items)) if group else list(range(len(items)))
     if len(keys) < 2:
-        raise ValueError(f"{len(keys)} example group(s) cannot be split into train and eval; give --eval FILE")
+        raise SettingError("{n} example group(s) cannot be split into train and eval; give {eval_file} FILE",
+                           owner=DataOptions, n=len(keys))
     n_eval = min(max(1, round(fraction * len(keys))), len(keys) - 1)
     held = set(random.Random(seed).sample(keys, n_eval))
     if group:
@@ -165,14 +168,14 @@ class _Loader:
     def read(self, path: Path, labels: Sequence[str] | None = None, source: str | None = None) -> ReadResult:
         opts: dict[str, Any] = {"skip_bad_rows": self.o.skip_bad_rows}
         if self.spec.generic:
-            if self.spec.head in ("sequence_classification", "regression"):
+            if HEADS[self.spec.head].per_text:
                 # every file read here is trained or scored on: one without its label column is refused at once
                 # (read as unlabeled, it would fail only after training, or score nothing)
                 opts.update(text_column=self.o.text_column, text_pair_column=self.o.text_pair_column,
                             label_column=self.o.label_column, labeled=True)
             elif self.spec.head == "token_classification":
                 opts.update(text_column=self.o.text_column, label_column=self.o.label_column)
-            if labels is not None and self.spec.head in ("sequence_classification", "token_classification"):
+            if labels is not None and HEADS[self.spec.head].labelled:
                 opts.update(label_list=list(labels), label_source=source)
         result = self.spec.reader(path, **opts)
         if result.skipped:
@@ -190,14 +193,15 @@ class _Loader:
         data_is_file = bool(o.data) and Path(o.data).is_file()  # type: ignore[arg-type]
         if o.train_file:
             if self.spec.generic and data_is_file:
-                raise ValueError(f"--data {o.data} is a file and --train {o.train_file} is given: give one")
+                raise SettingError("{data} {path} is a file and {train_file} {train} is given: give one",
+                                   owner=DataOptions, path=o.data, train=o.train_file)
             return Path(o.train_file)
         if self.spec.generic and data_is_file:
             return Path(o.data) if self.need_train else None  # type: ignore[arg-type]
         if not self.need_train:
             return None
         if not o.data:
-            raise ValueError("give --data (the task's folder) or --train FILE")
+            raise SettingError("give {data} (the task's folder) or {train_file} FILE", owner=DataOptions)
         return self.spec.files(o.data, "train")[0]
 
     def eval_paths(self, train_path: Path | None) -> list[Path] | None:
@@ -215,7 +219,7 @@ class _Loader:
                     raise
                 return None  # the user's folder has only a train file
         if train_path is None:
-            raise ValueError("give --data (the task's folder) or --eval FILE")
+            raise SettingError("give {data} (the task's folder) or {eval_file} FILE", owner=DataOptions)
         return None
 
     # -- the whole job -----------------------------------------------------------------------------------------
@@ -234,7 +238,7 @@ class _Loader:
             result = self.read(train_path)
             train = list(result.examples)
             self.files["train"] = str(train_path)
-            if labels is None and spec.head in ("sequence_classification", "token_classification"):
+            if labels is None and HEADS[spec.head].labelled:
                 labels = list(result.labels or [])
             if spec.name == "classification" and o.regression is None:
                 train, labels = self.maybe_regression(train, labels, train_path)
@@ -242,8 +246,8 @@ class _Loader:
         if eval_paths is None:
             assert train_path is not None
             if o.eval_fraction <= 0:
-                raise ValueError("no eval set: give --eval FILE, a --data folder with a dev file, or "
-                                 "--eval-fraction above 0")
+                raise SettingError("no eval set: give {eval_file} FILE, a {data} folder with a dev file, or "
+                                   "{eval_fraction} above 0", owner=DataOptions)
             group, unit = _qa_groups(train) if self.spec.head == "question_answering" else (None, "")
             train, held = held_out_split(train, o.eval_fraction, o.split_seed, group)
             evals["eval"] = held
@@ -255,7 +259,7 @@ class _Loader:
         for i, path in enumerate(eval_paths or []):
             given = labels if spec.generic and train_path is not None else None
             result = self.read(path, given, train_path.name if train_path is not None else None)
-            if labels is None and spec.head in ("sequence_classification", "token_classification"):
+            if labels is None and HEADS[spec.head].labelled:
                 labels = list(result.labels or [])
             name = "eval" if i == 0 else f"eval_{Path(path).name.split('.')[0]}"
             evals[name] = list(result.examples)
@@ -296,22 +300,22 @@ def _effective_spec(spec: TaskSpec, o: DataOptions) -> TaskSpec:
     if not spec.generic:
         given = [f for f in COLUMN_OPTIONS if getattr(o, f)]
         if given:
-            flag = "--" + given[0].replace("_", "-")
-            raise ValueError(f"{flag} is for your own data ({', '.join(GENERIC_TASKS)}); {spec.name} has fixed "
-                             "columns")
+            raise SettingError("{" + given[0] + "} is for your own data ({generic}); {task} has fixed columns",
+                               owner=DataOptions, generic=", ".join(GENERIC_TASKS), task=spec.name)
     if o.regression is True:
         if spec.name == "classification":
             return TASKS["regression"]
         if spec.head != "regression":
-            raise ValueError(f"--regression does not apply to {spec.name} (a {spec.head} task)")
+            raise SettingError("{regression} does not apply to {task} (a {head} task)", owner=DataOptions,
+                               task=spec.name, head=spec.head)
     if o.regression is False and spec.head == "regression":
         raise ValueError(f"--no-regression contradicts task {spec.name}, which is regression; use "
                          "--task classification")
     if spec.name in ("ner", "qa") and o.text_pair_column:
-        raise ValueError(f"--text-pair-column does not apply to {spec.name}")
+        raise SettingError("{text_pair_column} does not apply to {task}", owner=DataOptions, task=spec.name)
     if spec.name == "qa" and (o.text_column or o.label_column):
-        raise ValueError("qa data has fixed keys (question, context, answers); --text-column/--label-column "
-                         "do not apply")
+        raise SettingError("qa data has fixed keys (question, context, answers); {text_column}/{label_column} "
+                           "do not apply", owner=DataOptions)
     return spec
 
 

@@ -22,6 +22,7 @@ from pathlib import Path
 from tokenizers import Tokenizer, models, pre_tokenizers, trainers
 from tqdm.auto import tqdm
 
+from ..settings import SettingError
 from ..textio import iter_lines, total_bytes
 from .backend import bert_normalizer
 from .vocab import save_vocab
@@ -124,8 +125,9 @@ def text_lines(paths: list[Path], progress=None, skip_bad_lines: bool = False) -
                     skipped += 1
                     continue
                 byte = ord(bad.group()) - 0xDC00
-                raise ValueError(f"{path}, line {number}: not valid UTF-8 (byte 0x{byte:02x}); fix or re-encode the "
-                                 "file, or pass --skip-bad-lines to leave such lines out")
+                raise SettingError("{path}, line {number}: not valid UTF-8 (byte 0x{byte:02x}); fix or re-encode the "
+                                   "file, or pass {skip_bad_lines} to leave such lines out", path=path, number=number,
+                                   byte=byte)
             yield line
     if skipped:
         _log.warning("skipped %d line%s that are not valid UTF-8", skipped, "" if skipped == 1 else "s")

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from bertforge.device import device_setting, precision_setting
-from bertforge.settings import check_settings, setting
+from bertforge.settings import SettingError, check_settings, setting
 
 DIST_TIMEOUT = 1800.0  # seconds (torch's own default for gloo): long enough for rank 0's evaluations
 
@@ -52,10 +52,10 @@ class TrainOptions:
     def check(self) -> None:
         """The values within their ranges, and a budget to stop at."""
         if self.max_steps is None and self.time_budget is None:
-            raise ValueError("give --max-steps, --time-budget or both")
+            raise SettingError("give {max_steps}, {time_budget} or both", owner=TrainOptions)
         check_settings(self)
         if self.time_budget is not None and self.time_budget <= 0:
-            raise ValueError(f"--time-budget must be positive, got {self.time_budget}")
+            raise SettingError("{time_budget} must be positive, got {got}", owner=TrainOptions, got=self.time_budget)
 
 
 @dataclass

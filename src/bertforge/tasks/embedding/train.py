@@ -20,7 +20,7 @@ import numpy as np
 import torch
 
 from bertforge.device import Precision, move_to
-from bertforge.settings import flat_keywords, part, setting
+from bertforge.settings import SettingError, flat_keywords, part, setting
 from bertforge.tasks.embedding.data import PairExample, RetrievalSet, read_beir, read_pairs
 from bertforge.tasks.embedding.evaluation import RETRIEVAL_MAIN, STS_MAIN, evaluate_retrieval, evaluate_sts
 from bertforge.tasks.embedding.losses import LOSSES, cosent, cosine_mse, in_batch_negatives
@@ -98,11 +98,11 @@ def decide(settings: EmbeddingSettings, examples: Sequence[PairExample]) -> Reci
     scored = examples[0].score is not None
     loss = settings.loss or ("cosent" if scored else "mnrl")
     if scored and loss == "mnrl":
-        raise ValueError(f"--loss mnrl trains on (anchor, positive) pairs; {settings.train_file} has scores: use "
-                         "--loss cosent or cosine")
+        raise SettingError("{loss} mnrl trains on (anchor, positive) pairs; {path} has scores: use {loss} cosent "
+                           "or cosine", owner=EmbeddingSettings, path=settings.train_file)
     if not scored and loss != "mnrl":
-        raise ValueError(f"--loss {loss} trains on scored pairs; {settings.train_file} has no score column "
-                         "(--score-column): use --loss mnrl")
+        raise SettingError("{loss} {given} trains on scored pairs; {path} has no score column ({score_column}): use "
+                           "{loss} mnrl", owner=EmbeddingSettings, given=loss, path=settings.train_file)
     declared = Pooling.from_folder(settings.model)
     pooling = Pooling(settings.pooling or declared.mode,
                       declared.normalize if settings.normalize is None else settings.normalize,
@@ -122,8 +122,8 @@ class PairBatches:
         self.epoch, self.index = 0, 0
         self._batches = self._epoch_batches(0)
         if not self._batches:
-            raise ValueError(f"{len(examples)} pairs give no batch of {batch_size} x {world_size} processes; lower "
-                             "--batch-size")
+            raise SettingError("{n} pairs give no batch of {size} x {processes} processes; lower {batch_size}",
+                               owner=EmbeddingSettings, n=len(examples), size=batch_size, processes=world_size)
 
     def _epoch_batches(self, epoch: int) -> list[list[int]]:
         order = np.random.default_rng([self.seed, epoch]).permutation(len(self.examples)).tolist()
@@ -282,11 +282,12 @@ def load_evaluation(settings: EmbeddingSettings) -> tuple[Callable[[Callable], d
         data: RetrievalSet = read_beir(path, settings.eval_split)
         return (lambda encode: evaluate_retrieval(encode, data)), RETRIEVAL_MAIN
     if not path.is_file():
-        raise ValueError(f"--eval {path}: no such file or folder")
+        raise SettingError("{eval_path} {path}: no such file or folder", owner=EmbeddingSettings, path=path)
     pairs = read_pairs(path, anchor_column=settings.anchor_column, positive_column=settings.positive_column,
                        score_column=settings.score_column)
     if pairs[0].score is None:
-        raise ValueError(f"--eval {path}: expected scored pairs (a score column) or a BEIR folder")
+        raise SettingError("{eval_path} {path}: expected scored pairs (a score column) or a BEIR folder",
+                           owner=EmbeddingSettings, path=path)
     return (lambda encode: evaluate_sts(encode, pairs)), STS_MAIN
 
 
@@ -299,9 +300,10 @@ def run_options(settings: EmbeddingSettings, steps_per_epoch: int, evaluates: bo
     return replace(train, max_steps=total, warmup_steps=int(settings.warmup_fraction * total), eval_every=every)
 
 
-def train_embeddings(settings: EmbeddingSettings, say: Callable[[str], None] = print,
+def train_embeddings(settings: EmbeddingSettings, say: Callable[[str], None] | None = None,
                      hooks: FaultHooks | None = None) -> FitResult:
-    """Train the encoder of `settings.model` on the pairs and save a sentence-transformers folder in OUTPUT."""
+    """Train the encoder of `settings.model` on the pairs and save a sentence-transformers folder in OUTPUT.
+    `say` receives the progress lines (the command passes print; none: quiet)."""
     from bertforge.model.auto import AutoModel
     from bertforge.tokenization import load_tokenizer
     train = settings.train
@@ -309,7 +311,7 @@ def train_embeddings(settings: EmbeddingSettings, say: Callable[[str], None] = p
             settings.output, "train-embeddings", settings, session, overwrite=settings.overwrite,
             inputs=(settings.model, settings.train_file, settings.eval_path),
             keep_checkpoints=train.keep_checkpoints_at_end) as out:
-        say = say if session.is_main else (lambda msg: None)
+        say = say if session.is_main and say else (lambda msg: None)
         examples = read_pairs(settings.train_file, anchor_column=settings.anchor_column,
                               positive_column=settings.positive_column, negative_column=settings.negative_column,
                               score_column=settings.score_column)

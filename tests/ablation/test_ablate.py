@@ -6,8 +6,8 @@ import statistics
 
 import pytest
 
-from bertforge.experiments.ablate import AblationSettings, probe, run_table
-from bertforge.experiments.tables import TABLES
+from bertforge.ablation.ablate import AblationSettings, probe, run_table
+from bertforge.ablation.tables import TABLES
 
 
 def test_every_table_names_distinct_rows_and_known_options():
@@ -67,7 +67,7 @@ def test_fast_recipe_rows_keep_the_table_objective_in_the_modern_layout(train_da
     still has its head, and the rows train with the recipe's masking rate, dropout and schedule."""
     import torch
 
-    from bertforge.experiments.ablate import _write_config, recipe_training, row_schedule
+    from bertforge.ablation.ablate import _write_config, recipe_training, row_schedule
     from bertforge.model.auto import family, read_model_type
     from bertforge.model.modernbert import ModernBertConfig
 
@@ -96,8 +96,8 @@ def test_fast_recipe_rows_keep_the_table_objective_in_the_modern_layout(train_da
 
 
 def test_rows_picks_rows_by_name_or_slug_and_brings_a_students_teacher():
-    from bertforge.experiments.ablate import select_rows
-    from bertforge.experiments.tables import TABLES
+    from bertforge.ablation.ablate import select_rows
+    from bertforge.ablation.tables import TABLES
     assert select_rows(TABLES["albert-sharing"], None) == [v.name for v in TABLES["albert-sharing"].variants]
     assert select_rows(TABLES["albert-sharing"], ("not-shared", "Shared-FFN")) == ["shared-FFN", "not-shared"]
     assert select_rows(TABLES["distilbert"], ("student-distilled-l-2",)) == ["teacher (L=4)", "student, distilled (L=2)"]
@@ -129,7 +129,7 @@ def test_cli_rejects_an_unknown_row_before_writing(tmp_path, train_data, capsys)
 
 
 def _fingerprints(train_data, **changes) -> dict[tuple[str, str], str | None]:
-    from bertforge.experiments.ablate import row_fingerprint
+    from bertforge.ablation.ablate import row_fingerprint
     out = {}
     for table in TABLES.values():
         settings = AblationSettings(table=table.name, data=str(train_data), output="unused", steps=600,
@@ -163,7 +163,7 @@ def test_the_same_run_in_two_tables_has_one_fingerprint(train_data):
 
 
 def test_reuse_copies_a_finished_twin_row_and_runs_the_others(train_data, tmp_path, monkeypatch):
-    from bertforge.experiments import ablate
+    from bertforge.ablation import ablate
     common = dict(data=str(train_data), steps=2, model="tiny", batch_size=8, eval_batches=2)
     source = run_table(AblationSettings(table="bert-objectives", output=str(tmp_path / "bert"), rows=("mlm-nsp",),
                                         **common), say=lambda _m: None)["rows"][0]

@@ -24,7 +24,8 @@ from typing import Any, Callable
 
 from bertforge.allocator import release_freed_memory
 from bertforge.atomic import atomic_write_text
-from bertforge.experiments.tables import TABLES, Table, Variant
+from bertforge.settings import SettingError
+from bertforge.ablation.tables import TABLES, Table, Variant
 
 PROBES = ("mlm", "nsp", "sop")  # held-out questions every row answers
 FINETUNE_TASKS = {"sst2": "SST-2", "mrpc": "MRPC"}
@@ -63,7 +64,11 @@ def slug(name: str) -> str:
     return re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")
 
 
-def run_table(settings: AblationSettings, say: Callable[[str], None] = print) -> dict[str, Any]:
+def run_table(settings: AblationSettings, say: Callable[[str], None] | None = None) -> dict[str, Any]:
+    """Pre-train, probe and fine-tune each selected row of the table; write its table and plot. `say`
+    receives the progress lines (the command passes print; none: quiet)."""
+    from bertforge.data.objectives import get_objective
+    say = say or (lambda msg: None)
     if settings.table not in TABLES:
         raise ValueError(f"unknown table {settings.table!r}; choose one of {', '.join(TABLES)}")
     table = TABLES[settings.table]
@@ -94,7 +99,7 @@ def run_table(settings: AblationSettings, say: Callable[[str], None] = print) ->
         started = time.perf_counter()
         train_row(table, variant, settings, row_dir, rows)
         release_freed_memory()  # each job's free holes in the heap would otherwise add up over the table
-        ltr = variant.options.get("objective") == "ltr"
+        ltr = get_objective(variant.options.get("objective", "mlm+nsp")).left_to_right
         row = {"name": variant.name, "dir": str(row_dir), **probe(row_dir, settings, ltr=ltr),
                "parameters": _parameters(row_dir)}
         if settings.glue:
@@ -128,8 +133,8 @@ def select_rows(table: Table, wanted: tuple[str, ...] | None) -> list[str]:
     by_key = {key: v for v in table.variants for key in (v.name.lower(), slug(v.name))}
     unknown = [w for w in wanted if w.lower() not in by_key]
     if unknown:
-        raise ValueError(f"--rows: no row {unknown[0]!r} in table {table.name}; its rows are "
-                         + ", ".join(slug(v.name) for v in table.variants))
+        raise SettingError("{rows}: no row {row!r} in table {table}; its rows are {names}", owner=AblationSettings,
+                           row=unknown[0], table=table.name, names=", ".join(slug(v.name) for v in table.variants))
     names = {by_key[w.lower()].name for w in wanted}
     names |= {v.teacher for v in table.variants if v.name in names and v.teacher}
     return [v.name for v in table.variants if v.name in names]

@@ -1,0 +1,1 @@
+"""The papers' ablation tables and the runner behind `bertforge ablate` (equal-budget pre-training per row)."""

@@ -1,1 +1,0 @@
-"""Experiments that combine the stages: the papers' ablation tables (`bertforge ablate`)."""
