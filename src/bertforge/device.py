@@ -4,6 +4,10 @@
 rank); `Precision.resolve(name, device)` turns `--precision auto|fp32|bf16|fp16` into what a step runs under:
 "auto" is bf16 autocast on CUDA and fp32 on CPU; bf16 autocast works on both; fp16 autocast (with a gradient
 scaler when training) on CUDA only.
+
+The rules are applied in three places: a training run's `Session` (its device, per local rank under `torchrun`,
+and its precision, resolved once for the run), and `placement()` for inference. Everything else receives the
+resolved `torch.device` and `Precision`.
 """
 from __future__ import annotations
 
@@ -95,6 +99,24 @@ class Precision:
 
     def __str__(self) -> str:
         return self.name
+
+
+def model_device(model: Any) -> torch.device:
+    """Where a model runs: its `device` attribute when it has one (torch modules, wrappers), else the CPU."""
+    device = getattr(model, "device", None)
+    return device if isinstance(device, torch.device) else torch.device("cpu")
+
+
+def placement(device: torch.device | str | None = "auto", precision: "Precision | str | None" = "auto",
+              model: Any = None) -> tuple[torch.device, Precision]:
+    """Where and in which precision inference runs: the one place the inference side (predictors, embeddings,
+    serving, features, generation) turns `--device` / `--precision` into objects, as a training run's `Session`
+    does for training. Resolved objects pass through unchanged; `device=None` is `model`'s own device (the CPU
+    when it has none) and `precision=None` is fp32."""
+    dev = model_device(model) if device is None else resolve_device(device)
+    if isinstance(precision, Precision):
+        return dev, precision
+    return dev, Precision.resolve(precision or "fp32", dev)
 
 
 def move_to(batch: dict[str, Any], device: torch.device) -> dict[str, Any]:

@@ -79,7 +79,7 @@ def run(args: argparse.Namespace) -> int:
     import time
 
     from bertforge.atomic import atomic_save_safetensors
-    from bertforge.device import Precision, resolve_device
+    from bertforge.device import placement
     from bertforge.model.auto import AutoModel
     from bertforge.tasks.feature_extraction import word_features
     from bertforge.tasks.prediction_io import open_input
@@ -101,8 +101,7 @@ def run(args: argparse.Namespace) -> int:
         texts.append([w for w, _, _ in split_words(line[:args.max_chars])])
     if not texts:
         raise ValueError(f"{args.input}: no text lines" if args.input else "nothing to read: give --input FILE or --text")
-    device = resolve_device(args.device)
-    precision = Precision.resolve(args.precision, device)
+    device, precision = placement(args.device, args.precision)
     model = AutoModel.from_pretrained(args.model)
     layers = DEFAULT_LAYERS if args.layers is None else args.layers
     check_layers(layers, args.combine, model.config.num_hidden_layers, given=args.layers is not None)

@@ -24,7 +24,7 @@ def load_mlm(path: str | Path, device: str = "cpu") -> tuple[Any, Any]:
     comes from the folder's tokenizer, never from BERT's ids.
     """
     from bertforge.checkpoint import resolve_folder
-    from bertforge.device import resolve_device
+    from bertforge.device import placement
     from bertforge.model.auto import AutoModelForMaskedLM
     from bertforge.tokenization.auto import load_tokenizer
 
@@ -45,7 +45,7 @@ def load_mlm(path: str | Path, device: str = "cpu") -> tuple[Any, Any]:
     tokenizer = load_tokenizer(folder)
     if getattr(tokenizer, "mask_token", None) is None or tokenizer.mask_token_id is None:
         raise MissingMLMHeadError(f"{folder}: the tokenizer has no mask token")
-    return model.to(resolve_device(device)).eval(), tokenizer
+    return model.to(placement(device, None)[0]).eval(), tokenizer
 
 
 def is_encoder_decoder(path: str | Path) -> bool:
@@ -59,7 +59,7 @@ def load_encoder_decoder(path: str | Path, device: str = "cpu") -> tuple[Any, An
     """(model, tokenizer) of an encoder-decoder folder (`bertforge seq2seq`'s output), in eval mode on `device`;
     refused when the decoder's weights are incomplete (a warm start that was never trained)."""
     from bertforge.checkpoint import resolve_folder
-    from bertforge.device import resolve_device
+    from bertforge.device import placement
     from bertforge.model.encoder_decoder import EncoderDecoderModel
     from bertforge.tokenization.auto import load_tokenizer
 
@@ -73,4 +73,4 @@ def load_encoder_decoder(path: str | Path, device: str = "cpu") -> tuple[Any, An
     tokenizer = load_tokenizer(folder)
     if getattr(tokenizer, "mask_token", None) is None or tokenizer.mask_token_id is None:
         raise MissingMLMHeadError(f"{folder}: the tokenizer has no mask token")
-    return model.to(resolve_device(device)).eval(), tokenizer
+    return model.to(placement(device, None)[0]).eval(), tokenizer

@@ -25,7 +25,7 @@ class MaskedLM:
     """A model with an MLM head and its tokenizer, seen as `p(token | sequence)` at chosen positions."""
 
     def __init__(self, model: Any, tokenizer: Any, max_tokens: int = 8192, precision: str = "auto") -> None:
-        from bertforge.device import Precision
+        from bertforge.device import placement
         if max_tokens < 1:
             raise ValueError(f"max_tokens must be at least 1, got {max_tokens}")
         self.model = model.eval()
@@ -36,7 +36,7 @@ class MaskedLM:
         self.special_ids = sorted({int(i) for i in tokenizer.all_special_ids})
         self.device = next(model.parameters()).device
         # fp32 on CPU unless asked: bf16 is faster where the CPU has native bf16, at about 1e-2 nats per token
-        self.precision = Precision.resolve(precision, self.device)
+        _, self.precision = placement(self.device, precision)
         config = model.config
         self.max_length = int(getattr(config, "max_sequence_length", config.max_position_embeddings))
         self.vocab_size = int(config.vocab_size)

@@ -312,7 +312,7 @@ def run_distillation(cfg: DistillConfig, hooks: FaultHooks | None = None) -> Dis
                                              seed=opts.seed, split="heldout")
             except ValueError as err:
                 notes.append(f"held-out evaluation skipped: {err}")
-        precision = Precision.resolve(opts.precision, device)
+        precision = session.precision(opts.precision)
         stage = DistillStage(cfg, teacher, student, tokenizer, train_data, heldout, precision)
         result = fit(stage, opts, session, out, hooks=hooks)
         teacher_eval: dict[str, float] = {}

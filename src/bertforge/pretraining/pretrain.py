@@ -470,7 +470,7 @@ def build_stage(cfg: PretrainConfig, session: Session) -> tuple[PretrainStage, l
             notes.append(f"held-out evaluation skipped: {err}")
     if cfg.init_from:
         notes.append(init_note(model, cfg))
-    stage = PretrainStage(cfg, model, tokenizer, train_data, heldout, Precision.resolve(opts.precision, session.device))
+    stage = PretrainStage(cfg, model, tokenizer, train_data, heldout, session.precision(opts.precision))
     return stage, notes
 
 

@@ -35,10 +35,9 @@ class SentenceEncoder:
             from bertforge.serving.onnx_backend import OnnxModel
             model, prec = OnnxModel.from_pretrained(directory, device=device), None
         elif backend == "torch":
-            from bertforge.device import Precision, resolve_device
+            from bertforge.device import placement
             from bertforge.model.auto import AutoModel
-            dev = resolve_device(device)
-            prec = Precision.resolve(precision, dev)
+            dev, prec = placement(device, precision)
             model = AutoModel.from_pretrained(directory).to(dev)
         else:
             raise ValueError(f"unknown backend {backend!r}; choose torch or onnx")

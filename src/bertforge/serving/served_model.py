@@ -57,9 +57,8 @@ class ServedModel:
         self.mlm = None
         self.precision = None
         if backend == "torch":
-            from bertforge.device import Precision, resolve_device
-            self.device = resolve_device(device)
-            self.precision = Precision.resolve(precision, self.device)
+            from bertforge.device import placement
+            self.device, self.precision = placement(device, precision)
         elif precision not in ("auto", "fp32"):
             raise ValueError("--precision: the onnx backend runs the precision it was exported in; "
                              "use --precision fp32 (or export with --quantize int8)")
@@ -92,7 +91,7 @@ class ServedModel:
             task = read_task_file(self.path)
             return Predictor(OnnxModel.from_pretrained(self.path, device=self.device_name), load_tokenizer(self.path),
                              task, self.path)
-        return Predictor.load(self.path, device=self.device, precision=self.precision.name)
+        return Predictor.load(self.path, device=self.device, precision=self.precision)
 
     # ---- what the endpoints ask ---------------------------------------------------------------------------------
     @functools.cached_property

@@ -10,7 +10,7 @@ from typing import Any, Sequence
 import numpy as np
 import torch
 
-from bertforge.device import Precision, move_to, resolve_device
+from bertforge.device import Precision, move_to, placement
 from bertforge.tasks.features import (Feature, encode_classification, encode_multiple_choice, encode_ner,
                                       encode_squad, iterate_batches)
 from bertforge.tasks.metrics import align_predictions_to_words, squad_v1_evaluate, squad_v2_evaluate
@@ -64,12 +64,6 @@ def model_inputs(batch: dict[str, torch.Tensor], with_labels: bool) -> dict[str,
     return {k: v for k, v in batch.items() if k in keys}
 
 
-def model_device(model) -> torch.device:
-    """Where a model runs: its `device` attribute when it has one (torch modules, wrappers), else the CPU."""
-    device = getattr(model, "device", None)
-    return device if isinstance(device, torch.device) else torch.device("cpu")
-
-
 def _numpy(x: Any) -> np.ndarray:
     """A model output as float32 numpy on the CPU, whatever device and dtype it came from."""
     if isinstance(x, torch.Tensor):
@@ -83,14 +77,12 @@ def run_model(model, features: Sequence[Feature], batch_size: int = 64, pad_id: 
               max_batch_tokens: int | None = None, progress: bool = False) -> list[Any]:
     """Raw outputs per feature in the original order: logits (float32 numpy, unpadded) or (start, end) for QA.
 
-    Every batch goes to `device` (default: the model's own, see `model_device`) and runs under `precision`
+    Every batch goes to `device` (default: the model's own, see `device.model_device`) and runs under `precision`
     (default fp32). Batches hold at most `batch_size` features and, with `max_batch_tokens`, at most that many
     padded tokens. `model` is anything callable on input_ids / token_type_ids / attention_mask with an
     `.eval()` that returns `.logits` or `.start_logits` / `.end_logits`.
     """
-    device = model_device(model) if device is None else resolve_device(device)
-    if not isinstance(precision, Precision):
-        precision = Precision.resolve(precision or "fp32", device)
+    device, precision = placement(device, precision, model)
     model.eval()
     outputs: list[Any] = [None] * len(features)
     bar = make_bar(len(features), bar=True, desc="inference", unit="feature", leave=False, silent=not progress)

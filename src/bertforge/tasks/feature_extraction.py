@@ -10,8 +10,7 @@ from typing import Sequence
 
 import torch
 
-from bertforge.device import Precision, move_to, resolve_device
-from bertforge.tasks.evaluation import model_device
+from bertforge.device import Precision, move_to, placement
 from bertforge.tasks.features import collate, token_budget_batches
 from bertforge.training.progress import progress as make_bar
 
@@ -55,9 +54,7 @@ def word_features(model, tokenizer, texts: Sequence[Sequence[str]], layers: Sequ
     config = getattr(model, "config", None)
     if config is not None:
         check_layers(chosen, config.num_hidden_layers)
-    device = model_device(model) if device is None else resolve_device(device)
-    if not isinstance(precision, Precision):
-        precision = Precision.resolve(precision or "fp32", device)
+    device, precision = placement(device, precision, model)
     model.eval()
     chunk = [list(t) for t in texts]
     out: list[torch.Tensor | None] = [None] * len(chunk)

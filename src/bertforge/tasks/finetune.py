@@ -215,7 +215,7 @@ def train_run(spec: TaskSpec, tokenizer, data: TaskData, train_features: list[Fe
     steps_per_epoch = max(1, batches.per_epoch // settings.train.grad_accum)
     total = max(1, math.ceil(steps_per_epoch * settings.epochs))
     first_eval = next(iter(data.evals.values()), [])
-    precision = Precision.resolve(settings.train.precision, session.device)
+    precision = session.precision(settings.train.precision)
     make = make_stage or FinetuneStage
     stage = make(spec, settings, model, tokenizer, batches, first_eval, data.labels, precision, data.note)
     opts = run_options(settings, lr, seed, total, steps_per_epoch)
@@ -276,11 +276,11 @@ def finetune(settings: FinetuneSettings, say: Callable[[str], None] | None = Non
                     shutil.copyfile(best.curves, out / "curves.png")
             extra = list(data.evals.items())[1:]
             if extra:
-                predictor = Predictor.load(out, device=session.device, precision=train.precision)
+                predictor = Predictor.load(out, device=session.device, precision=session.precision(train.precision))
                 for name, examples in extra:
                     report[name], _ = evaluate_examples(predictor.model, tokenizer, spec, examples, settings,
                                                         data.labels, device=session.device,
-                                                        precision=train.precision)
+                                                        precision=predictor.precision)
             atomic_write_text(out / "metrics.json", json.dumps(report, indent=2, default=_json_default) + "\n")
         values = [x.value for x in runs]
         say(f"best {best.name}: {report['main_metric']} = {best.value:.4f}; over {len(values)} runs median "

@@ -15,10 +15,9 @@ from typing import Any, Sequence
 import numpy as np
 import torch
 
-from bertforge.device import Precision, resolve_device
+from bertforge.device import Precision, placement
 from bertforge.folder_files import FolderFileError, folder_has, read_folder_json
-from bertforge.tasks.evaluation import (EvalRun, InferenceSettings, decode_outputs, evaluate_examples, model_device,
-                                        run_model)
+from bertforge.tasks.evaluation import EvalRun, InferenceSettings, decode_outputs, evaluate_examples, run_model
 from bertforge.tasks.features import encode_classification, encode_multiple_choice, encode_ner, encode_squad
 from bertforge.tasks.readers import GLUE_FORMATS, SquadExample, SwagExample, TextExample
 from bertforge.tasks.registry import HEADS, TASKS, TaskSpec, get_task
@@ -180,8 +179,7 @@ class Predictor:
         self.path = path
         self.spec = get_task(self.task["task"])
         self.labels: list[str] | None = self.task.get("labels")
-        self.device = model_device(model) if device is None else resolve_device(device)
-        self.precision = precision if isinstance(precision, Precision) else Precision.resolve(precision, self.device)
+        self.device, self.precision = placement(device, precision, model)
         if max_chars < 1:
             raise ValueError(f"max_chars must be at least 1, got {max_chars}")
         self.max_chars = max_chars
@@ -194,7 +192,7 @@ class Predictor:
         self._progress = False
 
     @classmethod
-    def load(cls, directory: str | Path, device: torch.device | str = "auto", precision: str = "auto", *,
+    def load(cls, directory: str | Path, device: torch.device | str = "auto", precision: Precision | str = "auto", *,
              max_chars: int = DEFAULT_MAX_CHARS,
              max_batch_tokens: int | None = DEFAULT_MAX_BATCH_TOKENS) -> "Predictor":
         """Read and check a predictor folder, and put the model on `device` ("auto": CUDA when present)."""
@@ -207,8 +205,7 @@ class Predictor:
         config_labels = _config_labels(directory)
         if task["labels"] is None and task["head"] in ("sequence_classification", "token_classification"):
             task["labels"] = config_labels
-        device = resolve_device(device)
-        run_precision = Precision.resolve(precision, device)
+        device, run_precision = placement(device, precision)
         model = model_class_for(directory, task["head"]).from_pretrained(directory)
         tokenizer = load_tokenizer(directory)
         check_model(model, tokenizer, task, str(directory))

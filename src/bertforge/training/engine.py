@@ -126,12 +126,21 @@ class FitResult:
 
 
 class Session:
-    """One process's place in the run: rank, world size and device (joins the process group under torchrun;
-    `timeout` bounds every wait for the other processes, in seconds)."""
+    """One process's place in the run: rank, world size, device and precision (joins the process group under
+    torchrun; `timeout` bounds every wait for the other processes, in seconds). The run's device and precision are
+    decided here and nowhere else in training."""
 
     def __init__(self, device: str = "auto", timeout: float = dist_.DEFAULT_TIMEOUT) -> None:
         self.info = dist_.init_distributed(device, timeout)
 
+        self._precisions: dict[str, Precision] = {}
+
+    def precision(self, name: str = "auto") -> Precision:
+        """The run's precision for `--precision name` on this process's device: decided once, here, and handed to
+        the stage, the engine and the run's final evaluation alike."""
+        if name not in self._precisions:
+            self._precisions[name] = Precision.resolve(name, self.device)
+        return self._precisions[name]
     @property
     def device(self) -> torch.device:
         return self.info.device
@@ -209,7 +218,7 @@ class _Run:
         self.budget = opts.time_budget
         self.max_steps = opts.max_steps if opts.max_steps is not None else NO_LIMIT
         self.device = session.device
-        self.precision = Precision.resolve(opts.precision, self.device)
+        self.precision = session.precision(opts.precision)
         model = stage.model
         self.optimizer = build_optimizer(model, opts.lr, weight_decay=opts.weight_decay, kind=opts.optimizer)
         self.scheduler = linear_warmup_decay(self.optimizer, opts.warmup_steps, self.max_steps)

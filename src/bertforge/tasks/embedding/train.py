@@ -333,5 +333,5 @@ def train_embeddings(settings: EmbeddingSettings, say: Callable[[str], None] | N
             f"{recipe.pooling.mode} pooling{', normalized' if recipe.pooling.normalize else ''}, "
             f"{opts.max_steps} steps ({steps_per_epoch} per epoch)")
         stage = EmbeddingStage(settings, recipe, model, tokenizer, batches, evaluation, main_metric,
-                               Precision.resolve(train.precision, session.device))
+                               session.precision(train.precision))
         return fit(stage, opts, session, out, hooks=hooks)
