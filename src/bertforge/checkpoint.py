@@ -497,6 +497,12 @@ def read_checkpoint(build: Build, path: str | Path, config: Optional[BertConfig]
     return config, read_tensors(weights), weights.source
 
 
+def newly_initialized(model: Any) -> list[str]:
+    """The weights `model`'s checkpoint did not hold (initialised fresh by `load_hf_state_dict`, Hugging Face names):
+    [] for a model that was not loaded from a checkpoint."""
+    return list((getattr(model, "loading_info", None) or {}).get("newly_initialized") or [])
+
+
 def load_hf_state_dict(model: torch.nn.Module, hf_state: dict[str, torch.Tensor], source: Path | str = "<state dict>",
                        strict: bool = False) -> dict[str, list[str]]:
     """Copy HF-named tensors into `model`; returns (and stores in `model.loading_info`) what was missing/unused."""

@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from bertforge.checkpoint import CheckpointError, quiet_loading
+from bertforge.checkpoint import CheckpointError, newly_initialized, quiet_loading
 
 
 class MissingMLMHeadError(CheckpointError):
@@ -31,7 +31,7 @@ def load_mlm(path: str | Path, device: str = "cpu") -> tuple[Any, Any]:
     folder = resolve_folder(path)
     with quiet_loading():  # the missing head is reported below as an error instead
         model = AutoModelForMaskedLM.from_pretrained(folder)
-    head_missing = [name for name in model.loading_info.get("newly_initialized", []) if "pooler" not in name]
+    head_missing = [name for name in newly_initialized(model) if "pooler" not in name]
     if head_missing and (folder / "task.json").is_file():
         raise MissingMLMHeadError(
             f"{folder} is a fine-tuned predictor (it has task.json): its head predicts the task's labels, not "
@@ -66,7 +66,7 @@ def load_encoder_decoder(path: str | Path, device: str = "cpu") -> tuple[Any, An
     folder = resolve_folder(path)
     with quiet_loading():  # missing decoder weights are reported below as an error instead
         model = EncoderDecoderModel.from_pretrained(folder)
-    missing = model.decoder.loading_info.get("newly_initialized", [])
+    missing = newly_initialized(model.decoder)
     if missing:
         raise MissingMLMHeadError(f"{folder}: the decoder's {missing[0]} is not in the checkpoint; train the "
                                   "encoder-decoder with `bertforge seq2seq` first")

@@ -154,7 +154,7 @@ class EncoderDecoderModel(nn.Module):
     def from_encoder_decoder_pretrained(cls, encoder: str | Path, decoder: str | Path,
                                         max_target_length: int = 64) -> "EncoderDecoderModel":
         """Warm-start both halves from BERT checkpoints (Rothe et al.'s BERT2BERT when they are the same)."""
-        from bertforge.checkpoint import load_hf_state_dict, quiet_loading, read_checkpoint
+        from bertforge.checkpoint import load_hf_state_dict, newly_initialized, quiet_loading, read_checkpoint
         from bertforge.model.auto import read_model_type
         for half, folder in (("encoder", encoder), ("decoder", decoder)):
             if read_model_type(folder) != "bert":
@@ -168,7 +168,7 @@ class EncoderDecoderModel(nn.Module):
         with quiet_loading():  # what is new here is expected: said once, below
             load_hf_state_dict(model.encoder, enc_state, source=enc_source)
             load_hf_state_dict(model.decoder, dec_state, source=dec_source)
-        new = model.decoder.loading_info["newly_initialized"]
+        new = newly_initialized(model.decoder)
         head = [n for n in new if "crossattention" not in n]
         logger.info("warm start: the decoder's cross-attention (%d layers)%s is new", dec_cfg.num_hidden_layers,
                     " and its MLM head" if head else "")

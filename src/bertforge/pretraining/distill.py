@@ -20,7 +20,7 @@ import torch
 import torch.nn.functional as F
 
 from bertforge.atomic import atomic_write_text
-from bertforge.checkpoint import resolve_folder
+from bertforge.checkpoint import newly_initialized, resolve_folder
 from bertforge.data import MaskingConfig, PretrainingDataset
 from bertforge.data.shards import load_tokenizer
 from bertforge.device import Precision
@@ -43,7 +43,7 @@ def load_masked_lm(path: str | Path):
     folder = resolve_folder(path)
     model = model_class_for(folder, "masked_lm").from_pretrained(folder)
     has_head = not any(n.startswith(("cls.", "vocab_", "lm_head.", "predictions."))
-                       for n in model.loading_info.get("newly_initialized", []))
+                       for n in newly_initialized(model))
     return model, has_head
 
 

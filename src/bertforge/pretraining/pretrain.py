@@ -248,7 +248,8 @@ def check_init_vocab(init_from: str, data: str, tokenizer: Any) -> None:
 def init_note(model: torch.nn.Module, cfg: PretrainConfig) -> str:
     """Where --init-from weights came from, and which heads start new: an encoder checkpoint (e.g. a sentence
     encoder) has no MLM head, and --objective mlm/ltr never trains the sentence-pair head."""
-    new = getattr(model, "loading_info", {}).get("newly_initialized", [])
+    from bertforge.checkpoint import newly_initialized
+    new = newly_initialized(model)
     note = f"initialised from {cfg.init_from}"
     sentence = [n for n in new if "seq_relationship" in n or "sop_classifier" in n]
     trained = [n for n in new if n not in sentence or OBJECTIVE_TABLE[cfg.objective].sentence_task]

@@ -26,16 +26,14 @@ OUTPUTS = {"encoder": ("last_hidden_state", SENTENCE_OUTPUT), "sequence_classifi
 
 
 def folder_head(directory: Path) -> str:
-    """"encoder" for a plain/embedding/MLM folder, else the head named in task.json."""
-    task_file = directory / "task.json"
-    if not folder_has(directory, "task.json"):
+    """"encoder" for a plain/embedding/MLM folder, else the head of its predictor's task.json (read and checked by
+    `tasks.predictor.read_task_file`, as `Predictor.load` reads it)."""
+    from bertforge.tasks.predictor import TASK_FILE, read_task_file
+    if not folder_has(directory, TASK_FILE):
         return "encoder"
-    task = read_folder_json(directory, "task.json")
-    head = task.get("head") if isinstance(task, dict) else None
-    if not isinstance(head, str):
-        raise ValueError(f"{task_file}: expected a JSON object with a \"head\" field")
+    head = read_task_file(directory)["head"]
     if head not in OUTPUTS:
-        raise ValueError(f"{task_file}: head {head!r} cannot be exported; known heads: {', '.join(OUTPUTS)}")
+        raise ValueError(f"{directory / TASK_FILE}: head {head!r} cannot be exported; known heads: {', '.join(OUTPUTS)}")
     return head
 
 

@@ -27,7 +27,7 @@ from bertforge.device import Precision, move_to
 from bertforge.outputs import is_finished
 from bertforge.settings import SettingError, flat_keywords, part, setting, settings_record
 from bertforge.tasks.evaluation import default_seq_length, encode, evaluate_examples, main_value, model_inputs
-from bertforge.tasks.predictor import TASK_FILE, Predictor
+from bertforge.tasks.predictor import TASK_FILE, Predictor, read_task_file
 from bertforge.tasks.registry import HEADS, TaskSpec, get_task
 from bertforge.tasks.task_data import DataOptions, TaskData, load_task_data, subset
 from bertforge.training.engine import Session, Stage, TrainOptions, fit
@@ -189,8 +189,7 @@ class FinetuneStage(Stage):
 
     def load_weights(self, folder: Path) -> None:
         super().load_weights(folder)
-        task = json.loads((Path(folder) / TASK_FILE).read_text(encoding="utf-8"))
-        self.null_threshold = task.get("null_threshold")
+        self.null_threshold = read_task_file(Path(folder)).get("null_threshold")
 
 
 def run_options(settings: FinetuneSettings, lr: float, seed: int, total: int, steps_per_epoch: int) -> TrainOptions:

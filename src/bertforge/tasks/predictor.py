@@ -15,6 +15,7 @@ from typing import Any, Sequence
 import numpy as np
 import torch
 
+from bertforge.checkpoint import newly_initialized
 from bertforge.device import Precision, placement
 from bertforge.folder_files import FolderFileError, folder_has, read_folder_json
 from bertforge.tasks.evaluation import EvalRun, InferenceSettings, decode_outputs, evaluate_examples, run_model
@@ -133,7 +134,7 @@ def check_model(model, tokenizer, task: dict[str, Any], source: str) -> None:
     """Refuse a model that would predict nonsense: head weights that were never trained (absent from the
     checkpoint), NaN/inf weights, a label list that does not fit the head, token ids past the embedding
     table, or a sequence length past the position table."""
-    fresh = (getattr(model, "loading_info", None) or {}).get("newly_initialized") or []
+    fresh = newly_initialized(model)
     if fresh:
         raise PredictorError(f"{source}: the checkpoint lacks {', '.join(fresh[:4])}"
                              f"{' ...' if len(fresh) > 4 else ''} (the {task['head']} head would be random; "
