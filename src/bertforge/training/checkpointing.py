@@ -21,6 +21,7 @@ import torch
 
 from bertforge.atomic import atomic_directory
 from bertforge.checkpoint import CheckpointError
+from bertforge.training.state import check_saved
 from bertforge.training.statefile import load_state, save_state
 
 CHECKPOINTS = "checkpoints"
@@ -29,13 +30,6 @@ TRAINING_TENSORS = "training_state.safetensors"
 LEGACY_TRAINING_STATE = "training_state.pt"  # pickled by bertforge before the JSON format: refused, never read
 REQUIRED_FILES = ("config.json", "model.safetensors", TRAINING_STATE, TRAINING_TENSORS)
 _LEGACY_FILES = ("config.json", "model.safetensors", LEGACY_TRAINING_STATE)
-# what load_training_state checks before a training loop indexes into the state
-_REQUIRED_KEYS = {"step": int, "optimizer": dict, "scheduler": dict, "stage": dict, "rng": (dict, list),
-                  "run": dict, "world_size": int}
-# counters some loops save: checked when present, so arithmetic on them cannot fail later
-_OPTIONAL_KEYS = {"elapsed": (int, float), "skipped": int, "bad_in_row": int, "tokens_seen": int,
-                  "warmup_ended_at": (int, float, type(None)), "config": dict, "scaler": (dict, type(None)),
-                  "best": (dict, type(None)), "evals_since_best": int, "stopped_by": (str, type(None))}
 _STEP_DIR = re.compile(r"step-(\d+)")
 
 
@@ -127,17 +121,9 @@ def load_training_state(folder: str | Path) -> dict[str, Any]:
                               "pickles are never loaded (they can run code), so this run cannot be resumed: "
                               "start it again in another --output (its model.safetensors can be --init-from)")
     state = load_state(json_path, tensors_path)
-    if not isinstance(state, dict):
-        raise CheckpointError(f"{json_path}: the training state must be an object, got {type(state).__name__}")
-    for key, kind in (*_REQUIRED_KEYS.items(), *_OPTIONAL_KEYS.items()):
-        if key not in state:
-            if key in _REQUIRED_KEYS:
-                raise CheckpointError(f"{json_path}: field {key!r} is missing")
-            continue
-        if not isinstance(state[key], kind) or isinstance(state[key], bool):
-            kinds = (kind,) if isinstance(kind, type) else kind
-            raise CheckpointError(f"{json_path}: field {key!r} has type {type(state[key]).__name__}, expected "
-                                  f"{' or '.join(k.__name__ for k in kinds)}")
+    wrong = check_saved(state, json_path)  # the fields and types of `state.TrainingState`
+    if wrong:
+        raise CheckpointError(f"{json_path}: {wrong}")
     for i, rng in enumerate(state["rng"] if isinstance(state["rng"], list) else [state["rng"]]):
         why = _rng_problem(rng)
         if why:

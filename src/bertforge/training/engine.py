@@ -40,6 +40,7 @@ from bertforge.training.metrics_log import MetricsLog
 from bertforge.training.optim import build_optimizer, linear_warmup_decay, set_budget_lr
 from bertforge.training.options import FaultHooks, TrainOptions
 from bertforge.training.progress import cpu_share_note, machine_load, progress
+from bertforge.training.state import EngineState, TrainingState
 
 __all__ = ["FaultHooks", "FitResult", "NonFiniteLossError", "Session", "Stage", "TrainOptions", "fit"]
 
@@ -132,7 +133,6 @@ class Session:
 
     def __init__(self, device: str = "auto", timeout: float = dist_.DEFAULT_TIMEOUT) -> None:
         self.info = dist_.init_distributed(device, timeout)
-
         self._precisions: dict[str, Precision] = {}
 
     def precision(self, name: str = "auto") -> Precision:
@@ -141,6 +141,7 @@ class Session:
         if name not in self._precisions:
             self._precisions[name] = Precision.resolve(name, self.device)
         return self._precisions[name]
+
     @property
     def device(self) -> torch.device:
         return self.info.device
@@ -223,9 +224,7 @@ class _Run:
         self.optimizer = build_optimizer(model, opts.lr, weight_decay=opts.weight_decay, kind=opts.optimizer)
         self.scheduler = linear_warmup_decay(self.optimizer, opts.warmup_steps, self.max_steps)
         self.scaler = self.precision.grad_scaler()
-        self.state: dict[str, Any] = {"step": 0, "elapsed": 0.0, "skipped": 0, "bad_in_row": 0,
-                                      "warmup_ended_at": None, "tokens_seen": 0, "best": None,
-                                      "evals_since_best": 0, "stopped_by": None}
+        self.state = EngineState()
         self.record = {**{k: getattr(opts, k) for k in TrainOptions.RESUMED}, **stage.run_record(),
                        "precision": self.precision.name}
         self.resumed_from = self._resume()
@@ -235,10 +234,10 @@ class _Run:
                 model, device_ids=[self.device.index] if self.device.type == "cuda" else None,
                 find_unused_parameters=stage.find_unused_parameters)
         self.log_file = MetricsLog(out / "metrics.jsonl", out / "curves.png",
-                                   resume_step=self.state["step"]) if self.main else None
+                                   resume_step=self.state.step) if self.main else None
         self.writer = self._tensorboard() if self.main else None
-        self.start_step = self.state["step"]
-        self.last_saved = self.state["step"] if self.resumed_from is not None else -1
+        self.start_step = self.state.step
+        self.last_saved = self.state.step if self.resumed_from is not None else -1
         self.last_eval: dict[str, float] = {}
         self.last_eval_step = -1
         self.save_pending = False
@@ -246,7 +245,7 @@ class _Run:
         self.window_start = self.started = time.perf_counter()
         self.cpu_started = time.process_time()
         self.last_plot = self.started
-        self.elapsed_before = self.state["elapsed"]
+        self.elapsed_before = self.state.elapsed
         self.loss_sum = 0.0
         self.grad_norm = 0.0
         self.lr = 0.0
@@ -263,17 +262,17 @@ class _Run:
         if latest is None:
             torch.manual_seed(self.opts.seed + 1_000_003 * self.info.rank)  # dropout differs between ranks
             return None
-        saved = ckpt.load_training_state(latest)
+        saved = TrainingState.from_dict(ckpt.load_training_state(latest))
         dist_.on_rank_zero(lambda: self._check_resumable(saved, latest), self.info)
         self.stage.load_weights(latest)
-        self.optimizer.load_state_dict(saved["optimizer"])
-        self.scheduler.load_state_dict(saved["scheduler"])
-        if self.scaler is not None and saved.get("scaler"):
-            self.scaler.load_state_dict(saved["scaler"])
-        self.stage.load_state_dict(saved["stage"])
-        ckpt.restore_rng(saved["rng"][self.info.rank])
-        self.state.update({k: saved[k] for k in self.state if k in saved})
-        self.say(f"resuming from {latest} (step {self.state['step']})")
+        self.optimizer.load_state_dict(saved.optimizer)
+        self.scheduler.load_state_dict(saved.scheduler)
+        if self.scaler is not None and saved.scaler:
+            self.scaler.load_state_dict(saved.scaler)
+        self.stage.load_state_dict(saved.stage)
+        ckpt.restore_rng(saved.rng[self.info.rank])
+        self.state = saved.engine()
+        self.say(f"resuming from {latest} (step {self.state.step})")
         return latest
 
     def _agreed_checkpoint(self) -> Path | None:
@@ -291,17 +290,17 @@ class _Run:
         dist_.on_rank_zero(check, self.info)
         return latest
 
-    def _check_resumable(self, saved: dict[str, Any], latest: Path) -> None:
+    def _check_resumable(self, saved: TrainingState, latest: Path) -> None:
         """Refuse to resume the run in OUTPUT with other settings or another number of processes."""
-        was = saved.get("run", {})
+        was = saved.run
         changed = {k: (was.get(k), v) for k, v in self.record.items() if _differs(was.get(k), v)}
         if changed:
             what = ", ".join(f"{k}: {a!r} there, {b!r} now" for k, (a, b) in changed.items())
             raise ValueError(f"{self.out} holds a run with other settings ({what}); resume with the same settings, "
                              "start again with --overwrite, or choose another --output")
-        if saved.get("world_size") != self.info.world_size:
-            raise ValueError(f"{latest} was written by a run of {_processes(saved.get('world_size'))} and this run "
-                             f"has {self.info.world_size}; resume with {saved.get('world_size')} in all (torchrun: "
+        if saved.world_size != self.info.world_size:
+            raise ValueError(f"{latest} was written by a run of {_processes(saved.world_size)} and this run "
+                             f"has {self.info.world_size}; resume with {saved.world_size} in all (torchrun: "
                              "--nnodes x --nproc_per_node), or start again with --overwrite")
 
     def _tensorboard(self):
@@ -317,27 +316,27 @@ class _Run:
     # -- the loop's steps ------------------------------------------------------------------------------------------
     def finished(self) -> bool:
         state = self.state
-        state["elapsed"] = self.elapsed_before + time.perf_counter() - self.started
+        state.elapsed = self.elapsed_before + time.perf_counter() - self.started
         if self.budget is not None:
-            state["elapsed"] = dist_.broadcast_object(state["elapsed"], self.info)  # all ranks stop together
-        if state["stopped_by"] == "early-stopping":
+            state.elapsed = dist_.broadcast_object(state.elapsed, self.info)  # all ranks stop together
+        if state.stopped_by == "early-stopping":
             return True
-        if state["step"] >= self.max_steps:
-            state["stopped_by"] = "max-steps"
+        if state.step >= self.max_steps:
+            state.stopped_by = "max-steps"
             return True
-        if self.budget is not None and state["elapsed"] >= self.budget:
-            state["stopped_by"] = "time-budget"
+        if self.budget is not None and state.elapsed >= self.budget:
+            state.stopped_by = "time-budget"
             return True
         return False
 
     def fraction_done(self) -> float:
         if self.budget is not None:
-            return self.state["elapsed"] / self.budget
-        return self.state["step"] / self.max_steps
+            return self.state.elapsed / self.budget
+        return self.state.step / self.max_steps
 
     def accumulate_gradients(self) -> float:
         """Forward and backward `grad_accum` micro-batches; gradients sync across ranks on the last one only."""
-        accum, step = self.opts.grad_accum, self.state["step"] + 1
+        accum, step = self.opts.grad_accum, self.state.step + 1
         loss_sum = 0.0
         for micro in range(accum):
             batch = self.stage.next_batch()
@@ -362,7 +361,7 @@ class _Run:
             self.scaler.unscale_(self.optimizer)
         grad_norm = torch.nn.utils.clip_grad_norm_(self.stage.model.parameters(), opts.max_grad_norm)
         if self.budget is not None:  # the lr follows the wall clock: warmup by steps, then decay with time spent
-            set_budget_lr(self.optimizer, self.scheduler.base_lrs, state, state["step"], opts.warmup_steps,
+            set_budget_lr(self.optimizer, self.scheduler.base_lrs, state, state.step, opts.warmup_steps,
                           self.budget)
         bad = dist_.any_true(not (math.isfinite(loss) and math.isfinite(float(grad_norm))), self.info)
         if self.scaler is not None:
@@ -371,28 +370,28 @@ class _Run:
         elif not bad:
             self.optimizer.step()
         if bad:
-            state["skipped"] += 1
-            state["bad_in_row"] += 1
-            self.say(f"step {state['step'] + 1}: non-finite loss or gradient, update skipped "
-                     f"({state['bad_in_row']} in a row, {state['skipped']} in all)")
-            if state["bad_in_row"] >= opts.max_bad_steps:
+            state.skipped += 1
+            state.bad_in_row += 1
+            self.say(f"step {state.step + 1}: non-finite loss or gradient, update skipped "
+                     f"({state.bad_in_row} in a row, {state.skipped} in all)")
+            if state.bad_in_row >= opts.max_bad_steps:
                 kept = ckpt.latest_checkpoint(self.out)
                 raise NonFiniteLossError(
-                    f"{state['bad_in_row']} steps in a row had a non-finite loss or gradient (last at step "
-                    f"{state['step'] + 1}); the run diverged and was stopped. The last good checkpoint is "
+                    f"{state.bad_in_row} steps in a row had a non-finite loss or gradient (last at step "
+                    f"{state.step + 1}); the run diverged and was stopped. The last good checkpoint is "
                     f"{kept if kept is not None else '(none saved yet)'}; lower --lr or raise --warmup-steps")
         else:
-            state["bad_in_row"] = 0
+            state.bad_in_row = 0
         self.optimizer.zero_grad(set_to_none=True)
         self.lr = self.optimizer.param_groups[0]["lr"]  # the lr this step used (logged), before the schedule moves
         if self.budget is None:
             self.scheduler.step()
-        state["step"] += 1
+        state.step += 1
         self.loss_sum, self.grad_norm = loss, float(grad_norm)
         self.bar.update(1)
 
     def log(self) -> None:
-        step = self.state["step"]
+        step = self.state.step
         if step % self.opts.log_every and step != self.max_steps:
             return
         keys = sorted(self.window)
@@ -400,9 +399,9 @@ class _Run:
         sums = dict(zip(keys, totals))
         loss = loss_total / self.info.world_size  # the step's loss over every rank's batch, as DDP's gradient
         now = time.perf_counter()
-        self.state["tokens_seen"] += int(sums.get("tokens", 0))
+        self.state.tokens_seen += int(sums.get("tokens", 0))
         values = {**self.stage.summarize(sums), "loss": loss, "lr": self.lr,
-                  "grad_norm": self.grad_norm, "skipped": self.state["skipped"]}
+                  "grad_norm": self.grad_norm, "skipped": self.state.skipped}
         if sums.get("tokens"):
             values["tokens_per_s"] = sums["tokens"] / max(now - self.window_start, 1e-9)
         if self.main:
@@ -412,7 +411,7 @@ class _Run:
             if "tokens_per_s" in values:
                 shown["tok/s"] = f"{values['tokens_per_s']:.0f}"
             if self.budget is not None:
-                shown["left"] = f"{max(0.0, self.budget - self.state['elapsed']) / 60:.1f}m"
+                shown["left"] = f"{max(0.0, self.budget - self.state.elapsed) / 60:.1f}m"
             self.bar.set_postfix(shown, refresh=False)
             if now - self.last_plot > 60:  # a train-only run shows its curves while it runs, too
                 self.log_file.plot(title=f"{self.out.name}: {self.stage.name}")
@@ -420,12 +419,12 @@ class _Run:
         self.window, self.window_start = {}, now
 
     def maybe_evaluate(self) -> None:
-        if self.opts.eval_every and self.state["step"] % self.opts.eval_every == 0:
+        if self.opts.eval_every and self.state.step % self.opts.eval_every == 0:
             self.evaluate()
 
     def evaluate(self) -> dict[str, float]:
         """Rank 0 evaluates; a better score saves the best weights; `patience` evaluations without one stop."""
-        step, state = self.state["step"], self.state
+        step, state = self.state.step, self.state
         result: dict[str, float] = {}
         decision = None
         if self.main:
@@ -438,9 +437,9 @@ class _Run:
                 self.say(f"step {step} eval: " + ", ".join(f"{k} {v:.4f}" for k, v in result.items()
                                                          if isinstance(v, (int, float))))
             score = self.stage.score(result) if result else None
-            decision = {"best": state["best"], "evals_since_best": state["evals_since_best"]}
+            decision = {"best": state.best, "evals_since_best": state.evals_since_best}
             if score is not None and math.isfinite(score):
-                if state["best"] is None or score > state["best"]["score"]:
+                if state.best is None or score > state.best["score"]:
                     decision = {"best": {"step": step, "score": score, "metrics": result}, "evals_since_best": 0}
                     if self.opts.keep == "best":
                         with atomic_directory(self.out / BEST_DIR) as tmp:
@@ -448,31 +447,30 @@ class _Run:
                 else:
                     decision["evals_since_best"] += 1
         decision = dist_.broadcast_object(decision, self.info)
-        state.update(decision)
-        if self.opts.patience and state["evals_since_best"] >= self.opts.patience:
-            state["stopped_by"] = "early-stopping"
-            self.say(f"early stopping at step {step}: {state['evals_since_best']} evaluations without a better "
-                     f"score than step {state['best']['step']}'s {state['best']['score']:.4f}")
+        state.best, state.evals_since_best = decision["best"], decision["evals_since_best"]
+        if self.opts.patience and state.evals_since_best >= self.opts.patience:
+            state.stopped_by = "early-stopping"
+            self.say(f"early stopping at step {step}: {state.evals_since_best} evaluations without a better "
+                     f"score than step {state.best['step']}'s {state.best['score']:.4f}")
         dist_.barrier(self.info)
         self.last_eval, self.last_eval_step = result, step
         return result
 
     def maybe_checkpoint(self) -> None:
         # never checkpoint in the middle of a run of non-finite steps: the last good checkpoint must survive
-        step = self.state["step"]
+        step = self.state.step
         self.save_pending = self.save_pending or bool(self.opts.save_every and step % self.opts.save_every == 0)
-        if self.save_pending and self.state["bad_in_row"] == 0:
+        if self.save_pending and self.state.bad_in_row == 0:
             self.checkpoint()
 
     def checkpoint(self) -> None:
-        step = self.state["step"]
+        step = self.state.step
         rng = dist_.gather_objects(ckpt.capture_rng(), self.info)
         if self.main:
-            training_state = {**self.state, "optimizer": self.optimizer.state_dict(),
-                              "scheduler": self.scheduler.state_dict(),
-                              "scaler": self.scaler.state_dict() if self.scaler is not None else None,
-                              "stage": self.stage.state_dict(), "rng": rng, "run": self.record,
-                              "world_size": self.info.world_size}
+            training_state = TrainingState.of(
+                self.state, optimizer=self.optimizer.state_dict(), scheduler=self.scheduler.state_dict(),
+                scaler=self.scaler.state_dict() if self.scaler is not None else None, stage=self.stage.state_dict(),
+                rng=rng, run=self.record, world_size=self.info.world_size).to_dict()
             inside = self.hooks.inside_save
             ckpt.save_checkpoint(self.out, step, _ModelSaver(self.stage), None, training_state,
                                  keep=self.opts.keep_checkpoints,
@@ -485,16 +483,16 @@ class _Run:
         self.bar.close()
         state, opts = self.state, self.opts
         cpu_seconds, wall_seconds = time.process_time() - self.cpu_started, time.perf_counter() - self.started
-        if self.start_step == state["step"] and self.resumed_from is not None:
+        if self.start_step == state.step and self.resumed_from is not None:
             self.notes.append(f"nothing to train: {self.resumed_from} already reached the end")
-        if self.last_saved != state["step"] and (self.stage.final_checkpoint or opts.save_every):
+        if self.last_saved != state.step and (self.stage.final_checkpoint or opts.save_every):
             self.checkpoint()
-        if self.last_eval_step != state["step"]:
+        if self.last_eval_step != state.step:
             self.evaluate()
-        final_eval, best = self.last_eval, state["best"]
+        final_eval, best = self.last_eval, state.best
         if self.main:
             save_final = True
-            if opts.keep == "best" and best is not None and best["step"] != state["step"]:
+            if opts.keep == "best" and best is not None and best["step"] != state.step:
                 final_eval = best["metrics"]
                 self.notes.append(f"kept the best evaluation's weights (step {best['step']}, score "
                                   f"{best['score']:.4f}) rather than the last step's")
@@ -509,26 +507,26 @@ class _Run:
                 self._save_final()
             if self.log_file.records:
                 self.log_file.plot(title=f"{self.out.name}: {self.stage.name}")
-            summary = {"step": state["step"], "stopped_by": state["stopped_by"], "skipped_steps": state["skipped"],
-                       "elapsed_seconds": round(state["elapsed"], 3), "tokens_seen": state["tokens_seen"],
+            summary = {"step": state.step, "stopped_by": state.stopped_by, "skipped_steps": state.skipped,
+                       "elapsed_seconds": round(state.elapsed, 3), "tokens_seen": state.tokens_seen,
                        "precision": self.precision.name, "world_size": self.info.world_size,
                        "final_eval": final_eval, "best": best}
             atomic_write_text(self.out / "training_summary.json", json.dumps(summary, indent=2, default=str) + "\n")
             shutil.rmtree(self.out / BEST_DIR, ignore_errors=True)  # after the summary that says it is folded in
             if self.writer is not None:
                 self.writer.close()
-            if state["skipped"]:
-                self.notes.append(f"{state['skipped']} steps had a non-finite loss and were skipped")
-            if state["stopped_by"] == "time-budget" and self.device.type == "cpu":
+            if state.skipped:
+                self.notes.append(f"{state.skipped} steps had a non-finite loss and were skipped")
+            if state.stopped_by == "time-budget" and self.device.type == "cpu":
                 load, cores = machine_load()
-                note = cpu_share_note(cpu_seconds, wall_seconds, torch.get_num_threads(), state["step"] - self.start_step,
+                note = cpu_share_note(cpu_seconds, wall_seconds, torch.get_num_threads(), state.step - self.start_step,
                                       load, cores)
                 if note:
                     self.notes.append(note)
         dist_.barrier(self.info)
-        return FitResult(output=self.out, step=state["step"], stopped_by=state["stopped_by"],
-                         skipped_steps=state["skipped"], final_eval=final_eval, best=best,
-                         elapsed=state["elapsed"], tokens_seen=state["tokens_seen"], resumed_from=self.resumed_from,
+        return FitResult(output=self.out, step=state.step, stopped_by=state.stopped_by,
+                         skipped_steps=state.skipped, final_eval=final_eval, best=best,
+                         elapsed=state.elapsed, tokens_seen=state.tokens_seen, resumed_from=self.resumed_from,
                          notes=self.notes)
 
     def _finished_before(self, best: dict[str, Any]) -> bool:
@@ -537,7 +535,7 @@ class _Run:
             summary = json.loads((self.out / "training_summary.json").read_text(encoding="utf-8"))
         except (OSError, ValueError):
             return False
-        return summary.get("step") == self.state["step"] and (summary.get("best") or {}).get("step") == best["step"]
+        return summary.get("step") == self.state.step and (summary.get("best") or {}).get("step") == best["step"]
 
     def _save_final(self) -> None:
         """The finished model in OUTPUT itself, each file replaced atomically (a kill leaves old or new)."""

@@ -10,6 +10,8 @@ from typing import Iterable
 import torch
 from torch import nn
 
+from bertforge.training.state import EngineState
+
 
 def parameter_groups(model: nn.Module, weight_decay: float) -> list[dict]:
     """Two groups: matrices decay; biases, LayerNorm and other 1-D parameters do not (as in the paper's code)."""
@@ -97,13 +99,13 @@ def budget_lr_factor(step: int, warmup_steps: int, elapsed: float, budget: float
     return max(0.0, 1.0 - max(0.0, elapsed - start) / max(budget - start, 1e-9))
 
 
-def set_budget_lr(optimizer: torch.optim.Optimizer, base_lrs: list[float], state: dict, step: int,
+def set_budget_lr(optimizer: torch.optim.Optimizer, base_lrs: list[float], state: EngineState, step: int,
                   warmup_steps: int, budget: float) -> float:
     """Set every group's lr for this step of a time-budgeted run and return the factor. Records in `state`
     (saved with each checkpoint, so a resumed run decays the same way) the time at which warmup ended."""
-    if state["warmup_ended_at"] is None and step + 1 >= warmup_steps:
-        state["warmup_ended_at"] = state["elapsed"]
-    factor = budget_lr_factor(step, warmup_steps, state["elapsed"], budget, state["warmup_ended_at"])
+    if state.warmup_ended_at is None and step + 1 >= warmup_steps:
+        state.warmup_ended_at = state.elapsed
+    factor = budget_lr_factor(step, warmup_steps, state.elapsed, budget, state.warmup_ended_at)
     for group, base in zip(optimizer.param_groups, base_lrs):
         group["lr"] = base * factor
     return factor
