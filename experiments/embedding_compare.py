@@ -6,14 +6,14 @@
 
 Both trainers get the same pairs, loss (scale 20), batch, no-duplicates batches, lr and linear schedule with 10 %
 warmup, weight decay, clipping, steps, sequence length and seed. The untuned model and the two tuned ones are
-scored by one evaluator. Each trainer runs in its own process with the same threads (OMP_NUM_THREADS), timed from
-launch to saved model, bertforge and sentence-transformers alternating `--repeats` times; both the wall-clock and
-the process CPU time (user + system, from wait4) are recorded, since CPU time is the fairer figure on a machine
-that other work shares.
+scored by one evaluator. Each trainer runs in its own process with the same threads (OMP_NUM_THREADS), the two
+side by side at the same time (so that both meet the same load), timed from launch to saved model, `--repeats`
+times; both the wall-clock and the process CPU time (user + system, from wait4) are recorded, since CPU time is
+the fairer figure on a machine that other work shares.
 
     python experiments/squad_retrieval.py --out ../runs/squad-retrieval
     OMP_NUM_THREADS=1 python experiments/embedding_compare.py --data ../runs/squad-retrieval \\
-        --out ../runs/embedding-compare --steps 60 --sts-steps 100 --batch-size 16 --repeats 2
+        --out ../runs/embedding-compare --steps 10 --sts-steps 30 --batch-size 16 --lr 5e-5
 
 Writes OUT/results.json, OUT/results.md and OUT/results.png (quality of the three models, seconds per trainer).
 """
@@ -99,17 +99,27 @@ def st_train(args: argparse.Namespace) -> None:
     model.save(str(args.st_train))
 
 
-def timed(command: list[str], log: Path) -> tuple[float, float]:
-    """(wall seconds, CPU seconds) of a process and the children it waited for, from launch to exit."""
+def timed_together(commands: dict[str, list[str]], logs: dict[str, Path]) -> dict[str, tuple[float, float]]:
+    """Launch every command at once and return each one's (wall seconds, CPU seconds), from launch to its exit;
+    the CPU time (user + system, from wait4) counts the process and the children it waited for."""
     start = time.perf_counter()
-    with log.open("w", encoding="utf-8") as handle:
-        process = subprocess.Popen(command, stdout=handle, stderr=subprocess.STDOUT, env={**os.environ})
-        _, status, usage = os.wait4(process.pid, 0)
-    wall = time.perf_counter() - start
-    process.returncode = os.waitstatus_to_exitcode(status)
-    if process.returncode != 0:
-        raise RuntimeError(f"{' '.join(command[:4])} ... failed with exit code {process.returncode}; see {log}")
-    return wall, usage.ru_utime + usage.ru_stime
+    handles = {name: logs[name].open("w", encoding="utf-8") for name in commands}
+    running = {subprocess.Popen(command, stdout=handles[name], stderr=subprocess.STDOUT, env={**os.environ}).pid: name
+               for name, command in commands.items()}
+    times: dict[str, tuple[float, float]] = {}
+    failed = []
+    while running:
+        pid, status, usage = os.wait4(-1, 0)
+        if pid not in running:
+            continue
+        name = running.pop(pid)
+        handles[name].close()
+        times[name] = (time.perf_counter() - start, usage.ru_utime + usage.ru_stime)
+        if os.waitstatus_to_exitcode(status) != 0:
+            failed.append(f"{name} (see {logs[name]})")
+    if failed:
+        raise RuntimeError(f"failed: {', '.join(failed)}")
+    return times
 
 
 def evaluate(task: str, model_dir: str, args: argparse.Namespace) -> dict[str, float]:
@@ -128,6 +138,15 @@ def evaluate(task: str, model_dir: str, args: argparse.Namespace) -> dict[str, f
     return evaluate_sts(encode, read_pairs(args.sts / "dev.tsv"))
 
 
+def evaluate_all(task: str, models: dict[str, str], args: argparse.Namespace) -> dict[str, dict[str, float]]:
+    """Every model scored in a process of its own, all at once (the scores do not depend on the timing)."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+    with ProcessPoolExecutor(len(models), mp_context=multiprocessing.get_context("spawn")) as pool:
+        jobs = {name: pool.submit(evaluate, task, folder, args) for name, folder in models.items()}
+        return {name: job.result() for name, job in jobs.items()}
+
+
 def run_task(args: argparse.Namespace, task: str) -> dict:
     """Train with both, alternating, then score the three models."""
     runs = {"bertforge": train_bertforge, "sentence-transformers": train_sentence_transformers}
@@ -137,8 +156,9 @@ def run_task(args: argparse.Namespace, task: str) -> dict:
     else:
         wall, cpu = {name: [] for name in runs}, {name: [] for name in runs}
         for r in range(args.repeats):
-            for name, command in (runs.items() if r % 2 == 0 else reversed(runs.items())):
-                w, c = timed(command(args, task, args.out / task / name), args.out / task / f"{name}-{r}.log")
+            times = timed_together({name: command(args, task, args.out / task / name) for name, command in runs.items()},
+                                   {name: args.out / task / f"{name}-{r}.log" for name in runs})
+            for name, (w, c) in times.items():
                 wall[name].append(w)
                 cpu[name].append(c)
                 print(f"{task} {name} run {r}: {w:.1f} s wall, {c:.1f} s CPU", flush=True)
@@ -146,8 +166,7 @@ def run_task(args: argparse.Namespace, task: str) -> dict:
     result = {"steps": steps(args, task), "train": str(train_file(args, task)),
               "wall": {n: statistics.median(s) for n, s in wall.items()},
               "cpu": {n: statistics.median(s) for n, s in cpu.items()}, "all_wall": wall, "all_cpu": cpu,
-              "eval": {"untuned": evaluate(task, args.model, args),
-                       **{n: evaluate(task, str(args.out / task / n), args) for n in runs}}}
+              "eval": evaluate_all(task, {"untuned": args.model, **{n: str(args.out / task / n) for n in runs}}, args)}
     for kind in ("wall", "cpu"):
         result[f"{kind}_ratio"] = result[kind]["sentence-transformers"] / result[kind]["bertforge"]
     return result
