@@ -141,6 +141,7 @@ def test_retrieval_is_sentence_transformers_information_retrieval_evaluator(enco
                         "--vectors-dir", str(tmp_path / "vectors"), "--corpus-chunk", "2")
     for name in ("ndcg@10", "mrr@10", "recall@1", "recall@10", "recall@100"):
         assert on_disk["eval"][name] == pytest.approx(report["eval"][name], abs=1e-9), name
+    assert [p.name for p in (tmp_path / "vectors").iterdir()] == []  # used, then removed
     assert main(["evaluate", "--model", str(encoder_folder), "--task", "sts", "--data", str(beir),
                  "--vectors-dir", str(tmp_path / "vectors")]) == 1
     assert "--vectors-dir is for --task retrieval" in capsys.readouterr().err

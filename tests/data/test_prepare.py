@@ -148,7 +148,7 @@ def test_a_run_killed_with_sigkill_and_run_again_gives_the_same_bytes(tmp_path, 
     marker, out = tmp_path / "two-checkpoints", tmp_path / "out"
     argv = [sys.executable, str(script), str(as_text), str(minilm_dir), str(out)]
     run = subprocess.Popen([*argv, str(marker)], env=env, start_new_session=True)
-    deadline = time.monotonic() + 300
+    deadline = time.monotonic() + 900
     while not marker.exists() and run.poll() is None and time.monotonic() < deadline:
         time.sleep(0.01)
     os.killpg(run.pid, signal.SIGKILL)  # the tokenizer processes too
@@ -157,7 +157,7 @@ def test_a_run_killed_with_sigkill_and_run_again_gives_the_same_bytes(tmp_path, 
     partial = json.loads((tmp_path / ".out.partial" / prepare_module.STATE).read_text(encoding="utf-8"))
     assert partial["chunks"] > 0
 
-    subprocess.run([*argv, "-"], env=env, check=True, timeout=300)
+    subprocess.run([*argv, "-"], env=env, check=True, timeout=900)
     resumed = json.loads((out / "manifest.json").read_text(encoding="utf-8"))
     assert resumed["resumed_after_chunks"] == partial["chunks"]
     files = [name for name, _ in shard_digests(whole)]
