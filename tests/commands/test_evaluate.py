@@ -136,6 +136,15 @@ def test_retrieval_is_sentence_transformers_information_retrieval_evaluator(enco
                          ("recall@10", "cosine_recall@10")):
         assert report["eval"][ours] == pytest.approx(expected[theirs], abs=1e-9), ours
     assert capsys.readouterr().out.strip().endswith(f"wrote {tmp_path / 'out' / 'metrics.json'}")
+    # the corpus vectors memory-mapped on disk and searched two documents at a time: the same scores
+    on_disk = _evaluate(capsys, "--model", str(encoder_folder), "--task", "retrieval", "--data", str(beir),
+                        "--vectors-dir", str(tmp_path / "vectors"), "--corpus-chunk", "2")
+    for name in ("ndcg@10", "mrr@10", "recall@1", "recall@10", "recall@100"):
+        assert on_disk["eval"][name] == pytest.approx(report["eval"][name], abs=1e-9), name
+    assert [p.name for p in (tmp_path / "vectors").iterdir()] == []  # used, then removed
+    assert main(["evaluate", "--model", str(encoder_folder), "--task", "sts", "--data", str(beir),
+                 "--vectors-dir", str(tmp_path / "vectors")]) == 1
+    assert "--vectors-dir is for --task retrieval" in capsys.readouterr().err
     # a split the folder does not have is named with the ones it has
     assert main(["evaluate", "--model", str(encoder_folder), "--task", "retrieval", "--data", str(beir),
                  "--split", "dev"]) == 1

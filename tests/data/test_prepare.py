@@ -3,6 +3,12 @@ workers, and an interrupted run continues to the same shards."""
 from __future__ import annotations
 
 import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
 
 import pytest
 
@@ -109,6 +115,55 @@ def test_an_interrupted_run_continues_to_the_same_shards(tmp_path, tokenizer, as
     assert len(tokenized) == whole_chunks(as_text, kwargs["chunk_bytes"]) - saves[1]  # the finished ones are not redone
     assert shard_digests(resumed) == shard_digests(whole)
     assert resumed["counts"] == whole["counts"] and resumed["bad_lines"] == whole["bad_lines"]
+    assert not (tmp_path / ".out.partial").exists()
+
+
+KILLED_RUN = """
+import sys, time
+from pathlib import Path
+from bertforge.data import prepare as p
+corpus, vocab, out, marker = sys.argv[1:5]
+if marker != "-":  # after the second checkpoint: say so, and go on slowly enough to be killed mid-shard
+    saves, save, consume = [], p._Run.save, p._Run.consume
+    p._Run.save = lambda run: save(run) or saves.append(run.chunks)
+    def consume_slowly(run, result, chunk):
+        consume(run, result, chunk)
+        if len(saves) >= 2:
+            Path(marker).touch()
+            time.sleep(0.2)
+    p._Run.consume = consume_slowly
+p.prepare_corpus(corpus, vocab, out, workers=2, chunk_bytes=8_000, shard_tokens=8_000, heldout_fraction=0.05,
+                 show_progress=False)
+"""
+
+
+@pytest.mark.slow
+def test_a_run_killed_with_sigkill_and_run_again_gives_the_same_bytes(tmp_path, minilm_dir, as_text):
+    """A real kill of the process and its two tokenizer processes, part-way through a shard after two
+    checkpoints; the same call again continues and writes the shards an uninterrupted run writes, byte for byte."""
+    whole = prepare(as_text, minilm_dir, tmp_path / "whole", chunk_bytes=8_000, shard_tokens=8_000)
+    script = tmp_path / "run.py"
+    script.write_text(KILLED_RUN, encoding="utf-8")
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[2] / "src"), OMP_NUM_THREADS="1")
+    marker, out = tmp_path / "two-checkpoints", tmp_path / "out"
+    argv = [sys.executable, str(script), str(as_text), str(minilm_dir), str(out)]
+    run = subprocess.Popen([*argv, str(marker)], env=env, start_new_session=True)
+    deadline = time.monotonic() + 900
+    while not marker.exists() and run.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.01)
+    os.killpg(run.pid, signal.SIGKILL)  # the tokenizer processes too
+    assert run.wait(timeout=60) == -signal.SIGKILL
+    assert not out.exists()
+    partial = json.loads((tmp_path / ".out.partial" / prepare_module.STATE).read_text(encoding="utf-8"))
+    assert partial["chunks"] > 0
+
+    subprocess.run([*argv, "-"], env=env, check=True, timeout=900)
+    resumed = json.loads((out / "manifest.json").read_text(encoding="utf-8"))
+    assert resumed["resumed_after_chunks"] == partial["chunks"]
+    files = [name for name, _ in shard_digests(whole)]
+    assert files == [name for name, _ in shard_digests(resumed)] and len(files) > 6
+    for name in files:
+        assert (out / name).read_bytes() == (tmp_path / "whole" / name).read_bytes(), name
     assert not (tmp_path / ".out.partial").exists()
 
 

@@ -98,6 +98,15 @@ def test_pooling_declarations(tmp_path):
     assert Pooling.from_folder(folder) == Pooling("cls", False, None)
 
 
+@pytest.mark.parametrize("declared, mode", [("max", "max"), (["cls"], "cls")])
+def test_pooling_declared_by_name_as_sentence_transformers_6_writes_it(tmp_path, declared, mode):
+    folder = _st_folder(tmp_path, {"embedding_dimension": 8, "pooling_mode": declared, "include_prompt": True}, True)
+    assert Pooling.from_folder(folder) == Pooling(mode, True, None)
+    (folder / "1_Pooling" / "config.json").write_text(json.dumps({"pooling_mode": ["mean", "lasttoken"]}))
+    with pytest.raises(ValueError, match=r"1_Pooling/config.json.*mean, pooling_mode 'lasttoken'"):
+        Pooling.from_folder(folder)
+
+
 def test_unsupported_pooling_names_the_file(tmp_path):
     folder = _st_folder(tmp_path, {"pooling_mode_mean_sqrt_len_tokens": True}, True)
     with pytest.raises(ValueError, match=r"1_Pooling/config.json.*pooling_mode_mean_sqrt_len_tokens"):

@@ -7,6 +7,7 @@ import sys
 
 from bertforge.commands import add_common
 from bertforge.commands.predict import add_inference_flags, positive_int
+from bertforge.tasks.embedding.evaluation import CORPUS_CHUNK
 
 EMBEDDING_TASKS = ("sts", "retrieval")
 
@@ -36,6 +37,13 @@ def register(sub) -> None:
                    help="score only the first N examples (default: all)")
     p.add_argument("--skip-bad-rows", action="store_true",
                    help="skip (and count) malformed rows instead of stopping at the first")
+    p.add_argument("--vectors-dir", metavar="DIR",
+                   help="retrieval: write the corpus vectors to a memory-mapped .npy file in DIR (removed "
+                        "afterwards) and search them --corpus-chunk documents at a time, for corpora whose vectors "
+                        "do not fit in memory (the same exact ranking)")
+    p.add_argument("--corpus-chunk", type=positive_int, default=CORPUS_CHUNK, metavar="N",
+                   help=f"retrieval with --vectors-dir: documents embedded and searched per chunk (default "
+                        f"{CORPUS_CHUNK})")
     p.add_argument("--output", metavar="DIR", help="write metrics.json and per-example predictions here")
     p.add_argument("--overwrite", action="store_true", help="empty --output first if it holds something else")
     add_inference_flags(p, 64)
@@ -94,6 +102,8 @@ def run_embeddings(args: argparse.Namespace) -> int:
     if task == "retrieval" and (args.eval or not args.data):
         raise ValueError("--task retrieval reads a BEIR folder: give --data DIR (corpus.jsonl, queries.jsonl, "
                          "qrels/SPLIT.tsv), not --eval")
+    if task != "retrieval" and args.vectors_dir:
+        raise ValueError(f"--vectors-dir is for --task retrieval (the corpus vectors); --task {task} has none")
     if task == "sts" and not (args.eval or args.data):
         raise ValueError("--task sts needs --eval FILE (sentence1, sentence2, score) or --data DIR with SPLIT.tsv")
     if args.output:
@@ -118,7 +128,8 @@ def run_embeddings(args: argparse.Namespace) -> int:
 
     def encode(texts):
         return encoder.encode(texts, batch_size=args.batch_size)
-    metrics = evaluate_sts(encode, pairs) if data is None else evaluate_retrieval(encode, data)
+    metrics = evaluate_sts(encode, pairs) if data is None else evaluate_retrieval(
+        encode, data, vectors_dir=args.vectors_dir, corpus_chunk=args.corpus_chunk)
     report = {"task": task, "model": str(args.model), "files": [str(source)], "split": split if not args.eval else None,
               "eval": metrics}
     print(json.dumps(report, indent=2, default=float))

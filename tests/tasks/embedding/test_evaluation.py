@@ -7,7 +7,9 @@ import random
 import numpy as np
 import pytest
 
-from bertforge.tasks.embedding.evaluation import exact_search, ranking_metrics
+from bertforge.tasks.embedding.data import RetrievalSet
+from bertforge.tasks.embedding.evaluation import (chunked_search, evaluate_retrieval, exact_search, ranking_metrics,
+                                                  write_vectors)
 from needs import require_module
 
 
@@ -57,3 +59,33 @@ def test_exact_search_in_batches_is_the_full_cosine_ranking():
         (docs / np.linalg.norm(docs, axis=1, keepdims=True)).T
     np.testing.assert_array_equal(indices, np.argsort(-cos, axis=1)[:, :10])
     np.testing.assert_allclose(values, np.take_along_axis(cos, indices, 1), atol=1e-5)
+
+
+@pytest.mark.parametrize("chunk", [1, 7, 50, 500])
+def test_chunked_search_over_a_memory_map_ranks_as_the_in_memory_search(tmp_path, chunk):
+    """Chunks smaller than k, not dividing the corpus, and bigger than it; k = 10 and k = the whole corpus."""
+    rng = np.random.default_rng(1)
+    queries, docs = rng.normal(size=(23, 8)), rng.normal(size=(103, 8)) * rng.uniform(0.5, 3, size=(103, 1))
+    stored = write_vectors(lambda texts: docs[[int(t) for t in texts]], [str(i) for i in range(len(docs))],
+                           tmp_path / "corpus.npy", chunk)
+    assert isinstance(stored, np.memmap)
+    for k in (10, 200):
+        expected_idx, expected_val = exact_search(queries, docs, k, batch_size=8)
+        indices, values = chunked_search(queries, stored, k, chunk=chunk, batch_size=8)
+        np.testing.assert_array_equal(indices, expected_idx)
+        np.testing.assert_allclose(values, expected_val, atol=1e-5)
+
+
+def test_retrieval_with_vectors_on_disk_scores_as_in_memory_and_leaves_no_file(tmp_path):
+    rng = np.random.default_rng(2)
+    table = {f"t{i}": rng.normal(size=6) for i in range(60)}
+    data = RetrievalSet({f"d{i}": f"t{i}" for i in range(45)}, {f"q{i}": f"t{45 + i}" for i in range(15)},
+                        {f"q{i}": {f"d{(7 * i) % 45}": 1, f"d{(3 * i + 1) % 45}": 2} for i in range(15)})
+
+    def encode(texts):
+        return np.stack([table[t] for t in texts])
+    in_memory = evaluate_retrieval(encode, data)
+    on_disk = evaluate_retrieval(encode, data, vectors_dir=tmp_path / "vectors", corpus_chunk=4)
+    for name in ("ndcg@10", "mrr@10", "recall@1", "recall@10", "recall@100"):
+        assert on_disk[name] == in_memory[name], name
+    assert list((tmp_path / "vectors").iterdir()) == []

@@ -3,13 +3,17 @@ cosine search over a corpus, scored with nDCG@10, MRR@10 and recall@1/10/100 as 
 InformationRetrievalEvaluator report them).
 
 Each evaluation takes `encode`, a function from texts to a [texts, dim] array, so that the model being trained,
-a saved folder and an ONNX model are measured the same way.
+a saved folder and an ONNX model are measured the same way. A corpus whose vectors do not fit in memory is
+embedded chunk by chunk into a memory-mapped .npy file and searched chunk by chunk, keeping each query's running
+top k (`vectors_dir`): the same exact ranking, with memory bounded by a chunk.
 """
 from __future__ import annotations
 
 import math
+import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
 
 import numpy as np
 import torch
@@ -21,6 +25,7 @@ Encode = Callable[[Sequence[str]], np.ndarray]
 CUTOFFS = {"ndcg": 10, "mrr": 10}
 RECALL_AT = (1, 10, 100)
 STS_MAIN, RETRIEVAL_MAIN = "spearman", "ndcg@10"
+CORPUS_CHUNK = 65536
 
 
 def _cosines(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -56,6 +61,60 @@ def exact_search(queries: np.ndarray, documents: np.ndarray, k: int, batch_size:
     return np.concatenate(top_idx), np.concatenate(top_val)
 
 
+def _unit_rows(vectors: np.ndarray) -> np.ndarray:
+    vectors = np.asarray(vectors, dtype=np.float32)
+    return vectors / np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
+
+
+def write_vectors(encode: Encode, texts: Sequence[str], path: str | Path, chunk: int = CORPUS_CHUNK) -> np.memmap:
+    """Unit-length vectors of `texts` written to a .npy file `chunk` texts at a time and opened memory-mapped
+    (read-only): memory holds one chunk of vectors, never the corpus's."""
+    store: np.memmap | None = None
+    for start in range(0, len(texts), chunk):
+        vectors = _unit_rows(encode(texts[start:start + chunk]))
+        if store is None:
+            store = np.lib.format.open_memmap(path, mode="w+", dtype=np.float32, shape=(len(texts), vectors.shape[1]))
+        store[start:start + len(vectors)] = vectors
+    if store is None:
+        raise ValueError("no texts to embed")
+    store.flush()
+    del store
+    return np.load(path, mmap_mode="r")
+
+
+def _best_first(values: np.ndarray, indices: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """Each row's k largest values and their indices, best first (ties: the lower index first)."""
+    if values.shape[1] > k:
+        keep = np.argpartition(-values, k - 1, axis=1)[:, :k]
+        values, indices = np.take_along_axis(values, keep, 1), np.take_along_axis(indices, keep, 1)
+    order = np.lexsort((indices, -values), axis=1)
+    return np.take_along_axis(indices, order, 1), np.take_along_axis(values, order, 1)
+
+
+def chunked_search(queries: np.ndarray, documents: np.ndarray, k: int, chunk: int = CORPUS_CHUNK,
+                   batch_size: int = 1024) -> tuple[np.ndarray, np.ndarray]:
+    """(indices, cosines) of each query's `k` most similar documents, best first, as `exact_search` gives them,
+    reading `documents` (unit-length rows, e.g. a memory map from `write_vectors`) one chunk at a time and
+    keeping every query's running top k: each chunk is read once; memory is queries x k plus batch x chunk."""
+    q = _unit_rows(queries)
+    k = min(k, len(documents))
+    top_idx = np.zeros((len(q), 0), dtype=np.int64)
+    top_val = np.zeros((len(q), 0), dtype=np.float32)
+    for start in range(0, len(documents), chunk):
+        block = np.asarray(documents[start:start + chunk], dtype=np.float32)
+        offsets = np.arange(start, start + len(block), dtype=np.int64)
+        merged_idx, merged_val = [], []
+        for b in range(0, len(q), batch_size):
+            scores = q[b:b + batch_size] @ block.T
+            values = np.concatenate([top_val[b:b + batch_size], scores], axis=1)
+            indices = np.concatenate([top_idx[b:b + batch_size], np.broadcast_to(offsets, scores.shape)], axis=1)
+            i, v = _best_first(values, indices, k)
+            merged_idx.append(i)
+            merged_val.append(v)
+        top_idx, top_val = np.concatenate(merged_idx), np.concatenate(merged_val)
+    return top_idx, top_val
+
+
 def ranking_metrics(ranked: Mapping[str, Sequence[str]], qrels: Mapping[str, Mapping[str, int]]) -> dict[str, float]:
     """nDCG@10 (graded gain, as trec_eval), MRR@10 and recall@k, averaged over the queries of `qrels`; `ranked`
     holds each query's document ids, best first. A query with nothing ranked scores 0."""
@@ -76,14 +135,25 @@ def ranking_metrics(ranked: Mapping[str, Sequence[str]], qrels: Mapping[str, Map
     return {name: value / n for name, value in totals.items()}
 
 
-def evaluate_retrieval(encode: Encode, data: RetrievalSet, *, search_batch: int = 1024) -> dict[str, float]:
-    """Embed the corpus and the queries, rank the whole corpus for each query, and score the ranking."""
+def evaluate_retrieval(encode: Encode, data: RetrievalSet, *, search_batch: int = 1024,
+                       vectors_dir: str | Path | None = None, corpus_chunk: int = CORPUS_CHUNK) -> dict[str, float]:
+    """Embed the corpus and the queries, rank the whole corpus for each query, and score the ranking. With
+    `vectors_dir`, the corpus vectors go to a memory-mapped file there (deleted afterwards) and are searched
+    `corpus_chunk` documents at a time."""
     start = time.perf_counter()
     doc_ids = list(data.corpus)
     query_ids = list(data.queries)
-    doc_vectors = encode([data.corpus[d] for d in doc_ids])
     query_vectors = encode([data.queries[q] for q in query_ids])
-    indices, _ = exact_search(query_vectors, doc_vectors, max(RECALL_AT), search_batch)
+    if vectors_dir is None:
+        doc_vectors = encode([data.corpus[d] for d in doc_ids])
+        indices, _ = exact_search(query_vectors, doc_vectors, max(RECALL_AT), search_batch)
+    else:
+        Path(vectors_dir).mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryDirectory(prefix="corpus-vectors-", dir=vectors_dir) as scratch:
+            doc_vectors = write_vectors(encode, [data.corpus[d] for d in doc_ids], Path(scratch) / "corpus.npy",
+                                        corpus_chunk)
+            indices, _ = chunked_search(query_vectors, doc_vectors, max(RECALL_AT), corpus_chunk, search_batch)
+            del doc_vectors  # the memory map closes before its file is removed
     ranked = {qid: [doc_ids[j] for j in row] for qid, row in zip(query_ids, indices)}
     return {**ranking_metrics(ranked, data.qrels), "queries": len(query_ids), "documents": len(doc_ids),
             "eval_seconds": time.perf_counter() - start}

@@ -1,7 +1,8 @@
 """How token vectors become one sentence vector, and the sentence-transformers folder that says so.
 
-A sentence-transformers folder declares its pooling in `modules.json` + `1_Pooling/config.json` (and asks for
-unit-length vectors with a `Normalize` module); `sentence_bert_config.json` gives the length it truncates to.
+A sentence-transformers folder declares its pooling in `modules.json` + `1_Pooling/config.json` (`pooling_mode`,
+or one `pooling_mode_*` flag per mode as sentence-transformers before 6 wrote it) and asks for unit-length
+vectors with a `Normalize` module; `sentence_bert_config.json` gives the length it truncates to.
 A plain encoder folder gets mean pooling over real tokens, which is what most embedding models use.
 `embed_texts` is the one batching loop that serving, training-time evaluation and `evaluate` share.
 """
@@ -86,11 +87,17 @@ def _pooling_mode(folder: Path, name: str) -> str:
     config = read_folder_json(folder, name)
     if not isinstance(config, dict):
         raise ValueError(f"{config_file}: expected a JSON object of pooling settings")  # noqa: TRY004 - bad file
-    flags = {"cls": config.get("pooling_mode_cls_token"), "mean": config.get("pooling_mode_mean_tokens"),
-             "max": config.get("pooling_mode_max_tokens")}
-    chosen = [name for name, on in flags.items() if on]
-    unsupported = [k for k in ("pooling_mode_mean_sqrt_len_tokens", "pooling_mode_weightedmean_tokens",
-                               "pooling_mode_lasttoken") if config.get(k)]
+    if "pooling_mode" in config:  # sentence-transformers >= 6: one name, or a list of names to concatenate
+        named = config["pooling_mode"]
+        names = [named] if isinstance(named, str) else named if isinstance(named, list) else [repr(named)]
+        chosen = [str(n) for n in names if n in POOLING_MODES]
+        unsupported = [f"pooling_mode {n!r}" for n in names if n not in POOLING_MODES]
+    else:  # the older layout: one boolean per mode
+        flags = {"cls": config.get("pooling_mode_cls_token"), "mean": config.get("pooling_mode_mean_tokens"),
+                 "max": config.get("pooling_mode_max_tokens")}
+        chosen = [name for name, on in flags.items() if on]
+        unsupported = [k for k in ("pooling_mode_mean_sqrt_len_tokens", "pooling_mode_weightedmean_tokens",
+                                   "pooling_mode_lasttoken") if config.get(k)]
     if unsupported or len(chosen) != 1:
         raise ValueError(f"{config_file}: bertforge pools with exactly one of {', '.join(POOLING_MODES)}; "
                          f"this file asks for {', '.join(chosen + unsupported) or 'none'}")
