@@ -252,7 +252,9 @@ def runnable_text(block: Block, port: int | None = None) -> str:
 
 
 # ---- the commands a text names ------------------------------------------------------------------------------------
-_BERTFORGE = re.compile(r"(?<![\w./\[-])bertforge\s+(?P<verb>[a-z][a-z0-9-]*)")
+_BERTFORGE = re.compile(r"(?<![\w./\[-])bertforge\s+(?P<verb>[a-z][a-z0-9-]*)(?![\w:-])")
+# a message the docs quote (`bertforge pretrain: error: ...`), not a command
+_MESSAGE = re.compile(r"^\s*bertforge(?: [a-z][\w-]*)+: (?:error|internal error)\b")
 _SCRIPT = re.compile(r"(?<![\w./-])(?:python3?|bash)\s+(?P<path>(?:benchmarks|experiments|demo|tools)/[\w./-]+)")
 _SHELL_STOP = frozenset({"|", "||", "&", "&&", ";", ";;", "(", ")", ">", ">>", "<", "<<", "2>", "&>"})
 _PLACEHOLDER = re.compile(r"[A-Z]{2,}|[$<>{}*]|\.\.\.|…")
@@ -286,6 +288,8 @@ def commands_in(text: str, shell: bool) -> list[tuple[str, list[str]]]:
         text = re.sub(r"\\\n", " ", text)
     found = []
     for line in text.splitlines() if shell else [text]:
+        if _MESSAGE.match(line):
+            continue
         for match in _BERTFORGE.finditer(line):
             rest = line[match.end():]
             if shell:
