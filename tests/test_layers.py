@@ -18,6 +18,13 @@ def test_the_package_imports_only_downward_and_has_no_circle():
     assert _layers().faults(REPO / "src") == []
 
 
+def test_architecture_draws_the_floors_of_the_checker():
+    """docs/ARCHITECTURE.md's layer diagram is the checker's table (regenerate: tools/import_layers.py --diagram)."""
+    page = (REPO / "docs" / "ARCHITECTURE.md").read_text(encoding="utf-8")
+    drawn = page.split("<!-- begin generated: layers -->\n```text\n", 1)[1].split("\n```\n<!-- end generated", 1)[0]
+    assert drawn == _layers().diagram(REPO / "src")
+
+
 def _package(root: Path, files: dict[str, str]) -> Path:
     for name, text in files.items():
         path = root / "bertforge" / name

@@ -7,6 +7,7 @@ below, and a circle between packages or between the modules of one package. Exit
 
     python tools/import_layers.py            # the faults, one a line
     python tools/import_layers.py --edges    # every package edge, with the imports behind it
+    python tools/import_layers.py --diagram  # the floors as docs/ARCHITECTURE.md draws them
 """
 from __future__ import annotations
 
@@ -148,12 +149,24 @@ def faults(src: Path) -> list[str]:
     return found
 
 
+def diagram(src: Path) -> str:
+    """The floors that hold packages, top to bottom, as docs/ARCHITECTURE.md shows them (a test keeps it equal)."""
+    packages = {package_of(module) for module in module_graph(src)}
+    floors = [" · ".join(name for name in floor if name in packages) for floor in LAYERS]
+    floors = [floor for floor in floors if floor]
+    return "\n      ▼\n".join(f"  {floor}" for floor in floors)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--src", type=Path, default=Path(__file__).resolve().parents[1] / "src",
                         help="the folder that holds the bertforge package")
     parser.add_argument("--edges", action="store_true", help="print every package edge and the imports behind it")
+    parser.add_argument("--diagram", action="store_true", help="print the floors as docs/ARCHITECTURE.md draws them")
     args = parser.parse_args(argv)
+    if args.diagram:
+        print(diagram(args.src))
+        return 0
     if args.edges:
         for (low, high), imports in sorted(package_edges(module_graph(args.src)).items()):
             print(f"{low} -> {high}: " + ", ".join(f"{a} imports {b}" for a, b in imports))
