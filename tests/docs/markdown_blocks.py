@@ -425,13 +425,13 @@ def torchrun_problems(text: str) -> list[str]:
 
 
 def known_flags() -> set[str]:
-    """Every flag of every verb, of `torchrun`, and of every script in benchmarks/ and experiments/."""
+    """Every flag of every verb, of `torchrun`, and of every script in benchmarks/, experiments/ and tools/."""
     flags: set[str] = set(torchrun_flags())
     for parser in _verb_parsers().values():
         flags |= set(parser._option_string_actions)
         for sub in _subcommands(parser).values():
             flags |= set(sub._option_string_actions)
-    for folder in ("benchmarks", "experiments"):
+    for folder in ("benchmarks", "experiments", "tools"):
         for script in sorted((REPO_ROOT / folder).glob("*.py")):
             flags |= script_flags(f"{folder}/{script.name}") or set()
     return flags

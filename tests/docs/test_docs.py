@@ -61,7 +61,7 @@ def test_every_bertforge_flag_in_the_docs_is_one_the_parser_knows():
 def test_every_flag_named_alone_belongs_to_a_verb_or_a_script():
     """A `--flag` in inline code without its command still names a flag that exists somewhere."""
     known = known_flags()
-    problems = [f"{name}:{line}: {flag} is a flag of no bertforge verb and no script in benchmarks/ or experiments/"
+    problems = [f"{name}:{line}: {flag} is a flag of no bertforge verb and no script in benchmarks/, experiments/ or tools/"
                 for name, doc in DOCS.items() for line, span in doc.inline
                 for flag in re.findall(r"(?<![\w-])--[a-z][\w-]*", span) if flag not in known]
     assert not problems, "\n".join(problems)
