@@ -3,9 +3,10 @@
 The blocks run in a scratch checkout: a folder holding copies of the repository's scripts (benchmarks/,
 experiments/, demo/, tools/) beside a `shared` link to the real `../shared`, so a command reads
 `../shared/data/...` exactly as written and writes only into the scratch folder. `bertforge` and `python` on PATH
-are this repository's source and this test's interpreter. Shell variables and the working folder carry from one
-shell block to the next; each block runs in a process group of its own, which is ended when the block ends (a
-server a block started and forgot is stopped there).
+are this repository's source and this test's interpreter; `bertforge` runs through the test process's warm
+interpreter (tests/warm_cli.py), so a command does not import torch again. Shell variables and the working folder
+carry from one shell block to the next; each block runs in a process group of its own, which is ended when the
+block ends (a server a block started and forgot is stopped there).
 """
 from __future__ import annotations
 
@@ -14,13 +15,13 @@ import re
 import shutil
 import signal
 import socket
-import stat
 import subprocess
 import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
+import warm_cli
 from docs.markdown_blocks import PYTHON_LANGS, REPO_ROOT, Block, runnable_text
 
 SCRIPT_FOLDERS = ("benchmarks", "experiments", "demo", "tools")
@@ -72,9 +73,7 @@ class Scratch:
         (root / "shared").symlink_to(shared.resolve(), target_is_directory=True)
         bin_dir = root / "bin"
         bin_dir.mkdir()
-        wrapper = bin_dir / "bertforge"
-        wrapper.write_text(f"#!/bin/sh\nexec {sys.executable} -m bertforge \"$@\"\n")
-        wrapper.chmod(wrapper.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
+        warm_cli.write_wrapper(bin_dir / "bertforge")
         self.state = root / "shell-state.sh"
         self.port = free_port()
         env = dict(os.environ)
@@ -84,7 +83,7 @@ class Scratch:
         env["MPLBACKEND"] = "Agg"
         env["DOCS_TEST_STATE"] = str(self.state)
         env.pop("DEBUG", None)
-        self.env = env
+        self.env = warm_cli.environment(env)
 
     def run(self, block: Block) -> Outcome:
         text = runnable_text(block, self.port)
