@@ -52,6 +52,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
 
+from bertforge.config import has_config
 from bertforge.evaluation.protocols import Protocol, changed_settings, get_protocol
 from bertforge.evaluation.report import FORMAT, write_report
 from bertforge.evaluation.scheduler import Failure, run_units
@@ -59,6 +60,7 @@ from bertforge.evaluation.scores import (GLUE_TASKS, glue_average, majority_base
 from bertforge.evaluation.units import Unit, UnitContext, planned_steps, read_result, unit_folder
 from bertforge.folder_files import WEIGHTS_MAX_BYTES, check_folder_file
 from bertforge.settings import SettingError
+from bertforge.tokenization.auto import TOKENIZER_FOLDER_FILES
 
 VERB = "glue"
 
@@ -113,8 +115,6 @@ class TaskPlan:
 
 
 # ---- fingerprints ------------------------------------------------------------------------------------------------
-_TOKENIZER_FILES = ("vocab.txt", "tokenizer.json", "vocab.json", "merges.txt", "spiece.model", "tokenizer_config.json",
-                    "special_tokens_map.json")
 
 
 def _hash_files(paths: Sequence[Path], base: Path | None = None) -> str:
@@ -132,7 +132,7 @@ def model_fingerprint(folder: str | Path) -> str:
     """sha256 over the files that decide a checkpoint's GLUE numbers: config.json, the weights (single or
     sharded safetensors, else PyTorch) and the tokenizer files present, by name and content."""
     folder = Path(folder)
-    if not (folder / "config.json").is_file():
+    if not has_config(folder):
         raise FileNotFoundError(f"{folder}: not a model folder (no config.json)")
     weights: list[Path] = []
     for single, index in (("model.safetensors", "model.safetensors.index.json"),
@@ -146,7 +146,7 @@ def model_fingerprint(folder: str | Path) -> str:
             break
     if not weights:
         raise FileNotFoundError(f"{folder}: no weights file (model.safetensors or pytorch_model.bin)")
-    tokenizer = [folder / n for n in _TOKENIZER_FILES if (folder / n).is_file()]
+    tokenizer = [folder / n for n in TOKENIZER_FOLDER_FILES if (folder / n).is_file()]
     files = [folder / "config.json", *weights, *tokenizer]
     for path in files:  # hashed only as files of the folder: no link out of it, FIFO or device
         check_folder_file(folder, str(path.relative_to(folder)), WEIGHTS_MAX_BYTES)
@@ -340,8 +340,8 @@ def _model_type(model: str) -> str:
     cls = model_class_for(model, "sequence_classification")  # refuses a folder no family reads, before any work
     from bertforge.tokenization.auto import tokenizer_class_for
     tokenizer_class_for(model)
-    from bertforge.config import read_config_json
-    config = read_config_json(Path(model) / "config.json")
+    from bertforge.config import read_model_config
+    config = read_model_config(model)
     return str(config.get("model_type") or cls.__name__)
 
 

@@ -28,8 +28,8 @@ OUTPUTS = {"encoder": ("last_hidden_state", SENTENCE_OUTPUT), "sequence_classifi
 def folder_head(directory: Path) -> str:
     """"encoder" for a plain/embedding/MLM folder, else the head of its predictor's task.json (read and checked by
     `tasks.predictor.read_task_file`, as `Predictor.load` reads it)."""
-    from bertforge.tasks.predictor import TASK_FILE, read_task_file
-    if not folder_has(directory, TASK_FILE):
+    from bertforge.tasks.predictor import TASK_FILE, is_predictor_folder, read_task_file
+    if not is_predictor_folder(directory):
         return "encoder"
     head = read_task_file(directory)["head"]
     if head not in OUTPUTS:

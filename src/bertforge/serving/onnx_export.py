@@ -19,17 +19,19 @@ from typing import Any
 
 import torch
 
+from bertforge.config import CONFIG_NAME, has_config
 from bertforge.folder_files import (SETTINGS_MAX_BYTES, SPIECE_MODEL_MAX_BYTES, TOKENIZER_JSON_MAX_BYTES,
                                     VOCAB_MAX_BYTES, check_folder_dir, check_folder_file, copy_folder_file,
                                     folder_has)
 from bertforge.serving.onnx_backend import ONNX_FILE, ONNX_INFO, OUTPUTS, SENTENCE_OUTPUT, folder_head
 from bertforge.tasks.embedding.pooling import Pooling, pool
+from bertforge.tasks.embedding.st_folder import ST_DIRS, ST_FILES
+from bertforge.tasks.predictor import TASK_FILE
+from bertforge.tokenization.auto import TOKENIZER_FOLDER_FILES
 
 # what a served/exported folder carries besides the weights
-FOLDER_FILES = ("config.json", "task.json", "vocab.txt", "tokenizer.json", "tokenizer_config.json",
-                "special_tokens_map.json", "vocab.json", "merges.txt", "spiece.model", "modules.json",
-                "sentence_bert_config.json", "config_sentence_transformers.json")
-FOLDER_DIRS = ("1_Pooling", "2_Normalize")
+FOLDER_FILES = (CONFIG_NAME, TASK_FILE, *TOKENIZER_FOLDER_FILES, *ST_FILES)
+FOLDER_DIRS = ST_DIRS
 QUANTIZE = ("int8",)
 # the fused kernels ONNX Runtime's transformer optimizer can put in a BERT-family graph
 FUSED_OPS = ("EmbedLayerNormalization", "Attention", "MultiHeadAttention", "SkipLayerNormalization", "BiasGelu",
@@ -95,7 +97,7 @@ def export_onnx(directory: str | Path, output: str | Path, quantize: str | None 
     directory, output = Path(directory), Path(output)
     if quantize not in (None, *QUANTIZE):
         raise ValueError(f"--quantize {quantize!r}: choose one of {', '.join(QUANTIZE)}")
-    if not folder_has(directory, "config.json"):
+    if not has_config(directory):
         raise FileNotFoundError(f"{directory}: no config.json; expected a model folder")
     if output.resolve() == directory.resolve():
         raise ValueError("--output must be a new folder, not the model folder itself")

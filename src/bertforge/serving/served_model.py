@@ -9,7 +9,9 @@ from typing import Any
 
 import numpy as np
 
-from bertforge.folder_files import folder_has, read_folder_json
+from bertforge.config import has_config, read_model_config
+from bertforge.tasks.embedding.st_folder import is_sentence_transformers_folder
+from bertforge.tasks.predictor import is_predictor_folder
 from bertforge.serving.embeddings import Pooling, SentenceEncoder
 
 KINDS = ("encoder", "predictor", "mlm")
@@ -21,11 +23,11 @@ MLM_ARCHITECTURES = ("ForMaskedLM", "ForPreTraining")
 
 
 def folder_kind(directory: Path) -> str:
-    if folder_has(directory, "task.json"):
+    if is_predictor_folder(directory):
         return "predictor"
-    if folder_has(directory, "modules.json"):
+    if is_sentence_transformers_folder(directory):
         return "encoder"
-    config = read_folder_json(directory, "config.json")
+    config = read_model_config(directory)
     architectures = config.get("architectures") if isinstance(config, dict) else None
     if isinstance(architectures, list) and any(isinstance(a, str) and a.endswith(MLM_ARCHITECTURES)
                                                for a in architectures):
@@ -40,7 +42,7 @@ class ServedModel:
                  backend: str = "torch") -> None:
         from bertforge.tokenization import load_tokenizer
         self.path = Path(directory)
-        if not folder_has(self.path, "config.json"):
+        if not has_config(self.path):
             raise FileNotFoundError(f"--model {directory}: no config.json; expected a model folder")
         if backend not in ("torch", "onnx"):
             raise ValueError(f"--backend {backend!r}: choose torch or onnx")
@@ -199,7 +201,7 @@ class ServedModel:
                 for (_, k), masks in zip(items, results)]
 
     def info(self) -> dict[str, Any]:
-        config = read_folder_json(self.path, "config.json")
+        config = read_model_config(self.path)
         info: dict[str, Any] = {"model": self.path.name, "kind": self.kind, "backend": self.backend,
                                 "model_type": config.get("model_type", "bert"), "max_input_length": self.max_length,
                                 "endpoints": self.endpoints,

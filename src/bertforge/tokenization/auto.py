@@ -18,6 +18,9 @@ TOKENIZER_FILES = (
     ("vocab.txt", "bertforge.tokenization.wordpiece:BertTokenizer"),
     ("tokenizer.json", None),  # any of the three: its model type decides
 )
+# every file of a tokenizer folder, in the order a GLUE run's model fingerprint hashes them (do not reorder)
+TOKENIZER_FOLDER_FILES = ("vocab.txt", "tokenizer.json", "vocab.json", "merges.txt", "spiece.model",
+                          "tokenizer_config.json", "special_tokens_map.json")
 # tokenizer.json's model type -> the class that reads it
 JSON_MODEL_TYPES = {
     "Unigram": "bertforge.tokenization.sentencepiece:AlbertTokenizer",

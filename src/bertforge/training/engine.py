@@ -21,7 +21,6 @@ depends on (weights, optimizer, schedule, gradient scaler, every rank's RNG, the
 from __future__ import annotations
 
 import contextlib
-import json
 import math
 import shutil
 import time
@@ -31,14 +30,15 @@ from typing import Any, Callable, Iterator
 
 import torch
 
-from bertforge.atomic import atomic_directory, atomic_path, atomic_write_text
+from bertforge.atomic import atomic_directory, atomic_path
 from bertforge.device import Precision
 from bertforge.outputs import is_finished
 from bertforge.training import checkpointing as ckpt
 from bertforge.training import distributed as dist_
-from bertforge.training.metrics_log import MetricsLog
+from bertforge.training.metrics_log import CURVES, METRICS_LOG, MetricsLog
 from bertforge.training.optim import build_optimizer, linear_warmup_decay, set_budget_lr
 from bertforge.training.options import FaultHooks, TrainOptions
+from bertforge.training.run_output import read_training_summary, write_training_summary
 from bertforge.training.progress import cpu_share_note, machine_load, progress
 from bertforge.training.state import EngineState, TrainingState
 
@@ -184,10 +184,7 @@ def fit(stage: Stage, options: TrainOptions, session: Session, output: str | Pat
 
 def _finished_result(out: Path) -> FitResult:
     """The result a finished run recorded in its training_summary.json."""
-    try:
-        summary = json.loads((out / "training_summary.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        summary = {}
+    summary = read_training_summary(out)
     return FitResult(output=out, step=int(summary.get("step") or 0), stopped_by=summary.get("stopped_by") or "max-steps",
                      skipped_steps=int(summary.get("skipped_steps") or 0), final_eval=summary.get("final_eval") or {},
                      best=summary.get("best"), elapsed=float(summary.get("elapsed_seconds") or 0.0),
@@ -233,7 +230,7 @@ class _Run:
             self.net = torch.nn.parallel.DistributedDataParallel(
                 model, device_ids=[self.device.index] if self.device.type == "cuda" else None,
                 find_unused_parameters=stage.find_unused_parameters)
-        self.log_file = MetricsLog(out / "metrics.jsonl", out / "curves.png",
+        self.log_file = MetricsLog(out / METRICS_LOG, out / CURVES,
                                    resume_step=self.state.step) if self.main else None
         self.writer = self._tensorboard() if self.main else None
         self.start_step = self.state.step
@@ -511,7 +508,7 @@ class _Run:
                        "elapsed_seconds": round(state.elapsed, 3), "tokens_seen": state.tokens_seen,
                        "precision": self.precision.name, "world_size": self.info.world_size,
                        "final_eval": final_eval, "best": best}
-            atomic_write_text(self.out / "training_summary.json", json.dumps(summary, indent=2, default=str) + "\n")
+            write_training_summary(self.out, summary)
             shutil.rmtree(self.out / BEST_DIR, ignore_errors=True)  # after the summary that says it is folded in
             if self.writer is not None:
                 self.writer.close()
@@ -531,9 +528,8 @@ class _Run:
 
     def _finished_before(self, best: dict[str, Any]) -> bool:
         """Whether OUTPUT's training_summary.json says this very run already ended with these best weights."""
-        try:
-            summary = json.loads((self.out / "training_summary.json").read_text(encoding="utf-8"))
-        except (OSError, ValueError):
+        summary = read_training_summary(self.out)
+        if not summary:
             return False
         return summary.get("step") == self.state.step and (summary.get("best") or {}).get("step") == best["step"]
 
