@@ -52,7 +52,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
 
-from bertforge.config import has_config
+from bertforge.checkpoint import SAFE_INDEX, SAFE_WEIGHTS
+from bertforge.config import CONFIG_NAME, has_config
 from bertforge.evaluation.protocols import Protocol, changed_settings, get_protocol
 from bertforge.evaluation.report import FORMAT, write_report
 from bertforge.evaluation.scheduler import Failure, run_units
@@ -135,7 +136,7 @@ def model_fingerprint(folder: str | Path) -> str:
     if not has_config(folder):
         raise FileNotFoundError(f"{folder}: not a model folder (no config.json)")
     weights: list[Path] = []
-    for single, index in (("model.safetensors", "model.safetensors.index.json"),
+    for single, index in ((SAFE_WEIGHTS, SAFE_INDEX),
                           ("pytorch_model.bin", "pytorch_model.bin.index.json")):
         if (folder / single).is_file():
             weights = [folder / single]
@@ -147,7 +148,7 @@ def model_fingerprint(folder: str | Path) -> str:
     if not weights:
         raise FileNotFoundError(f"{folder}: no weights file (model.safetensors or pytorch_model.bin)")
     tokenizer = [folder / n for n in TOKENIZER_FOLDER_FILES if (folder / n).is_file()]
-    files = [folder / "config.json", *weights, *tokenizer]
+    files = [folder / CONFIG_NAME, *weights, *tokenizer]
     for path in files:  # hashed only as files of the folder: no link out of it, FIFO or device
         check_folder_file(folder, str(path.relative_to(folder)), WEIGHTS_MAX_BYTES)
     return _hash_files(files, folder)

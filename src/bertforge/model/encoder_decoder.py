@@ -26,6 +26,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from bertforge.atomic import atomic_save_safetensors, atomic_write_text
+from bertforge.checkpoint import SAFE_WEIGHTS
 from bertforge.config import CONFIG_NAME, BertConfig, ConfigError, read_config_json
 from bertforge.model.bert import BertForMaskedLM, BertModel
 from bertforge.model.outputs import ModelOutput
@@ -220,7 +221,7 @@ class EncoderDecoderModel(nn.Module):
         tensors.update({f"decoder.{k}": v for k, v in internal_to_hf_state_dict(self.decoder).items()})
         tensors.update({f"length_predictor.{k}": v.detach().contiguous()
                         for k, v in self.length_predictor.state_dict().items()})
-        atomic_save_safetensors(tensors, directory / "model.safetensors", metadata={"format": "pt"})
+        atomic_save_safetensors(tensors, directory / SAFE_WEIGHTS, metadata={"format": "pt"})
         atomic_write_text(directory / CONFIG_NAME, json.dumps(self.config.to_dict(), indent=2, sort_keys=True) + "\n")
         return directory
 

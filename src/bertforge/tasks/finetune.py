@@ -20,6 +20,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 import torch
 
+from bertforge.checkpoint import SAFE_WEIGHTS
 from bertforge.data.batches import EpochBatches, Feature
 from bertforge.device import Precision, move_to
 from bertforge.outputs import is_finished
@@ -345,7 +346,7 @@ def _copy_predictor(source: Path, target: Path) -> None:
 def _drop_weights(folder: Path | None) -> None:
     """A finished grid run keeps its logs and curves, not a second copy of the weights."""
     if folder is not None:
-        (folder / "model.safetensors").unlink(missing_ok=True)
+        (folder / SAFE_WEIGHTS).unlink(missing_ok=True)
 
 
 def _json_default(value: Any) -> Any:

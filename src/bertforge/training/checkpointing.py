@@ -20,7 +20,8 @@ import numpy as np
 import torch
 
 from bertforge.atomic import atomic_directory
-from bertforge.checkpoint import CheckpointError
+from bertforge.checkpoint import SAFE_WEIGHTS, CheckpointError
+from bertforge.config import CONFIG_NAME
 from bertforge.training.state import check_saved
 from bertforge.training.statefile import load_state, save_state
 
@@ -28,8 +29,8 @@ CHECKPOINTS = "checkpoints"
 TRAINING_STATE = "training_state.json"
 TRAINING_TENSORS = "training_state.safetensors"
 LEGACY_TRAINING_STATE = "training_state.pt"  # pickled by bertforge before the JSON format: refused, never read
-REQUIRED_FILES = ("config.json", "model.safetensors", TRAINING_STATE, TRAINING_TENSORS)
-_LEGACY_FILES = ("config.json", "model.safetensors", LEGACY_TRAINING_STATE)
+REQUIRED_FILES = (CONFIG_NAME, SAFE_WEIGHTS, TRAINING_STATE, TRAINING_TENSORS)
+_LEGACY_FILES = (CONFIG_NAME, SAFE_WEIGHTS, LEGACY_TRAINING_STATE)
 _STEP_DIR = re.compile(r"step-(\d+)")
 
 
