@@ -54,6 +54,7 @@ from typing import Any, Callable, Iterator, Sequence
 
 from bertforge.checkpoint import SAFE_INDEX, SAFE_WEIGHTS
 from bertforge.config import CONFIG_NAME, has_config
+from bertforge.device import device_setting, precision_setting
 from bertforge.evaluation.protocols import Protocol, changed_settings, get_protocol
 from bertforge.evaluation.report import FORMAT, write_report
 from bertforge.evaluation.scheduler import Failure, run_units
@@ -85,8 +86,8 @@ class GlueSettings:
     max_eval_samples: int | None = None
     wnli: str | None = None
     jobs: int | None = None                # None: one per core (per GPU on CUDA)
-    device: str = "auto"
-    precision: str = "auto"
+    device: str = device_setting()
+    precision: str = precision_setting()
     save_every: int = 100
     keep_predictors: bool = False
     name: str | None = None
@@ -99,6 +100,10 @@ class GlueSettings:
                             learning_rates=self.learning_rates, max_seq_length=self.max_seq_length,
                             max_train_samples=self.max_train_samples, max_eval_samples=self.max_eval_samples,
                             wnli=self.wnli)
+
+
+class GlueError(SettingError, RuntimeError):
+    """A suite that cannot run as asked; the message names the setting to change."""
 
 
 @dataclass
@@ -280,8 +285,8 @@ def suite_lock(out: Path) -> Iterator[None]:
         except OSError:
             handle.seek(0)
             holder = handle.read().strip() or "another process"
-            raise RuntimeError(f"{out} is in use by another bertforge glue ({holder}); wait for it to end, or choose "
-                               "another --output") from None
+            raise GlueError("{out} is in use by another bertforge glue ({holder}); wait for it to end, or choose "
+                            "another {output}", out=out, holder=holder) from None
         handle.seek(0)
         handle.truncate()
         handle.write(f"pid {os.getpid()}\n")
@@ -298,7 +303,7 @@ def run_glue(settings: GlueSettings, say: Callable[[str], None] | None = None, h
     contents. Raises RuntimeError after writing them when some units failed (the others' results are kept)."""
     say = say or (lambda _line: None)
     if int(os.environ.get("WORLD_SIZE", "1")) > 1:
-        raise RuntimeError("bertforge glue runs its own processes (--jobs); start it without torchrun")
+        raise GlueError("bertforge glue runs its own processes ({jobs}); start it without torchrun")
     protocol = settings.resolve_protocol()
     model_type = _model_type(settings.model)
     fingerprint = model_fingerprint(settings.model)
@@ -348,14 +353,11 @@ def _model_type(model: str) -> str:
 
 def _device(requested: str) -> tuple[str, int]:
     """The device type the suite runs on and how many GPUs the jobs share (0 on CPU)."""
-    if requested == "cpu":
-        return "cpu", 0
     import torch
-    if torch.cuda.is_available():
-        return "cuda", torch.cuda.device_count()
-    if requested == "cuda":
-        raise RuntimeError("--device cuda: no CUDA device is available")
-    return "cpu", 0
+
+    from bertforge.device import resolve_device
+    device = resolve_device(requested)  # the one rule: "auto" is CUDA when present
+    return device.type, torch.cuda.device_count() if device.type == "cuda" else 0
 
 
 def _jobs(asked: int | None, todo: int, cuda_devices: int) -> tuple[int, int]:

@@ -13,6 +13,7 @@ from typing import Any
 
 import torch
 
+from bertforge.device import DeviceError
 from bertforge.folder_files import WEIGHTS_MAX_BYTES, check_folder_file, folder_has, read_folder_json
 
 ONNX_FILE = "model.onnx"
@@ -77,7 +78,7 @@ class OnnxModel:
             providers = ["CPUExecutionProvider"]
         elif device.startswith("cuda"):
             if "CUDAExecutionProvider" not in ort.get_available_providers():
-                raise RuntimeError("--device cuda with --backend onnx needs onnxruntime-gpu")
+                raise DeviceError("{device} cuda with {backend} onnx needs onnxruntime-gpu")
             providers = ["CUDAExecutionProvider", "CPUExecutionProvider"]
         else:
             raise ValueError(f"unknown device {device!r} for the onnx backend; choose cpu or cuda")

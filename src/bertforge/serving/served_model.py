@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 
 from bertforge.config import has_config, read_model_config
+from bertforge.settings import SettingError
 from bertforge.tasks.embedding.st_folder import is_sentence_transformers_folder
 from bertforge.tasks.predictor import is_predictor_folder
 from bertforge.serving.embeddings import Pooling, SentenceEncoder
@@ -45,7 +46,7 @@ class ServedModel:
         if not has_config(self.path):
             raise FileNotFoundError(f"--model {directory}: no config.json; expected a model folder")
         if backend not in ("torch", "onnx"):
-            raise ValueError(f"--backend {backend!r}: choose torch or onnx")
+            raise SettingError("{backend} {got!r}: choose torch or onnx", got=backend)
         self.backend, self.device_name = backend, device
         self.kind = folder_kind(self.path)
         if self.kind == "mlm" and backend == "onnx":
@@ -62,8 +63,8 @@ class ServedModel:
             from bertforge.device import placement
             self.device, self.precision = placement(device, precision)
         elif precision not in ("auto", "fp32"):
-            raise ValueError("--precision: the onnx backend runs the precision it was exported in; "
-                             "use --precision fp32 (or export with --quantize int8)")
+            raise SettingError("{precision}: the onnx backend runs the precision it was exported in; use {precision} "
+                               "fp32 (or export with {quantize} int8)")
         if self.kind == "predictor":
             self.predictor = self._load_predictor()
             self.max_length = int(self.predictor.task.get("max_seq_length") or 512)
