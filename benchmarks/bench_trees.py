@@ -102,8 +102,10 @@ def main() -> None:
     p.add_argument("--old", required=True, help="the old tree's src folder")
     p.add_argument("--new", required=True, help="the new tree's src folder")
     p.add_argument("--repeats", type=int, default=5)
+    p.add_argument("--pretrain-model", default="mini", help="the preset pre-trained from scratch")
     p.add_argument("--pretrain-steps", type=int, default=10)
-    p.add_argument("--finetune-examples", type=int, default=320, help="SST-2 examples: one epoch at batch 32")
+    p.add_argument("--finetune-batch-size", type=int, default=32)
+    p.add_argument("--finetune-examples", type=int, default=320, help="SST-2 examples: one epoch")
     p.add_argument("--infer-reps", type=int, default=16, help="batch-1 calls (and a quarter as many batches of 32)")
     p.add_argument("--out", type=Path, help="write the samples and ratios as JSON here")
     args = p.parse_args()
@@ -123,15 +125,15 @@ def main() -> None:
 
         def pretrain(name: str) -> float:
             out = work / f"pretrain-{next(counter)}"
-            workers[name].cli("pretrain", "--data", str(work / f"prepared-{name}"), "--model", "mini", "--batch-size",
-                              "32", "--max-steps", str(args.pretrain_steps), *common, "--output", str(out))
+            workers[name].cli("pretrain", "--data", str(work / f"prepared-{name}"), "--model", args.pretrain_model,
+                              "--batch-size", "32", "--max-steps", str(args.pretrain_steps), *common, "--output", str(out))
             return step_seconds(out / "metrics.jsonl")
 
         def finetune(name: str) -> float:
             out = work / f"finetune-{next(counter)}"
             workers[name].cli("finetune", "--task", "sst2", "--data", str(sst2), "--model", str(model), "--batch-size",
-                              "32", "--epochs", "1", "--max-train-samples", str(args.finetune_examples),
-                              "--max-eval-samples", "32", *common, "--output", str(out))
+                              str(args.finetune_batch_size), "--epochs", "1", "--max-train-samples",
+                              str(args.finetune_examples), "--max-eval-samples", "32", *common, "--output", str(out))
             return step_seconds(out / "metrics.jsonl")
 
         predictor = work / "predictor"  # one predictor folder for both trees (its format is the same in both)
