@@ -107,6 +107,8 @@ def main() -> None:
     p.add_argument("--finetune-batch-size", type=int, default=32)
     p.add_argument("--finetune-examples", type=int, default=320, help="SST-2 examples: one epoch")
     p.add_argument("--infer-reps", type=int, default=16, help="batch-1 calls (and a quarter as many batches of 32)")
+    p.add_argument("--only", default="pretrain,finetune,infer", help="which of pretrain, finetune, infer to time")
+    p.add_argument("--warmup", type=int, default=1, help="untimed rounds first (each worker's first runs)")
     p.add_argument("--out", type=Path, help="write the samples and ratios as JSON here")
     args = p.parse_args()
     trees = {"old": str(Path(args.old).resolve()), "new": str(Path(args.new).resolve())}
@@ -136,9 +138,12 @@ def main() -> None:
                               str(args.finetune_examples), "--max-eval-samples", "32", *common, "--output", str(out))
             return step_seconds(out / "metrics.jsonl")
 
+        kinds = [kind for kind in args.only.split(",") if kind]
         predictor = work / "predictor"  # one predictor folder for both trees (its format is the same in both)
-        workers["new"].cli("finetune", "--task", "sst2", "--data", str(sst2), "--model", str(model), "--epochs", "1",
-                           "--max-train-samples", "64", "--max-eval-samples", "32", *common, "--output", str(predictor))
+        if "infer" in kinds:
+            workers["new"].cli("finetune", "--task", "sst2", "--data", str(sst2), "--model", str(model), "--epochs", "1",
+                               "--max-train-samples", "64", "--max-eval-samples", "32", *common, "--output",
+                               str(predictor))
         infer_results: dict[str, list[dict]] = {name: [] for name in trees}
 
         def infer(name: str) -> float:
@@ -149,15 +154,16 @@ def main() -> None:
 
         candidates = {f"{kind}/{name}": (lambda fn=fn, name=name: fn(name))
                       for kind, fn in (("pretrain", pretrain), ("finetune", finetune), ("infer", infer))
-                      for name in trees}
-        times = interleave(candidates, repeats=args.repeats, warmup=0, log=lambda line: print(line, flush=True))
+                      if kind in kinds for name in trees}
+        times = interleave(candidates, repeats=args.repeats, warmup=args.warmup, log=lambda line: print(line, flush=True))
         for worker in workers.values():
             worker.close()
-    times["infer-b32/old"] = [r["b32"] for r in infer_results["old"]]
-    times["infer-b32/new"] = [r["b32"] for r in infer_results["new"]]
+    if "infer" in kinds:  # the warm-up rounds' results are left out, as interleave leaves out their times
+        times["infer-b32/old"] = [r["b32"] for r in infer_results["old"][args.warmup:]]
+        times["infer-b32/new"] = [r["b32"] for r in infer_results["new"][args.warmup:]]
     report = {"machine": machine_info(), "command": " ".join(sys.argv), "samples": times, "ratios": {}}
     print(f"{'what':12s} {'old (median)':>14s} {'new (median)':>14s} {'new/old':>8s} {'spread of per-repeat ratios':>30s}")
-    for kind in ("pretrain", "finetune", "infer", "infer-b32"):
+    for kind in [k for k in ("pretrain", "finetune", "infer", "infer-b32") if f"{k}/old" in times]:
         old, new = times[f"{kind}/old"], times[f"{kind}/new"]
         ratios = sorted(n / o for o, n in zip(old, new))
         report["ratios"][kind] = {"median": statistics.median(ratios), "min": ratios[0], "max": ratios[-1]}
