@@ -24,7 +24,7 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import (assert_same_start, default_shared_data, interleave, machine_info,  # noqa: E402
+from common import (assert_same_start, corpus_slice, interleave, machine_info,  # noqa: E402
                     markdown_table, median, peak_flops, peak_gemm, same_optimizer, save_initial_weights,
                     start_process)
 
@@ -34,17 +34,8 @@ CONFIGS = {"mini": ("mini", 32, 6, 5), "base": ("base", 8, 2, 3)}
 
 def prepare_slice(vocab: str, megabytes: float, workdir: Path) -> Path:
     """The first `megabytes` of the shared Wikipedia corpus, prepared with `vocab`."""
-    import lzma
     from bertforge.data import prepare_corpus
-    source = default_shared_data() / "corpus" / "wikipedia-en-2018" / "wiki_en.txt.xz"
-    text = workdir / "wiki.txt"
-    with lzma.open(source, "rt", encoding="utf-8") as src, open(text, "w", encoding="utf-8") as dst:
-        written = 0
-        for line in src:
-            dst.write(line)
-            written += len(line)
-            if written > megabytes * 1e6 and not line.strip():
-                break
+    text = corpus_slice(workdir, megabytes)
     out = workdir / "prepared"
     prepare_corpus([text], vocab, out, show_progress=False)
     return out

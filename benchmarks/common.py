@@ -45,6 +45,21 @@ def default_shared_data() -> Path:
     return REPO.parent / "shared" / "data"
 
 
+def corpus_slice(workdir: Path, megabytes: float) -> Path:
+    """The first `megabytes` of the shared Wikipedia corpus (whole documents), as a text file in `workdir`."""
+    import lzma
+    source = default_shared_data() / "corpus" / "wikipedia-en-2018" / "wiki_en.txt.xz"
+    text = workdir / "wiki.txt"
+    with lzma.open(source, "rt", encoding="utf-8") as src, open(text, "w", encoding="utf-8") as dst:
+        written = 0
+        for line in src:
+            dst.write(line)
+            written += len(line)
+            if written > megabytes * 1e6 and not line.strip():
+                break
+    return text
+
+
 def interleave(candidates: dict[str, Callable[[], float | None]], repeats: int, warmup: int = 1,
                log: Callable[[str], None] | None = None) -> dict[str, list[float]]:
     """Seconds per call of each candidate, `repeats` samples each, the candidates taking turns.

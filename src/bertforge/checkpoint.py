@@ -22,7 +22,7 @@ from typing import Any, Callable, Iterator, Optional
 import torch
 
 from bertforge.atomic import atomic_write_text, atomic_save_safetensors
-from bertforge.config import CONFIG_NAME, MAX_SIZES, BertConfig, ConfigError, read_config_json
+from bertforge.config import CONFIG_NAME, MAX_SIZES, BertConfig, ConfigError, has_config, read_config_json
 from bertforge.folder_files import (SETTINGS_MAX_BYTES, WEIGHTS_MAX_BYTES, check_folder_file, folder_has,
                                     read_folder_text)
 
@@ -328,7 +328,7 @@ def read_folder_config(config_class: type, folder: Path, build: Build, shapes: d
     """The folder's config.json as `config_class` with `overrides`, checked against the weights' shapes (see
     :func:`check_weights_fit`)."""
     config_file = folder / CONFIG_NAME
-    if not folder_has(folder, CONFIG_NAME):
+    if not has_config(folder):
         raise CheckpointError(f"{folder}: no {CONFIG_NAME}; pass config= or save the model's config there")
     raw = None
     try:
@@ -484,7 +484,7 @@ def read_checkpoint(build: Build, path: str | Path, config: Optional[BertConfig]
     """(config, HF-named tensors, weights file) of a checkpoint folder whose config fits its weights, for the
     model `build` makes (a model class, by default also giving the config class)."""
     folder = resolve_folder(path)
-    if config is None and not folder_has(folder, CONFIG_NAME):
+    if config is None and not has_config(folder):
         raise CheckpointError(f"{folder}: no {CONFIG_NAME}; pass config= or save the model's config there")
     weights = find_weights(folder)
     shapes = read_weight_shapes(weights)

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
-from bertforge.folder_files import SETTINGS_MAX_BYTES, read_folder_text
+from bertforge.folder_files import SETTINGS_MAX_BYTES, folder_has, read_folder_text
 
 CONFIG_NAME = "config.json"
 
@@ -270,7 +270,7 @@ class BertConfig:
     @classmethod
     def from_pretrained(cls, path: str | Path) -> "BertConfig":
         path = Path(path)
-        return cls.from_json_file(path / CONFIG_NAME if path.is_dir() else path)
+        return cls.from_json_file(config_file(path))
 
     def save_pretrained(self, directory: str | Path, architectures: list[str] | None = None) -> Path:
         directory = Path(directory)
@@ -342,6 +342,22 @@ class BertConfig:
     def embedding_projection(self) -> bool:
         """Whether embeddings are projected E -> H before the first layer (ALBERT always has the projection)."""
         return self.embedding_dim != self.hidden_size
+
+
+def config_file(path: str | Path) -> Path:
+    """The config.json a model folder or a config file names: `folder/config.json`, or the file itself."""
+    path = Path(path)
+    return path / CONFIG_NAME if path.is_dir() else path
+
+
+def has_config(folder: str | Path) -> bool:
+    """Whether `folder` holds a config.json as a regular file inside it (what makes it a model folder)."""
+    return folder_has(folder, CONFIG_NAME)
+
+
+def read_model_config(path: str | Path) -> dict[str, Any]:
+    """The JSON object of a model folder's config.json (or of a config file): the one reading of that file."""
+    return read_config_json(config_file(path))
 
 
 def read_config_json(path: str | Path) -> dict[str, Any]:

@@ -17,7 +17,7 @@ from typing import Any, ContextManager
 
 import torch
 
-from bertforge.settings import setting
+from bertforge.settings import SettingError, setting
 
 DEVICES = ("auto", "cpu", "cuda")
 PRECISIONS = ("auto", "fp32", "bf16", "fp16")
@@ -46,6 +46,10 @@ class DeviceOptions:
     precision: str = precision_setting()
 
 
+class DeviceError(SettingError, RuntimeError):
+    """A device or precision this machine cannot run (a ValueError and a RuntimeError); names the setting."""
+
+
 def resolve_device(device: str = "auto", local_rank: int = 0) -> torch.device:
     """"auto" picks CUDA when present; a CUDA run uses the GPU of its local rank."""
     if isinstance(device, torch.device):
@@ -54,7 +58,7 @@ def resolve_device(device: str = "auto", local_rank: int = 0) -> torch.device:
         device = "cuda" if torch.cuda.is_available() else "cpu"
     if device.startswith("cuda"):
         if not torch.cuda.is_available():
-            raise RuntimeError("--device cuda was asked for but torch sees no CUDA device")
+            raise DeviceError("{device} cuda was asked for but torch sees no CUDA device")
         index = int(device.split(":", 1)[1]) if ":" in device else local_rank
         torch.cuda.set_device(index)
         return torch.device("cuda", index)
@@ -79,7 +83,7 @@ class Precision:
             # mini step, docs/BENCHMARKS.md) is below what would make it the default
             name = "bf16" if device.type == "cuda" and torch.cuda.is_bf16_supported() else "fp32"
         if name == "fp16" and device.type != "cuda":
-            raise ValueError("--precision fp16 needs a CUDA device (use bf16 or fp32 on CPU)")
+            raise DeviceError("{precision} fp16 needs a CUDA device (use bf16 or fp32 on CPU)")
         return cls(name, device)
 
     @property

@@ -24,6 +24,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
+from bertforge.settings import SettingError
+
 from bertforge.settings import flatten
 
 __all__ = ["RUN_CONFIG", "OutputError", "RunAlreadyFinished", "claim_output", "claim_output_file", "fresh_output",
@@ -38,8 +40,9 @@ PRESENTATION = frozenset({"output", "progress", "show_progress", "no_progress", 
                           "workers", "jobs", "debug", "status", "verb", "dist_timeout"})
 
 
-class OutputError(ValueError):
-    """An --output folder that cannot or may not be used; the message is one line for the user."""
+class OutputError(SettingError):
+    """An output folder or file that cannot or may not be used: one line naming it and the settings that would
+    change the outcome (`{output}`, `{overwrite}`: the command line shows its verb's flags). A ValueError."""
 
 
 class RunAlreadyFinished(Exception):
@@ -136,10 +139,11 @@ def _check_inputs(path: Path, inputs: Iterable[str | Path | None], overwrite: bo
             continue  # a preset name, or a file the verb will say is missing
         if _inside(source, target):
             what = "is" if source == target else "holds"
-            raise OutputError(f"output folder {path} {what} the input {given}; choose another --output")
+            raise OutputError("output folder {path} {what} the input {given}; choose another {output}", path=path,
+                              what=what, given=given)
         if overwrite and _inside(target, source) and path.exists() and any(path.iterdir()):
-            raise OutputError(f"refusing to empty output folder {path} with --overwrite: it lies inside the input "
-                              f"{given}; choose another --output")
+            raise OutputError("refusing to empty output folder {path} with {overwrite}: it lies inside the input "
+                              "{given}; choose another {output}", path=path, given=given)
 
 
 def _protected(path: Path) -> str | None:
@@ -168,10 +172,10 @@ def _check_writable(path: Path) -> None:
     try:
         fd, probe = tempfile.mkstemp(prefix=".bertforge-probe.", dir=path)
     except PermissionError:
-        raise OutputError(f"cannot write {path}: permission denied") from None
+        raise OutputError("cannot write {path}: permission denied", path=path) from None
     except OSError as err:
         reason = "read-only file system" if err.errno == errno.EROFS else (err.strerror or str(err))
-        raise OutputError(f"cannot write {path}: {reason}") from None
+        raise OutputError("cannot write {path}: {reason}", path=path, reason=reason) from None
     os.close(fd)
     os.unlink(probe)
 
@@ -192,7 +196,7 @@ def claim_output(path: str | Path, *, verb: str, overwrite: bool, resumable: boo
     """
     path = Path(path)
     if path.exists() and not path.is_dir():
-        raise OutputError(f"output {path} is a file; expected a folder (choose another --output)")
+        raise OutputError("output {path} is a file; expected a folder (choose another {output})", path=path)
     _check_inputs(path, inputs, overwrite)
     if path.is_dir() and any(path.iterdir()):
         if overwrite:
@@ -204,11 +208,12 @@ def claim_output(path: str | Path, *, verb: str, overwrite: bool, resumable: boo
         try:
             path.mkdir(parents=True, exist_ok=True)
         except PermissionError:
-            raise OutputError(f"cannot create output folder {path}: permission denied") from None
+            raise OutputError("cannot create output folder {path}: permission denied", path=path) from None
         except (FileExistsError, NotADirectoryError):
-            raise OutputError(f"cannot create output folder {path}: a part of that path is a file") from None
+            raise OutputError("cannot create output folder {path}: a part of that path is a file", path=path) from None
         except OSError as err:
-            raise OutputError(f"cannot create output folder {path}: {err.strerror or err}") from None
+            raise OutputError("cannot create output folder {path}: {reason}", path=path,
+                              reason=err.strerror or err) from None
     try:
         _check_writable(path)
     except OutputError:
@@ -221,32 +226,33 @@ def claim_output(path: str | Path, *, verb: str, overwrite: bool, resumable: boo
 def _empty_for_overwrite(path: Path) -> None:
     reason = _protected(path)
     if reason:
-        raise OutputError(f"refusing to empty output folder {path} with --overwrite: {reason}")
+        raise OutputError("refusing to empty output folder {path} with {overwrite}: {reason}", path=path, reason=reason)
     _check_writable(path)
     try:
         _empty(path)
     except PermissionError as err:
-        raise OutputError(f"cannot empty {path} for --overwrite: permission denied on "
-                          f"{err.filename or path}") from None
+        raise OutputError("cannot empty {path} for {overwrite}: permission denied on {file}", path=path,
+                          file=err.filename or path) from None
 
 
 def _continue_own_run(path: Path, verb: str, resumable: bool, settings: Mapping[str, Any] | None) -> None:
     """A non-empty folder without --overwrite: only this verb's own run of the same settings may go on."""
     config = read_run_config(path)
     if config is None or config.get("verb") != verb:
-        raise OutputError(f"output folder {path} {_what_it_holds(path)}, not a `bertforge {verb}` run of these "
-                          "settings; use --overwrite, or choose another --output")
+        raise OutputError("output folder {path} {holds}, not a `bertforge {verb}` run of these settings; use "
+                          "{overwrite}, or choose another {output}", path=path, holds=_what_it_holds(path), verb=verb)
     if settings is not None:
         changed = settings_differences(config, settings)
         if changed:
-            raise OutputError(f"{path} holds a `bertforge {verb}` run with other settings ({'; '.join(changed)}); run "
-                              "it with the same settings, start again with --overwrite, or choose another --output")
+            raise OutputError("{path} holds a `bertforge {verb}` run with other settings ({changed}); run it with the "
+                              "same settings, start again with {overwrite}, or choose another {output}", path=path,
+                              verb=verb, changed="; ".join(changed))
         if config.get("status") == FINISHED:
             raise RunAlreadyFinished(path, verb)
     if not resumable:
         if settings is None:
-            raise OutputError(f"output folder {path} holds a `bertforge {verb}` run that cannot be continued; "
-                              "use --overwrite to replace it, or choose another --output")
+            raise OutputError("output folder {path} holds a `bertforge {verb}` run that cannot be continued; use "
+                              "{overwrite} to replace it, or choose another {output}", path=path, verb=verb)
         _check_writable(path)
         _empty(path)  # this verb's own interrupted run of the same settings: start it again
 
@@ -301,14 +307,15 @@ def claim_output_file(path: str | Path, *, overwrite: bool, inputs: tuple[str | 
     `inputs`, and not an existing file unless `overwrite` (so a finished result is never replaced silently)."""
     path = Path(path)
     if path.is_dir():
-        raise OutputError(f"output {path} is a folder; expected a file name")
+        raise OutputError("output {path} is a folder; expected a file name", path=path)
     for source in inputs:
         if source is not None and Path(source).exists() and path.exists() and path.samefile(source):
-            raise OutputError(f"output {path} is also the input; choose another --output")
+            raise OutputError("output {path} is also the input; choose another {output}", path=path)
     if path.exists() and not overwrite:
-        raise OutputError(f"output file {path} exists; use --overwrite to replace it, or choose another --output")
+        raise OutputError("output file {path} exists; use {overwrite} to replace it, or choose another {output}",
+                          path=path)
     parent = path.parent if str(path.parent) else Path(".")
     if not parent.is_dir():
-        raise OutputError(f"cannot write {path}: the folder {parent} does not exist")
+        raise OutputError("cannot write {path}: the folder {parent} does not exist", path=path, parent=parent)
     _check_writable(parent)
     return path

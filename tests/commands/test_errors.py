@@ -26,3 +26,31 @@ def test_the_verbs_flags_come_from_its_parser_and_its_sub_command():
     assert task["include_train"] == "--no-train-texts"
     corpus = verb_flags(parser, ["distill", "pretrain"])
     assert corpus["alpha_ce"] == "--alpha-ce" and "include_train" not in corpus
+
+
+def test_library_errors_name_settings_that_the_verb_shows_as_its_flags(tmp_path):
+    """An output, a device and a process-group error each name settings, not flags: mapped to other flags, the
+    message follows; unmapped, it reads as before (--output, --device, --dist-timeout)."""
+    import pytest
+    import torch
+
+    from bertforge.device import Precision
+    from bertforge.outputs import claim_output_file
+    from bertforge.training.distributed import DistInfo, _timed_out
+
+    taken = tmp_path / "a{b}.txt"  # braces in a path are text, not a template field
+    taken.write_text("x", encoding="utf-8")
+    with pytest.raises(ValueError) as caught:
+        claim_output_file(taken, overwrite=False)
+    assert caught.value.settings == ("overwrite", "output")
+    assert str(caught.value) == f"output file {taken} exists; use --overwrite to replace it, or choose another --output"
+    assert describe(caught.value, flags={"output": "--out", "overwrite": "--force"}).message == \
+        f"output file {taken} exists; use --force to replace it, or choose another --out"
+    with pytest.raises(ValueError) as caught:
+        Precision.resolve("fp16", torch.device("cpu"))
+    assert describe(caught.value, flags={"precision": "--dtype"}).message.startswith("--dtype fp16 needs a CUDA device")
+    info = DistInfo(rank=1, world_size=2, local_rank=1, device=torch.device("cpu"), timeout=5.0)
+    lost = _timed_out(": rank 0 did not open the group at h:1", info)
+    assert isinstance(lost, RuntimeError) and str(lost) == \
+        "rank 1 of 2: rank 0 did not open the group at h:1 within 5 s (--dist-timeout)"
+    assert describe(lost, flags={"dist_timeout": "--timeout"}).message.endswith("within 5 s (--timeout)")

@@ -24,6 +24,7 @@ from typing import Any, Callable
 
 from bertforge.allocator import release_freed_memory
 from bertforge.atomic import atomic_write_text
+from bertforge.config import CONFIG_NAME, has_config
 from bertforge.settings import SettingError
 from bertforge.ablation.tables import TABLES, Table, Variant
 
@@ -164,7 +165,7 @@ def train_row(table: Table, variant: Variant, settings: AblationSettings, row_di
             raise ValueError(f"row {variant.name!r} needs its teacher row {variant.teacher!r} to run first")
         from bertforge.pretraining.distill import distill, init_student
         student = row_dir.parent / "students" / row_dir.name  # beside the row's output, which holds only the run
-        if not (student / "config.json").exists():
+        if not has_config(student):
             init_student(teacher["dir"], student)
         budget = {"max_steps": settings.steps} if settings.steps else {"time_budget": settings.budget}
         distill(teacher["dir"], str(student), settings.data, str(row_dir), **budget,
@@ -209,7 +210,7 @@ def _row_config(model: str, overrides: dict[str, Any], settings: AblationSetting
 
 
 def _write_config(model: str, overrides: dict[str, Any], settings: AblationSettings, row_dir: Path) -> Path:
-    path = row_dir.parent / "configs" / row_dir.name / "config.json"  # beside the row's output
+    path = row_dir.parent / "configs" / row_dir.name / CONFIG_NAME  # beside the row's output
     _row_config(model, overrides, settings).save_pretrained(path.parent)
     return path
 

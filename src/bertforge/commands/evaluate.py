@@ -134,11 +134,10 @@ def run_embeddings(args: argparse.Namespace) -> int:
               "eval": metrics}
     print(json.dumps(report, indent=2, default=float))
     if args.output:
-        from pathlib import Path
 
-        from bertforge.atomic import atomic_write_text
         from bertforge.outputs import mark_finished
-        atomic_write_text(Path(args.output) / "metrics.json", json.dumps(report, indent=2, default=float) + "\n")
+        from bertforge.training.run_output import write_results
+        written = write_results(args.output, report)
         mark_finished(args.output)
-        print(f"wrote {Path(args.output) / 'metrics.json'}")
+        print(f"wrote {written}")
     return 0

@@ -6,7 +6,9 @@ import argparse
 import shlex
 
 from bertforge.commands import add_common
+from bertforge.commands.flags import add_settings_arguments
 from bertforge.commands.options import existing_file, non_negative_int, positive_float, positive_int
+from bertforge.device import DeviceOptions
 
 
 def _rates(text: str) -> list[float]:
@@ -58,10 +60,8 @@ def register(sub) -> None:
     over.add_argument("--wnli", choices=("majority", "finetune"), default=None,
                       help="WNLI as its majority class (the protocols' way) or fine-tuned; never in the average")
     run_group = p.add_argument_group("running")
-    run_group.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto",
-                           help="where to train (auto: CUDA when there is a GPU)")
-    run_group.add_argument("--precision", choices=("auto", "fp32", "bf16", "fp16"), default="auto",
-                           help="training precision (auto: bf16 on CUDA, fp32 on CPU)")
+    add_settings_arguments(run_group, DeviceOptions, help={
+        "device": "where the runs train: auto (CUDA when present, the jobs sharing the GPUs), cpu or cuda"})
     run_group.add_argument("--save-every", type=non_negative_int, default=100,
                            help="steps between checkpoints of a run, so an interrupted run resumes (0: it restarts)")
     run_group.add_argument("--keep-predictors", action="store_true",

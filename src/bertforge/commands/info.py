@@ -7,6 +7,7 @@ from pathlib import Path
 
 from bertforge.commands import add_common
 from bertforge.commands.options import positive_int
+from bertforge.config import config_file
 
 
 def register(sub) -> None:
@@ -27,7 +28,7 @@ def load_config(spec: str):
     path = Path(spec)
     kinds = f"a preset ({', '.join(PRESETS)}, or e.g. albert-base), a config.json or a checkpoint folder"
     if path.exists():
-        _check_config_file(path / "config.json" if path.is_dir() else path, spec, kinds)
+        _check_config_file(config_file(path), spec, kinds)
         return AutoConfig.from_pretrained(path)
     if "/" in spec or "\\" in spec or spec.endswith(".json"):
         raise FileNotFoundError(f"--model {spec}: no such file or folder; expected {kinds}")

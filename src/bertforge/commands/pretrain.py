@@ -5,6 +5,7 @@ import argparse
 
 from bertforge.commands import add_common
 from bertforge.commands.flags import add_settings_arguments, flat_args
+from bertforge.training.metrics_log import CURVES, METRICS_LOG
 
 
 def register(sub) -> None:
@@ -46,9 +47,9 @@ def _report(result) -> None:
     print(f"final model and tokenizer: {out}")
     if (out / "checkpoints").is_dir():
         print(f"checkpoints: {out / 'checkpoints'}")
-    shown = f"metrics: {out / 'metrics.jsonl'}"
-    if (out / "curves.png").exists():
-        shown += f", curves: {out / 'curves.png'}"
+    shown = f"metrics: {out / METRICS_LOG}"
+    if (out / CURVES).exists():
+        shown += f", curves: {out / CURVES}"
     print(shown)
     if result.final_eval:
         print("eval: " + ", ".join(f"{k} {v:.4f}" for k, v in result.final_eval.items() if isinstance(v, float)))

@@ -52,6 +52,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
 
+from bertforge.checkpoint import SAFE_INDEX, SAFE_WEIGHTS
+from bertforge.config import CONFIG_NAME, has_config
+from bertforge.device import device_setting, precision_setting
 from bertforge.evaluation.protocols import Protocol, changed_settings, get_protocol
 from bertforge.evaluation.report import FORMAT, write_report
 from bertforge.evaluation.scheduler import Failure, run_units
@@ -59,6 +62,7 @@ from bertforge.evaluation.scores import (GLUE_TASKS, glue_average, majority_base
 from bertforge.evaluation.units import Unit, UnitContext, planned_steps, read_result, unit_folder
 from bertforge.folder_files import WEIGHTS_MAX_BYTES, check_folder_file
 from bertforge.settings import SettingError
+from bertforge.tokenization.auto import TOKENIZER_FOLDER_FILES
 
 VERB = "glue"
 
@@ -82,8 +86,8 @@ class GlueSettings:
     max_eval_samples: int | None = None
     wnli: str | None = None
     jobs: int | None = None                # None: one per core (per GPU on CUDA)
-    device: str = "auto"
-    precision: str = "auto"
+    device: str = device_setting()
+    precision: str = precision_setting()
     save_every: int = 100
     keep_predictors: bool = False
     name: str | None = None
@@ -96,6 +100,10 @@ class GlueSettings:
                             learning_rates=self.learning_rates, max_seq_length=self.max_seq_length,
                             max_train_samples=self.max_train_samples, max_eval_samples=self.max_eval_samples,
                             wnli=self.wnli)
+
+
+class GlueError(SettingError, RuntimeError):
+    """A suite that cannot run as asked; the message names the setting to change."""
 
 
 @dataclass
@@ -113,8 +121,6 @@ class TaskPlan:
 
 
 # ---- fingerprints ------------------------------------------------------------------------------------------------
-_TOKENIZER_FILES = ("vocab.txt", "tokenizer.json", "vocab.json", "merges.txt", "spiece.model", "tokenizer_config.json",
-                    "special_tokens_map.json")
 
 
 def _hash_files(paths: Sequence[Path], base: Path | None = None) -> str:
@@ -132,10 +138,10 @@ def model_fingerprint(folder: str | Path) -> str:
     """sha256 over the files that decide a checkpoint's GLUE numbers: config.json, the weights (single or
     sharded safetensors, else PyTorch) and the tokenizer files present, by name and content."""
     folder = Path(folder)
-    if not (folder / "config.json").is_file():
+    if not has_config(folder):
         raise FileNotFoundError(f"{folder}: not a model folder (no config.json)")
     weights: list[Path] = []
-    for single, index in (("model.safetensors", "model.safetensors.index.json"),
+    for single, index in ((SAFE_WEIGHTS, SAFE_INDEX),
                           ("pytorch_model.bin", "pytorch_model.bin.index.json")):
         if (folder / single).is_file():
             weights = [folder / single]
@@ -146,8 +152,8 @@ def model_fingerprint(folder: str | Path) -> str:
             break
     if not weights:
         raise FileNotFoundError(f"{folder}: no weights file (model.safetensors or pytorch_model.bin)")
-    tokenizer = [folder / n for n in _TOKENIZER_FILES if (folder / n).is_file()]
-    files = [folder / "config.json", *weights, *tokenizer]
+    tokenizer = [folder / n for n in TOKENIZER_FOLDER_FILES if (folder / n).is_file()]
+    files = [folder / CONFIG_NAME, *weights, *tokenizer]
     for path in files:  # hashed only as files of the folder: no link out of it, FIFO or device
         check_folder_file(folder, str(path.relative_to(folder)), WEIGHTS_MAX_BYTES)
     return _hash_files(files, folder)
@@ -279,8 +285,8 @@ def suite_lock(out: Path) -> Iterator[None]:
         except OSError:
             handle.seek(0)
             holder = handle.read().strip() or "another process"
-            raise RuntimeError(f"{out} is in use by another bertforge glue ({holder}); wait for it to end, or choose "
-                               "another --output") from None
+            raise GlueError("{out} is in use by another bertforge glue ({holder}); wait for it to end, or choose "
+                            "another {output}", out=out, holder=holder) from None
         handle.seek(0)
         handle.truncate()
         handle.write(f"pid {os.getpid()}\n")
@@ -297,7 +303,7 @@ def run_glue(settings: GlueSettings, say: Callable[[str], None] | None = None, h
     contents. Raises RuntimeError after writing them when some units failed (the others' results are kept)."""
     say = say or (lambda _line: None)
     if int(os.environ.get("WORLD_SIZE", "1")) > 1:
-        raise RuntimeError("bertforge glue runs its own processes (--jobs); start it without torchrun")
+        raise GlueError("bertforge glue runs its own processes ({jobs}); start it without torchrun")
     protocol = settings.resolve_protocol()
     model_type = _model_type(settings.model)
     fingerprint = model_fingerprint(settings.model)
@@ -340,21 +346,18 @@ def _model_type(model: str) -> str:
     cls = model_class_for(model, "sequence_classification")  # refuses a folder no family reads, before any work
     from bertforge.tokenization.auto import tokenizer_class_for
     tokenizer_class_for(model)
-    from bertforge.config import read_config_json
-    config = read_config_json(Path(model) / "config.json")
+    from bertforge.config import read_model_config
+    config = read_model_config(model)
     return str(config.get("model_type") or cls.__name__)
 
 
 def _device(requested: str) -> tuple[str, int]:
     """The device type the suite runs on and how many GPUs the jobs share (0 on CPU)."""
-    if requested == "cpu":
-        return "cpu", 0
     import torch
-    if torch.cuda.is_available():
-        return "cuda", torch.cuda.device_count()
-    if requested == "cuda":
-        raise RuntimeError("--device cuda: no CUDA device is available")
-    return "cpu", 0
+
+    from bertforge.device import resolve_device
+    device = resolve_device(requested)  # the one rule: "auto" is CUDA when present
+    return device.type, torch.cuda.device_count() if device.type == "cuda" else 0
 
 
 def _jobs(asked: int | None, todo: int, cuda_devices: int) -> tuple[int, int]:

@@ -21,6 +21,7 @@ from typing import Any
 from bertforge.atomic import atomic_write_text
 from bertforge.evaluation.protocols import Protocol
 from bertforge.evaluation.scores import METRICS, metrics_from_report, task_score
+from bertforge.training.metrics_log import METRICS_LOG, last_logged_step
 
 RESULT = "unit.json"
 LOG = "unit.log"
@@ -137,17 +138,5 @@ def read_result(unit: Unit) -> dict[str, Any] | None:
 
 def examples_done(unit: Unit, batch_size: int) -> int:
     """Training examples a running (or interrupted) unit has been through, from its run's metrics.jsonl."""
-    path = Path(unit.folder) / RUN / "metrics.jsonl"
-    try:
-        with open(path, "rb") as handle:
-            handle.seek(0, 2)
-            handle.seek(max(0, handle.tell() - 4096))
-            tail = handle.read().decode("utf-8", errors="replace").splitlines()
-    except OSError:
-        return 0
-    for line in reversed(tail):
-        try:
-            return min(int(json.loads(line)["step"]), unit.steps) * batch_size
-        except (ValueError, KeyError, TypeError):
-            continue  # a cut first or last line
-    return 0
+    step = last_logged_step(Path(unit.folder) / RUN / METRICS_LOG)
+    return 0 if step is None else min(step, unit.steps) * batch_size

@@ -26,13 +26,14 @@ def load_mlm(path: str | Path, device: str = "cpu") -> tuple[Any, Any]:
     from bertforge.checkpoint import resolve_folder
     from bertforge.device import placement
     from bertforge.model.auto import AutoModelForMaskedLM
+    from bertforge.tasks.predictor import is_predictor_folder
     from bertforge.tokenization.auto import load_tokenizer
 
     folder = resolve_folder(path)
     with quiet_loading():  # the missing head is reported below as an error instead
         model = AutoModelForMaskedLM.from_pretrained(folder)
     head_missing = [name for name in newly_initialized(model) if "pooler" not in name]
-    if head_missing and (folder / "task.json").is_file():
+    if head_missing and is_predictor_folder(folder):
         raise MissingMLMHeadError(
             f"{folder} is a fine-tuned predictor (it has task.json): its head predicts the task's labels, not "
             "masked tokens -- `bertforge predict` runs it; this command needs a folder with a trained masked-LM "

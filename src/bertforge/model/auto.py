@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bertforge.config import CONFIG_NAME, BertConfig, read_config_json
+from bertforge.config import CONFIG_NAME, BertConfig, read_model_config
 
 ROLES = ("base", "masked_lm", "pretraining", "sequence_classification", "token_classification",
          "question_answering", "multiple_choice")
@@ -51,9 +51,8 @@ def family(model_type: str) -> Family:
 def read_model_type(path: str | Path) -> str:
     """The `model_type` of a checkpoint folder (or config.json); BERT when the field is absent, as in old dumps."""
     path = Path(path)
-    file = path / CONFIG_NAME if path.is_dir() else path
     try:
-        data = read_config_json(file)
+        data = read_model_config(path)
     except FileNotFoundError:
         from bertforge.checkpoint import CheckpointError
         raise CheckpointError(f"{path}: no {CONFIG_NAME}; cannot tell which model family this is") from None

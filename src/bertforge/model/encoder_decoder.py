@@ -26,7 +26,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from bertforge.atomic import atomic_save_safetensors, atomic_write_text
-from bertforge.config import BertConfig, ConfigError, read_config_json
+from bertforge.checkpoint import SAFE_WEIGHTS
+from bertforge.config import CONFIG_NAME, BertConfig, ConfigError, read_config_json
 from bertforge.model.bert import BertForMaskedLM, BertModel
 from bertforge.model.outputs import ModelOutput
 
@@ -180,7 +181,7 @@ class EncoderDecoderModel(nn.Module):
         from bertforge.checkpoint import (CheckpointError, check_weights_fit, find_weights, load_hf_state_dict,
                                           read_tensors, read_weight_shapes, resolve_folder)
         folder = resolve_folder(path)
-        config_file = folder / "config.json"
+        config_file = folder / CONFIG_NAME
         config = EncoderDecoderConfig.from_json_file(config_file)
         weights = find_weights(folder)
         shapes, source = read_weight_shapes(weights), weights.source
@@ -220,8 +221,8 @@ class EncoderDecoderModel(nn.Module):
         tensors.update({f"decoder.{k}": v for k, v in internal_to_hf_state_dict(self.decoder).items()})
         tensors.update({f"length_predictor.{k}": v.detach().contiguous()
                         for k, v in self.length_predictor.state_dict().items()})
-        atomic_save_safetensors(tensors, directory / "model.safetensors", metadata={"format": "pt"})
-        atomic_write_text(directory / "config.json", json.dumps(self.config.to_dict(), indent=2, sort_keys=True) + "\n")
+        atomic_save_safetensors(tensors, directory / SAFE_WEIGHTS, metadata={"format": "pt"})
+        atomic_write_text(directory / CONFIG_NAME, json.dumps(self.config.to_dict(), indent=2, sort_keys=True) + "\n")
         return directory
 
     def num_parameters(self) -> int:

@@ -15,6 +15,7 @@ from typing import Any
 
 import torch
 
+from bertforge.config import config_file
 from bertforge.data import MaskingConfig, PretrainingDataset, load_manifest
 from bertforge.data.shards import MANIFEST, load_tokenizer
 from bertforge.data.objectives import OBJECTIVE_TABLE
@@ -169,9 +170,7 @@ def build_model(cfg: PretrainConfig, tokenizer: Any, max_len: int) -> torch.nn.M
         with quiet_loading():  # the run says itself which heads are new and which of them it trains (init_note)
             model = model_class_for(cfg.init_from, "pretraining").from_pretrained(cfg.init_from, **dropout)
     else:
-        path = Path(cfg.model)
-        if path.is_dir():
-            path = path / "config.json"
+        path = config_file(cfg.model)
         if path.suffix == ".json" or path.is_file():
             config = family(read_model_type(path)).config_class.from_json_file(path)
             for name, value in dropout.items():
@@ -217,9 +216,7 @@ def _build_electra(cfg: PretrainConfig, tokenizer: Any, dropout: dict[str, float
     from bertforge.model.electra_pretraining import ElectraPretrainingModel, build_electra_pretraining
     if cfg.init_from:
         return ElectraPretrainingModel.from_pretrained(cfg.init_from, disc_weight=cfg.disc_weight, **dropout)
-    path = Path(cfg.model)
-    if path.is_dir():
-        path = path / "config.json"
+    path = config_file(cfg.model)
     if path.suffix == ".json" or path.is_file():
         config = ElectraConfig.from_json_file(path)
         for name, value in dropout.items():

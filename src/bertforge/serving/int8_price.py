@@ -20,6 +20,8 @@ from typing import Any
 
 import numpy as np
 
+from bertforge.settings import SettingError
+
 BATCH = 32
 TIMED_BATCHES = 8
 ROUNDS = 3
@@ -55,7 +57,7 @@ class Int8Price:
                 f"{1e3 * self.int8_seconds:.1f} ms per batch of {BATCH} ({self.speedup:.2f}x)")
 
 
-class Int8TooCostly(ValueError):
+class Int8TooCostly(SettingError):
     """The int8 graph loses more than the allowed drop on the user's file."""
 
 
@@ -70,8 +72,8 @@ def price_int8(folder: Path, fp32_file: Path, int8_file: Path, data_file: str | 
     elif head in ("sequence_classification", "regression"):
         metric, scores, batches = _predictor_scores(folder, (fp32, int8), data_file)
     else:
-        raise ValueError(f"--calibrate-on: a {head} folder has no metric bertforge measures int8 with; it measures "
-                         "classifier and regression predictors and sentence-embedding encoders")
+        raise SettingError("{calibrate_on}: a {head} folder has no metric bertforge measures int8 with; it measures "
+                           "classifier and regression predictors and sentence-embedding encoders", head=head)
     fp32_s, int8_s = _time(fp32, int8, batches)
     return Int8Price(metric, scores[0], scores[1], scores[2], fp32_s, int8_s, str(data_file))
 
@@ -89,7 +91,8 @@ def _predictor_scores(folder: Path, models, data_file) -> tuple[str, tuple[float
         name = next(iter(kept))
         examples = kept[name][0]
         if metric not in report[name]:
-            raise ValueError(f"--calibrate-on {data_file}: the {task['task']} metrics have no {metric}")
+            raise SettingError("{calibrate_on} {file}: the {task} metrics have no {metric}", file=data_file,
+                               task=task["task"], metric=metric)
         values.append(100.0 * float(report[name][metric]))
     texts = [ex.text for ex in examples]
     pairs = [ex.text_pair for ex in examples] if examples and examples[0].text_pair is not None else None
@@ -127,8 +130,8 @@ def read_scored_pairs(path: str | Path) -> tuple[list[str], list[str], list[floa
     data = load_task_data(task, None, None, str(path), need_train=False)
     examples = next(iter(data.evals.values()))
     if not examples or examples[0].text_pair is None:
-        raise ValueError(f"--calibrate-on {path}: expected scored pairs (sentence1, sentence2, score or text, "
-                         "text_pair, label) for an embedding model")
+        raise SettingError("{calibrate_on} {file}: expected scored pairs (sentence1, sentence2, score or text, "
+                           "text_pair, label) for an embedding model", file=path)
     return [ex.text for ex in examples], [ex.text_pair for ex in examples], [float(ex.label) for ex in examples]
 
 

@@ -13,6 +13,7 @@ from typing import Any
 
 import torch
 
+from bertforge.device import DeviceError
 from bertforge.folder_files import WEIGHTS_MAX_BYTES, check_folder_file, folder_has, read_folder_json
 
 ONNX_FILE = "model.onnx"
@@ -28,8 +29,8 @@ OUTPUTS = {"encoder": ("last_hidden_state", SENTENCE_OUTPUT), "sequence_classifi
 def folder_head(directory: Path) -> str:
     """"encoder" for a plain/embedding/MLM folder, else the head of its predictor's task.json (read and checked by
     `tasks.predictor.read_task_file`, as `Predictor.load` reads it)."""
-    from bertforge.tasks.predictor import TASK_FILE, read_task_file
-    if not folder_has(directory, TASK_FILE):
+    from bertforge.tasks.predictor import TASK_FILE, is_predictor_folder, read_task_file
+    if not is_predictor_folder(directory):
         return "encoder"
     head = read_task_file(directory)["head"]
     if head not in OUTPUTS:
@@ -77,7 +78,7 @@ class OnnxModel:
             providers = ["CPUExecutionProvider"]
         elif device.startswith("cuda"):
             if "CUDAExecutionProvider" not in ort.get_available_providers():
-                raise RuntimeError("--device cuda with --backend onnx needs onnxruntime-gpu")
+                raise DeviceError("{device} cuda with {backend} onnx needs onnxruntime-gpu")
             providers = ["CUDAExecutionProvider", "CPUExecutionProvider"]
         else:
             raise ValueError(f"unknown device {device!r} for the onnx backend; choose cpu or cuda")

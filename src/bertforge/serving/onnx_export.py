@@ -19,18 +19,25 @@ from typing import Any
 
 import torch
 
+from bertforge.config import CONFIG_NAME, has_config
 from bertforge.folder_files import (SETTINGS_MAX_BYTES, SPIECE_MODEL_MAX_BYTES, TOKENIZER_JSON_MAX_BYTES,
                                     VOCAB_MAX_BYTES, check_folder_dir, check_folder_file, copy_folder_file,
                                     folder_has)
 from bertforge.serving.onnx_backend import ONNX_FILE, ONNX_INFO, OUTPUTS, SENTENCE_OUTPUT, folder_head
 from bertforge.tasks.embedding.pooling import Pooling, pool
+from bertforge.tasks.embedding.st_folder import ST_DIRS, ST_FILES
+from bertforge.tasks.predictor import TASK_FILE
+from bertforge.settings import SettingError
+from bertforge.tokenization.auto import TOKENIZER_FOLDER_FILES
 
 # what a served/exported folder carries besides the weights
-FOLDER_FILES = ("config.json", "task.json", "vocab.txt", "tokenizer.json", "tokenizer_config.json",
-                "special_tokens_map.json", "vocab.json", "merges.txt", "spiece.model", "modules.json",
-                "sentence_bert_config.json", "config_sentence_transformers.json")
-FOLDER_DIRS = ("1_Pooling", "2_Normalize")
+FOLDER_FILES = (CONFIG_NAME, TASK_FILE, *TOKENIZER_FOLDER_FILES, *ST_FILES)
+FOLDER_DIRS = ST_DIRS
 QUANTIZE = ("int8",)
+
+
+class ExportError(SettingError, RuntimeError):
+    """An export that cannot be done as asked; the message names the setting to change."""
 # the fused kernels ONNX Runtime's transformer optimizer can put in a BERT-family graph
 FUSED_OPS = ("EmbedLayerNormalization", "Attention", "MultiHeadAttention", "SkipLayerNormalization", "BiasGelu",
              "Gelu", "FastGelu", "LayerNormalization")
@@ -94,13 +101,13 @@ def export_onnx(directory: str | Path, output: str | Path, quantize: str | None 
     and not `force`, `Int8TooCostly` is raised (the caller removes the output: nothing is kept)."""
     directory, output = Path(directory), Path(output)
     if quantize not in (None, *QUANTIZE):
-        raise ValueError(f"--quantize {quantize!r}: choose one of {', '.join(QUANTIZE)}")
-    if not folder_has(directory, "config.json"):
+        raise SettingError("{quantize} {got!r}: choose one of {known}", got=quantize, known=", ".join(QUANTIZE))
+    if not has_config(directory):
         raise FileNotFoundError(f"{directory}: no config.json; expected a model folder")
     if output.resolve() == directory.resolve():
-        raise ValueError("--output must be a new folder, not the model folder itself")
+        raise SettingError("{output} must be a new folder, not the model folder itself")
     if calibrate_on is not None and quantize is None:
-        raise ValueError("--calibrate-on measures what int8 costs: it needs --quantize int8")
+        raise SettingError("{calibrate_on} measures what int8 costs: it needs {quantize} int8")
     copied = folder_files_to_copy(directory)  # every file checked before any work
     output.mkdir(parents=True, exist_ok=True)
     _copy_folder_files(directory, output, copied)
@@ -125,8 +132,8 @@ def _checked_price(output: Path, fp32: Path, data_file: str | Path, max_drop: fl
     from bertforge.serving.int8_price import Int8TooCostly, price_int8
     price = price_int8(output, fp32, output / ONNX_FILE, data_file)
     if price.drop > max_drop and not force:
-        raise Int8TooCostly(f"{price.summary()}: loses more than --max-drop {max_drop:g} points; no model written "
-                            "(--force keeps it anyway)")
+        raise Int8TooCostly("{price}: loses more than {max_drop} {drop:g} points; no model written ({force} keeps it "
+                            "anyway)", price=price.summary(), drop=max_drop)
     return {**price.to_dict(), "max_drop": max_drop, "forced": force and price.drop > max_drop}
 
 
@@ -186,8 +193,8 @@ def optimize_onnx(source: Path, target: Path, num_heads: int, hidden_size: int) 
         if _same_outputs(reference, _probe_outputs(optimized.model)):
             optimized.save_model_to_file(str(target))
             return count_fused(optimized.model)
-    raise RuntimeError(f"{source}: ONNX Runtime's optimizer changed what the graph computes; "
-                       "export without --optimize")
+    raise ExportError("{source}: ONNX Runtime's optimizer changed what the graph computes; export without "
+                      "{optimize}", source=source)
 
 
 def _probe_outputs(model) -> dict[str, Any]:

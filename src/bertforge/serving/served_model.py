@@ -9,7 +9,10 @@ from typing import Any
 
 import numpy as np
 
-from bertforge.folder_files import folder_has, read_folder_json
+from bertforge.config import has_config, read_model_config
+from bertforge.settings import SettingError
+from bertforge.tasks.embedding.st_folder import is_sentence_transformers_folder
+from bertforge.tasks.predictor import is_predictor_folder
 from bertforge.serving.embeddings import Pooling, SentenceEncoder
 
 KINDS = ("encoder", "predictor", "mlm")
@@ -21,11 +24,11 @@ MLM_ARCHITECTURES = ("ForMaskedLM", "ForPreTraining")
 
 
 def folder_kind(directory: Path) -> str:
-    if folder_has(directory, "task.json"):
+    if is_predictor_folder(directory):
         return "predictor"
-    if folder_has(directory, "modules.json"):
+    if is_sentence_transformers_folder(directory):
         return "encoder"
-    config = read_folder_json(directory, "config.json")
+    config = read_model_config(directory)
     architectures = config.get("architectures") if isinstance(config, dict) else None
     if isinstance(architectures, list) and any(isinstance(a, str) and a.endswith(MLM_ARCHITECTURES)
                                                for a in architectures):
@@ -40,10 +43,10 @@ class ServedModel:
                  backend: str = "torch") -> None:
         from bertforge.tokenization import load_tokenizer
         self.path = Path(directory)
-        if not folder_has(self.path, "config.json"):
+        if not has_config(self.path):
             raise FileNotFoundError(f"--model {directory}: no config.json; expected a model folder")
         if backend not in ("torch", "onnx"):
-            raise ValueError(f"--backend {backend!r}: choose torch or onnx")
+            raise SettingError("{backend} {got!r}: choose torch or onnx", got=backend)
         self.backend, self.device_name = backend, device
         self.kind = folder_kind(self.path)
         if self.kind == "mlm" and backend == "onnx":
@@ -60,8 +63,8 @@ class ServedModel:
             from bertforge.device import placement
             self.device, self.precision = placement(device, precision)
         elif precision not in ("auto", "fp32"):
-            raise ValueError("--precision: the onnx backend runs the precision it was exported in; "
-                             "use --precision fp32 (or export with --quantize int8)")
+            raise SettingError("{precision}: the onnx backend runs the precision it was exported in; use {precision} "
+                               "fp32 (or export with {quantize} int8)")
         if self.kind == "predictor":
             self.predictor = self._load_predictor()
             self.max_length = int(self.predictor.task.get("max_seq_length") or 512)
@@ -199,7 +202,7 @@ class ServedModel:
                 for (_, k), masks in zip(items, results)]
 
     def info(self) -> dict[str, Any]:
-        config = read_folder_json(self.path, "config.json")
+        config = read_model_config(self.path)
         info: dict[str, Any] = {"model": self.path.name, "kind": self.kind, "backend": self.backend,
                                 "model_type": config.get("model_type", "bert"), "max_input_length": self.max_length,
                                 "endpoints": self.endpoints,

@@ -8,7 +8,6 @@ vary a lot between seeds), and writes a predictor folder: model + tokenizer + `t
 """
 from __future__ import annotations
 
-import json
 import logging
 import math
 import random
@@ -21,18 +20,19 @@ from typing import Any, Callable, Sequence
 import numpy as np
 import torch
 
-from bertforge.atomic import atomic_write_text
+from bertforge.checkpoint import SAFE_WEIGHTS
 from bertforge.data.batches import EpochBatches, Feature
 from bertforge.device import Precision, move_to
 from bertforge.outputs import is_finished
 from bertforge.settings import SettingError, flat_keywords, part, setting, settings_record
 from bertforge.tasks.evaluation import default_seq_length, encode, evaluate_examples, main_value, model_inputs
-from bertforge.tasks.predictor import TASK_FILE, Predictor, read_task_file
+from bertforge.tasks.predictor import Predictor, read_task_file, write_task_file
 from bertforge.tasks.registry import HEADS, TaskSpec, get_task
 from bertforge.tasks.task_data import DataOptions, TaskData, load_task_data, subset
 from bertforge.training.engine import Session, Stage, TrainOptions, fit
 from bertforge.training.options import finetune_defaults
-from bertforge.training.run_output import claim_run_output
+from bertforge.training.metrics_log import CURVES
+from bertforge.training.run_output import RUN_RECORDS, claim_run_output, read_results, write_results
 
 logger = logging.getLogger(__name__)
 
@@ -221,7 +221,7 @@ def train_run(spec: TaskSpec, tokenizer, data: TaskData, train_features: list[Fe
     result = fit(stage, opts, session, run_dir, hooks=hooks)
     metrics = result.final_eval
     value = stage.score(metrics) if metrics else float("nan")
-    curves = run_dir / "curves.png"
+    curves = run_dir / CURVES
     return RunResult(run_dir.name, lr, seed, metrics, value if value is not None else float("nan"),
                      round(result.elapsed, 2), result.step, curves if curves.exists() else None, run_dir)
 
@@ -241,7 +241,7 @@ def finetune(settings: FinetuneSettings, say: Callable[[str], None] | None = Non
         say = say if main and say else (lambda msg: None)
         if is_finished(out):
             say(f"{out} already holds this finished finetune run; nothing to do")
-            return json.loads((out / "metrics.json").read_text(encoding="utf-8")) if main else {}
+            return read_results(out) if main else {}
         data = load_task_data(None, settings.data_options)
         spec = data.spec or spec  # e.g. `classification` data whose labels are scores is a regression task
         if data.note:
@@ -272,7 +272,7 @@ def finetune(settings: FinetuneSettings, say: Callable[[str], None] | None = Non
                 for run in runs:
                     _drop_weights(run.folder)
                 if best.curves is not None:
-                    shutil.copyfile(best.curves, out / "curves.png")
+                    shutil.copyfile(best.curves, out / CURVES)
             extra = list(data.evals.items())[1:]
             if extra:
                 predictor = Predictor.load(out, device=session.device, precision=session.precision(train.precision))
@@ -280,7 +280,7 @@ def finetune(settings: FinetuneSettings, say: Callable[[str], None] | None = Non
                     report[name], _ = evaluate_examples(predictor.model, tokenizer, spec, examples, settings,
                                                         data.labels, device=session.device,
                                                         precision=predictor.precision)
-            atomic_write_text(out / "metrics.json", json.dumps(report, indent=2, default=_json_default) + "\n")
+            write_results(out, report, default=_json_default)
         values = [x.value for x in runs]
         say(f"best {best.name}: {report['main_metric']} = {best.value:.4f}; over {len(values)} runs median "
             f"{report['summary']['median']:.4f} (min {min(values):.4f}, max {max(values):.4f})")
@@ -334,15 +334,11 @@ def _report(spec: TaskSpec, settings: FinetuneSettings, data: TaskData, train_fe
     }
 
 
-PREDICTOR_FILES = ("config.json", "model.safetensors", TASK_FILE)
-
-
 def _copy_predictor(source: Path, target: Path) -> None:
     """The files of a run's predictor (model, tokenizer, task.json) into `target`, each replaced atomically."""
     from bertforge.atomic import atomic_path
     for path in sorted(source.iterdir()):
-        if path.is_file() and path.name not in ("metrics.jsonl", "curves.png", "run_config.json",
-                                                "training_summary.json"):
+        if path.is_file() and path.name not in RUN_RECORDS:
             with atomic_path(target / path.name) as tmp:
                 shutil.copyfile(path, tmp)
 
@@ -350,7 +346,7 @@ def _copy_predictor(source: Path, target: Path) -> None:
 def _drop_weights(folder: Path | None) -> None:
     """A finished grid run keeps its logs and curves, not a second copy of the weights."""
     if folder is not None:
-        (folder / "model.safetensors").unlink(missing_ok=True)
+        (folder / SAFE_WEIGHTS).unlink(missing_ok=True)
 
 
 def _json_default(value: Any) -> Any:
@@ -375,4 +371,4 @@ def save_predictor(out: Path, model, tokenizer, spec: TaskSpec, settings: Finetu
     }
     if null_threshold is not None:
         task["null_threshold"] = null_threshold
-    atomic_write_text(out / TASK_FILE, json.dumps(task, indent=2) + "\n")
+    write_task_file(out, task)

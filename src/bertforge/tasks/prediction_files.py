@@ -20,6 +20,7 @@ from bertforge.atomic import atomic_path, atomic_write_text
 from bertforge.settings import SettingError
 from bertforge.tasks.evaluation import EvalRun
 from bertforge.tasks.registry import TaskSpec
+from bertforge.training.run_output import write_results
 
 
 def write_eval_outputs(out_dir: str | Path, spec: TaskSpec, report: dict[str, Any],
@@ -36,9 +37,7 @@ def write_eval_outputs(out_dir: str | Path, spec: TaskSpec, report: dict[str, An
     for i, (name, (examples, run)) in enumerate(runs.items()):
         tag = "" if i == 0 else f"-{name.removeprefix('eval_')}"
         written += _write_one(out, tag, spec, examples, run, labels)
-    metrics = out / "metrics.json"
-    atomic_write_text(metrics, json.dumps(report, indent=2, default=float) + "\n")
-    return written + [metrics]
+    return written + [write_results(out, report)]
 
 
 def _write_one(out: Path, tag: str, spec: TaskSpec, examples: Sequence[Any], run: EvalRun,

@@ -7,6 +7,7 @@ with one line saying what is wrong, instead of predicting nonsense.
 """
 from __future__ import annotations
 
+import json
 import re
 import time
 from pathlib import Path
@@ -16,6 +17,7 @@ import numpy as np
 import torch
 
 from bertforge.checkpoint import newly_initialized
+from bertforge.config import CONFIG_NAME, ConfigError, read_model_config
 from bertforge.device import Precision, placement
 from bertforge.folder_files import FolderFileError, folder_has, read_folder_json
 from bertforge.tasks.evaluation import EvalRun, InferenceSettings, decode_outputs, evaluate_examples, run_model
@@ -50,7 +52,20 @@ def _softmax(x: np.ndarray) -> np.ndarray:
     return e / e.sum(-1, keepdims=True)
 
 
-# ---- checking a predictor folder ------------------------------------------------------------------------------
+# ---- the predictor folder: a model folder + task.json ------------------------------------------------------------
+def is_predictor_folder(directory: str | Path) -> bool:
+    """Whether `directory` holds a task.json (a regular file inside it): what makes a model folder a predictor."""
+    return folder_has(directory, TASK_FILE)
+
+
+def write_task_file(directory: str | Path, task: dict[str, Any]) -> Path:
+    """Write `directory/task.json` atomically (read back by `read_task_file`)."""
+    from bertforge.atomic import atomic_write_text
+    path = Path(directory) / TASK_FILE
+    atomic_write_text(path, json.dumps(task, indent=2) + "\n")
+    return path
+
+
 def read_task_file(directory: Path) -> dict[str, Any]:
     """`task.json` of a predictor folder as a dict, or a PredictorError naming what is wrong with it."""
     task_file = directory / TASK_FILE
@@ -116,10 +131,10 @@ def _label_list(labels: Any, where: str) -> list[str] | None:
 
 def _config_labels(directory: Path) -> list[str] | None:
     """`id2label` of config.json, checked before the model class reads it."""
-    config_file = directory / "config.json"
+    config_file = directory / CONFIG_NAME
     try:
-        config = read_folder_json(directory, "config.json")
-    except (OSError, FolderFileError):
+        config = read_model_config(directory)
+    except (OSError, FolderFileError, ConfigError):
         return None  # the model loader reports an unreadable config with its own message
     if not isinstance(config, dict) or config.get("id2label") is None:
         return None

@@ -10,6 +10,12 @@ from pathlib import Path
 from typing import Any
 
 from ..folder_files import folder_has
+from .base import CONFIG_FILE, SPECIAL_TOKENS_MAP_FILE
+from .bpe import MERGES_FILE
+from .bpe import VOCAB_FILE as BPE_VOCAB_FILE
+from .hf_json import TOKENIZER_JSON
+from .sentencepiece import MODEL_FILE
+from .wordpiece import VOCAB_FILE
 
 # file that identifies the kind -> "module:Class"; checked in this order
 TOKENIZER_FILES = (
@@ -18,6 +24,9 @@ TOKENIZER_FILES = (
     ("vocab.txt", "bertforge.tokenization.wordpiece:BertTokenizer"),
     ("tokenizer.json", None),  # any of the three: its model type decides
 )
+# every file of a tokenizer folder, in the order a GLUE run's model fingerprint hashes them (do not reorder)
+TOKENIZER_FOLDER_FILES = (VOCAB_FILE, TOKENIZER_JSON, BPE_VOCAB_FILE, MERGES_FILE, MODEL_FILE, CONFIG_FILE,
+                          SPECIAL_TOKENS_MAP_FILE)
 # tokenizer.json's model type -> the class that reads it
 JSON_MODEL_TYPES = {
     "Unigram": "bertforge.tokenization.sentencepiece:AlbertTokenizer",

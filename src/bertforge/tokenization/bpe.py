@@ -22,13 +22,13 @@ from tqdm.auto import tqdm
 from ..folder_files import VOCAB_MAX_BYTES, folder_has, read_folder_text
 from ..textio import total_bytes
 from .fast import SPECIAL_NAMES, FastTokenizer, check_overrides, read_tokenizer_config, write_json
+from .hf_json import TOKENIZER_JSON
 from .train import _batches
 
 __all__ = ["RobertaTokenizer", "train_bpe"]
 
 VOCAB_FILE = "vocab.json"
 MERGES_FILE = "merges.txt"
-TOKENIZER_JSON = "tokenizer.json"
 MERGES_HEADER = "#version: 0.2"
 # RoBERTa's layout: <s>, <pad>, </s>, <unk> take ids 0-3, <mask> is the last id.
 LEADING_SPECIALS = ("<s>", "<pad>", "</s>", "<unk>")

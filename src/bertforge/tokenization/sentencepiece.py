@@ -21,11 +21,11 @@ from tqdm.auto import tqdm
 from ..folder_files import SPIECE_MODEL_MAX_BYTES, folder_has, read_folder_bytes
 from ..textio import total_bytes
 from .fast import SPECIAL_NAMES, FastTokenizer, check_overrides, read_tokenizer_config
+from .hf_json import TOKENIZER_JSON
 
 __all__ = ["AlbertTokenizer", "UnigramModel", "train_sentencepiece"]
 
 MODEL_FILE = "spiece.model"
-TOKENIZER_JSON = "tokenizer.json"
 # ALBERT's layout: <pad>=0, <unk>=1, then the control symbols [CLS]=2, [SEP]=3, [MASK]=4.
 PAD, UNK, CLS, SEP, MASK = "<pad>", "<unk>", "[CLS]", "[SEP]", "[MASK]"
 _OPTIONS = ("do_lower_case", "keep_accents", "model_max_length", *SPECIAL_NAMES)

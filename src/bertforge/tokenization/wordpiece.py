@@ -24,6 +24,7 @@ from tokenizers import Encoding, Tokenizer
 from ..folder_files import SETTINGS_MAX_BYTES, folder_has, read_folder_text
 from .arguments import as_int_list, check_text, check_texts
 from .backend import build_fast, build_words
+from .hf_json import TOKENIZER_JSON
 from .base import CONFIG_FILE, SPECIAL_TOKENS_MAP_FILE, TokenizerBase
 from .charset import suspect_scanner
 from .pretokenize import ReferencePreTokenizer, Word
@@ -32,7 +33,6 @@ from .vocab import read_vocab_lines, save_vocab
 __all__ = ["BertTokenizer"]
 
 VOCAB_FILE = "vocab.txt"
-TOKENIZER_JSON = "tokenizer.json"
 
 _SPECIAL_NAMES = ("unk_token", "sep_token", "pad_token", "cls_token", "mask_token")
 _INIT_OPTIONS = ("do_lower_case", "tokenize_chinese_chars", "strip_accents", "model_max_length", *_SPECIAL_NAMES)

@@ -20,7 +20,9 @@ import numpy as np
 import torch
 
 from bertforge.atomic import atomic_directory
-from bertforge.checkpoint import CheckpointError
+from bertforge.checkpoint import SAFE_WEIGHTS, CheckpointError
+from bertforge.config import CONFIG_NAME
+from bertforge.settings import SettingError
 from bertforge.training.state import check_saved
 from bertforge.training.statefile import load_state, save_state
 
@@ -28,8 +30,8 @@ CHECKPOINTS = "checkpoints"
 TRAINING_STATE = "training_state.json"
 TRAINING_TENSORS = "training_state.safetensors"
 LEGACY_TRAINING_STATE = "training_state.pt"  # pickled by bertforge before the JSON format: refused, never read
-REQUIRED_FILES = ("config.json", "model.safetensors", TRAINING_STATE, TRAINING_TENSORS)
-_LEGACY_FILES = ("config.json", "model.safetensors", LEGACY_TRAINING_STATE)
+REQUIRED_FILES = (CONFIG_NAME, SAFE_WEIGHTS, TRAINING_STATE, TRAINING_TENSORS)
+_LEGACY_FILES = (CONFIG_NAME, SAFE_WEIGHTS, LEGACY_TRAINING_STATE)
 _STEP_DIR = re.compile(r"step-(\d+)")
 
 
@@ -109,6 +111,10 @@ def save_checkpoint(output: str | Path, step: int, model: torch.nn.Module, token
     return target
 
 
+class LegacyStateError(SettingError, CheckpointError):
+    """A checkpoint whose training state only an older bertforge wrote (a pickle, never read)."""
+
+
 def load_training_state(folder: str | Path) -> dict[str, Any]:
     """The training state saved with a checkpoint, checked enough that a resume cannot index into garbage.
 
@@ -117,9 +123,10 @@ def load_training_state(folder: str | Path) -> dict[str, Any]:
     folder = Path(folder)
     json_path, tensors_path = folder / TRAINING_STATE, folder / TRAINING_TENSORS
     if not json_path.is_file() and (folder / LEGACY_TRAINING_STATE).is_file():
-        raise CheckpointError(f"{folder / LEGACY_TRAINING_STATE}: a training state pickled by an older bertforge; "
-                              "pickles are never loaded (they can run code), so this run cannot be resumed: "
-                              "start it again in another --output (its model.safetensors can be --init-from)")
+        raise LegacyStateError("{file}: a training state pickled by an older bertforge; pickles are never loaded "
+                               "(they can run code), so this run cannot be resumed: start it again in another "
+                               "{output} (its {weights} can be {init_from})", file=folder / LEGACY_TRAINING_STATE,
+                               weights=SAFE_WEIGHTS)
     state = load_state(json_path, tensors_path)
     wrong = check_saved(state, json_path)  # the fields and types of `state.TrainingState`
     if wrong:

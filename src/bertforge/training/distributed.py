@@ -25,6 +25,7 @@ import torch
 import torch.distributed as dist
 
 from bertforge.device import resolve_device
+from bertforge.settings import SettingError
 from bertforge.training.options import DIST_TIMEOUT
 
 DEFAULT_TIMEOUT = DIST_TIMEOUT  # seconds; --dist-timeout
@@ -32,8 +33,15 @@ _POLL = 0.02             # seconds between looks at the store while joining
 _LEADER = "bertforge/leader"
 
 
-class DistributedError(RuntimeError):
-    """The process group could not form in time, or lost a member: the message names the rank and the cause."""
+class DistributedError(SettingError, RuntimeError):
+    """The process group could not form in time, or lost a member: the message names the rank, the cause and the
+    setting that gives the processes longer (`{dist_timeout}`, shown as the verb's flag)."""
+
+
+def _timed_out(what: str, info: DistInfo, cause: str | None = None) -> DistributedError:
+    """`what` did not happen within the group's timeout (the rank, the seconds and the setting named)."""
+    return DistributedError("{who}{what} within {seconds:g} s ({dist_timeout})" + (": {cause}" if cause else ""),
+                            who=info.who, what=what, seconds=info.timeout, cause=cause)
 
 
 class FailedOnRankZero(RuntimeError):
@@ -66,7 +74,7 @@ def init_distributed(device: str = "auto", timeout: float = DEFAULT_TIMEOUT) -> 
     """Join the process group if launched by torchrun (or already joined); else a single-process DistInfo.
     Every wait while joining, and every collective after, gives up after `timeout` seconds."""
     if not timeout > 0:
-        raise ValueError(f"--dist-timeout must be positive, got {timeout}")
+        raise SettingError("{dist_timeout} must be positive, got {got}", got=timeout)
     world_size = int(os.environ.get("WORLD_SIZE", "1"))
     rank = int(os.environ.get("RANK", "0"))
     local_rank = int(os.environ.get("LOCAL_RANK", "0"))
@@ -81,8 +89,7 @@ def init_distributed(device: str = "auto", timeout: float = DEFAULT_TIMEOUT) -> 
             dist.init_process_group(backend="nccl" if dev.type == "cuda" else "gloo", store=store, rank=rank,
                                     world_size=world_size, timeout=timedelta(seconds=timeout))
         except RuntimeError as err:  # DistError, or gloo's own RuntimeError when the mesh does not connect
-            raise DistributedError(f"{info.who} could not connect to the other processes within {timeout:g} s "
-                                   f"(--dist-timeout): {_first_line(err)}") from None
+            raise _timed_out(" could not connect to the other processes", info, _first_line(err)) from None
         info.owns_group = True
     return info
 
@@ -100,8 +107,9 @@ def lost_contact(err: BaseException, info: DistInfo) -> DistributedError | None:
     text = str(err)
     if not isinstance(err, dist.DistError) and not any(s in text for s in ("gloo", "Connection reset", "NCCL")):
         return None
-    return DistributedError(f"{info.who} lost contact with the other processes: one of them stopped, or did not "
-                            f"answer within {info.timeout:g} s (--dist-timeout) ({_first_line(err)})")
+    return DistributedError("{who} lost contact with the other processes: one of them stopped, or did not answer "
+                            "within {seconds:g} s ({dist_timeout}) ({cause})", who=info.who, seconds=info.timeout,
+                            cause=_first_line(err))
 
 
 # ---- joining -----------------------------------------------------------------------------------------------------
@@ -119,8 +127,7 @@ def _group_store(info: DistInfo) -> dist.Store:
                               multi_tenant=True)
     except dist.DistError as err:
         what = ": the other processes did not all join" if serves else " cannot reach the rendezvous"
-        raise DistributedError(f"{info.who}{what} at {addr}:{port} (MASTER_ADDR:MASTER_PORT) within "
-                               f"{info.timeout:g} s (--dist-timeout): {_first_line(err)}") from None
+        raise _timed_out(f"{what} at {addr}:{port} (MASTER_ADDR:MASTER_PORT)", info, _first_line(err)) from None
     return _fresh_namespace(store, info, deadline, f"{addr}:{port}") if shared else store
 
 
@@ -134,8 +141,7 @@ def _fresh_namespace(store: dist.Store, info: DistInfo, deadline: float, where: 
         for rank in range(1, info.world_size):
             ping = f"bertforge/{token}/ping/{rank}"
             _poll(lambda: store.check([ping]), deadline,
-                  lambda: f"{info.who}: rank {rank} did not join the group at {where} within {info.timeout:g} s "
-                          "(--dist-timeout)")
+                  lambda: _timed_out(f": rank {rank} did not join the group at {where}", info))
             store.set(f"bertforge/{token}/welcome/{store.get(ping).decode()}", "1")
         return dist.PrefixStore(f"bertforge/{token}/", store)
     nonce, token = uuid.uuid4().hex, None
@@ -150,15 +156,14 @@ def _fresh_namespace(store: dist.Store, info: DistInfo, deadline: float, where: 
             store.set(f"bertforge/{token}/ping/{info.rank}", nonce)
         return store.check([f"bertforge/{token}/welcome/{nonce}"])
 
-    _poll(welcomed, deadline, lambda: f"{info.who}: rank 0 did not open the group at {where} within "
-                                      f"{info.timeout:g} s (--dist-timeout)")
+    _poll(welcomed, deadline, lambda: _timed_out(f": rank 0 did not open the group at {where}", info))
     return dist.PrefixStore(f"bertforge/{token}/", store)
 
 
-def _poll(done: Callable[[], bool], deadline: float, failure: Callable[[], str]) -> None:
+def _poll(done: Callable[[], bool], deadline: float, failure: Callable[[], DistributedError]) -> None:
     while not done():
         if time.monotonic() > deadline:
-            raise DistributedError(failure())
+            raise failure()
         time.sleep(_POLL)
 
 
@@ -170,21 +175,21 @@ def _wait_reachable(addr: str, port: int, deadline: float, info: DistInfo) -> No
                 return
         except OSError as err:
             if time.monotonic() > deadline:
-                raise DistributedError(f"{info.who} cannot reach the rendezvous at {addr}:{port} "
-                                       f"(MASTER_ADDR:MASTER_PORT) within {info.timeout:g} s (--dist-timeout): "
-                                       f"{err.strerror or err}") from None
+                raise _timed_out(f" cannot reach the rendezvous at {addr}:{port} (MASTER_ADDR:MASTER_PORT)", info,
+                                 str(err.strerror or err)) from None
             time.sleep(0.2)
 
 
 def _master() -> tuple[str, int]:
     missing = [k for k in ("MASTER_ADDR", "MASTER_PORT") if not os.environ.get(k)]
     if missing:
-        raise DistributedError(f"WORLD_SIZE is {os.environ.get('WORLD_SIZE')} but {' and '.join(missing)} "
-                               f"{'is' if len(missing) == 1 else 'are'} not set; launch with torchrun")
+        raise DistributedError("WORLD_SIZE is {world} but {missing} {are} not set; launch with torchrun",
+                               world=os.environ.get("WORLD_SIZE"), missing=" and ".join(missing),
+                               are="is" if len(missing) == 1 else "are")
     try:
         return os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"])
     except ValueError:
-        raise DistributedError(f"MASTER_PORT must be a port number, got {os.environ['MASTER_PORT']!r}") from None
+        raise DistributedError("MASTER_PORT must be a port number, got {got!r}", got=os.environ["MASTER_PORT"]) from None
 
 
 def _first_line(err: BaseException) -> str:

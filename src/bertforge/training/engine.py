@@ -21,7 +21,6 @@ depends on (weights, optimizer, schedule, gradient scaler, every rank's RNG, the
 from __future__ import annotations
 
 import contextlib
-import json
 import math
 import shutil
 import time
@@ -31,14 +30,16 @@ from typing import Any, Callable, Iterator
 
 import torch
 
-from bertforge.atomic import atomic_directory, atomic_path, atomic_write_text
+from bertforge.atomic import atomic_directory, atomic_path
 from bertforge.device import Precision
 from bertforge.outputs import is_finished
+from bertforge.settings import SettingError
 from bertforge.training import checkpointing as ckpt
 from bertforge.training import distributed as dist_
-from bertforge.training.metrics_log import MetricsLog
+from bertforge.training.metrics_log import CURVES, METRICS_LOG, MetricsLog
 from bertforge.training.optim import build_optimizer, linear_warmup_decay, set_budget_lr
 from bertforge.training.options import FaultHooks, TrainOptions
+from bertforge.training.run_output import read_training_summary, write_training_summary
 from bertforge.training.progress import cpu_share_note, machine_load, progress
 from bertforge.training.state import EngineState, TrainingState
 
@@ -48,8 +49,16 @@ BEST_DIR = "best"
 NO_LIMIT = 10 ** 12
 
 
-class NonFiniteLossError(RuntimeError):
-    """Too many consecutive steps with a NaN/inf loss or gradient: the run diverged."""
+class NonFiniteLossError(SettingError, RuntimeError):
+    """Too many consecutive steps with a NaN/inf loss or gradient: the run diverged (the message names the
+    settings to change)."""
+
+
+class LostWeightsError(SettingError, RuntimeError):
+    """The weights a finished run must hold are gone from OUTPUT (the message names the settings to rerun with)."""
+
+
+TORCHRUN_SIZE = "--nnodes x --nproc_per_node"  # torchrun's own flags, which set a run's number of processes
 
 
 class Stage:
@@ -184,10 +193,7 @@ def fit(stage: Stage, options: TrainOptions, session: Session, output: str | Pat
 
 def _finished_result(out: Path) -> FitResult:
     """The result a finished run recorded in its training_summary.json."""
-    try:
-        summary = json.loads((out / "training_summary.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        summary = {}
+    summary = read_training_summary(out)
     return FitResult(output=out, step=int(summary.get("step") or 0), stopped_by=summary.get("stopped_by") or "max-steps",
                      skipped_steps=int(summary.get("skipped_steps") or 0), final_eval=summary.get("final_eval") or {},
                      best=summary.get("best"), elapsed=float(summary.get("elapsed_seconds") or 0.0),
@@ -233,7 +239,7 @@ class _Run:
             self.net = torch.nn.parallel.DistributedDataParallel(
                 model, device_ids=[self.device.index] if self.device.type == "cuda" else None,
                 find_unused_parameters=stage.find_unused_parameters)
-        self.log_file = MetricsLog(out / "metrics.jsonl", out / "curves.png",
+        self.log_file = MetricsLog(out / METRICS_LOG, out / CURVES,
                                    resume_step=self.state.step) if self.main else None
         self.writer = self._tensorboard() if self.main else None
         self.start_step = self.state.step
@@ -285,8 +291,8 @@ class _Run:
         def check() -> None:
             blind = [str(rank) for rank, seen in enumerate(sees or []) if not seen]
             if blind:
-                raise ValueError(f"rank(s) {', '.join(blind)} cannot read {latest}, the checkpoint rank 0 resumes "
-                                 "from: --output must be a folder every node shares")
+                raise SettingError("rank(s) {blind} cannot read {latest}, the checkpoint rank 0 resumes from: "
+                                   "{output} must be a folder every node shares", blind=", ".join(blind), latest=latest)
         dist_.on_rank_zero(check, self.info)
         return latest
 
@@ -296,12 +302,13 @@ class _Run:
         changed = {k: (was.get(k), v) for k, v in self.record.items() if _differs(was.get(k), v)}
         if changed:
             what = ", ".join(f"{k}: {a!r} there, {b!r} now" for k, (a, b) in changed.items())
-            raise ValueError(f"{self.out} holds a run with other settings ({what}); resume with the same settings, "
-                             "start again with --overwrite, or choose another --output")
+            raise SettingError("{out} holds a run with other settings ({what}); resume with the same settings, "
+                               "start again with {overwrite}, or choose another {output}", out=self.out, what=what)
         if saved.world_size != self.info.world_size:
-            raise ValueError(f"{latest} was written by a run of {_processes(saved.world_size)} and this run "
-                             f"has {self.info.world_size}; resume with {saved.world_size} in all (torchrun: "
-                             "--nnodes x --nproc_per_node), or start again with --overwrite")
+            raise SettingError("{latest} was written by a run of {was} and this run has {now}; resume with {n} in all "
+                               "(torchrun: {torchrun}), or start again with {overwrite}", latest=latest,
+                               was=_processes(saved.world_size), now=self.info.world_size, n=saved.world_size,
+                               torchrun=TORCHRUN_SIZE)
 
     def _tensorboard(self):
         if not self.opts.tensorboard:
@@ -309,7 +316,7 @@ class _Run:
         try:
             from torch.utils.tensorboard import SummaryWriter
         except ImportError:
-            raise ValueError("--tensorboard needs the tensorboard package: pip install 'bertforge[tensorboard]'") \
+            raise SettingError("{tensorboard} needs the tensorboard package: pip install 'bertforge[tensorboard]'") \
                 from None
         return SummaryWriter(str(self.out / "tensorboard"))
 
@@ -377,9 +384,9 @@ class _Run:
             if state.bad_in_row >= opts.max_bad_steps:
                 kept = ckpt.latest_checkpoint(self.out)
                 raise NonFiniteLossError(
-                    f"{state.bad_in_row} steps in a row had a non-finite loss or gradient (last at step "
-                    f"{state.step + 1}); the run diverged and was stopped. The last good checkpoint is "
-                    f"{kept if kept is not None else '(none saved yet)'}; lower --lr or raise --warmup-steps")
+                    "{bad} steps in a row had a non-finite loss or gradient (last at step {step}); the run diverged "
+                    "and was stopped. The last good checkpoint is {kept}; lower {lr} or raise {warmup_steps}",
+                    bad=state.bad_in_row, step=state.step + 1, kept=kept if kept is not None else "(none saved yet)")
         else:
             state.bad_in_row = 0
         self.optimizer.zero_grad(set_to_none=True)
@@ -501,8 +508,8 @@ class _Run:
                 elif self._finished_before(best):
                     save_final = False  # a finished run, started again: OUTPUT already holds the best weights
                 else:
-                    raise RuntimeError(f"{self.out / BEST_DIR} is missing: the best evaluation's weights are lost; "
-                                       "rerun with --overwrite, or with --keep last")
+                    raise LostWeightsError("{best} is missing: the best evaluation's weights are lost; rerun with "
+                                           "{overwrite}, or with {keep} last", best=self.out / BEST_DIR)
             if save_final:
                 self._save_final()
             if self.log_file.records:
@@ -511,7 +518,7 @@ class _Run:
                        "elapsed_seconds": round(state.elapsed, 3), "tokens_seen": state.tokens_seen,
                        "precision": self.precision.name, "world_size": self.info.world_size,
                        "final_eval": final_eval, "best": best}
-            atomic_write_text(self.out / "training_summary.json", json.dumps(summary, indent=2, default=str) + "\n")
+            write_training_summary(self.out, summary)
             shutil.rmtree(self.out / BEST_DIR, ignore_errors=True)  # after the summary that says it is folded in
             if self.writer is not None:
                 self.writer.close()
@@ -531,9 +538,8 @@ class _Run:
 
     def _finished_before(self, best: dict[str, Any]) -> bool:
         """Whether OUTPUT's training_summary.json says this very run already ended with these best weights."""
-        try:
-            summary = json.loads((self.out / "training_summary.json").read_text(encoding="utf-8"))
-        except (OSError, ValueError):
+        summary = read_training_summary(self.out)
+        if not summary:
             return False
         return summary.get("step") == self.state.step and (summary.get("best") or {}).get("step") == best["step"]
 

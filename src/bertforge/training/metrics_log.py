@@ -12,10 +12,32 @@ from pathlib import Path
 from typing import Any
 
 
+METRICS_LOG = "metrics.jsonl"
+CURVES = "curves.png"
+
+
+def last_logged_step(path: str | Path) -> int | None:
+    """The step of the last whole record of a metrics.jsonl (read from its tail: a running run's file grows),
+    or None when the file is missing or holds no whole record there."""
+    try:
+        with open(path, "rb") as handle:
+            handle.seek(0, 2)
+            handle.seek(max(0, handle.tell() - 4096))
+            tail = handle.read().decode("utf-8", errors="replace").splitlines()
+    except OSError:
+        return None
+    for line in reversed(tail):
+        try:
+            return int(json.loads(line)["step"])
+        except (ValueError, KeyError, TypeError):
+            continue  # a cut first or last line
+    return None
+
+
 class MetricsLog:
     def __init__(self, path: str | Path, png_path: str | Path | None = None, resume_step: int | None = None) -> None:
         self.path = Path(path)
-        self.png_path = Path(png_path) if png_path else self.path.with_name("curves.png")
+        self.png_path = Path(png_path) if png_path else self.path.with_name(CURVES)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self.records: list[dict[str, Any]] = []
         if self.path.exists():

@@ -10,15 +10,50 @@ from, unless asked to keep them. Under torchrun, rank 0 decides and every rank f
 from __future__ import annotations
 
 import contextlib
+import json
 import shutil
 from dataclasses import is_dataclass
 from pathlib import Path
-from typing import Any, Iterable, Iterator
+from typing import Any, Callable, Iterable, Iterator
 
-from bertforge.outputs import RunAlreadyFinished, claim_output, mark_finished, write_run_config
+from bertforge.atomic import atomic_write_text
+from bertforge.outputs import RUN_CONFIG, RunAlreadyFinished, claim_output, mark_finished, write_run_config
 from bertforge.settings import settings_record
 from bertforge.training import checkpointing as ckpt
 from bertforge.training import distributed as dist_
+from bertforge.training.metrics_log import CURVES, METRICS_LOG
+
+# A run folder: the run's settings (RUN_CONFIG, `outputs.read_run_config`), its metrics as they come (METRICS_LOG)
+# and their curves (CURVES, `training.metrics_log`), its checkpoints (`training.checkpointing`: the model and
+# training_state), the engine's summary once it ends (TRAINING_SUMMARY) and the verb's results (RESULTS).
+TRAINING_SUMMARY = "training_summary.json"
+RESULTS = "metrics.json"
+RUN_RECORDS = (METRICS_LOG, CURVES, RUN_CONFIG, TRAINING_SUMMARY)  # what a run writes besides its model
+
+
+def read_training_summary(path: str | Path) -> dict[str, Any]:
+    """The training_summary.json a finished run wrote, or {} when it is missing or unreadable."""
+    try:
+        summary = json.loads((Path(path) / TRAINING_SUMMARY).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return summary if isinstance(summary, dict) else {}
+
+
+def write_training_summary(path: str | Path, summary: dict[str, Any]) -> None:
+    atomic_write_text(Path(path) / TRAINING_SUMMARY, json.dumps(summary, indent=2, default=str) + "\n")
+
+
+def read_results(path: str | Path) -> dict[str, Any]:
+    """The results (metrics.json) a verb wrote into its run folder; OSError/ValueError when there are none."""
+    return json.loads((Path(path) / RESULTS).read_text(encoding="utf-8"))
+
+
+def write_results(path: str | Path, report: dict[str, Any], default: Callable[[Any], Any] | None = float) -> Path:
+    """Write `path`/metrics.json atomically (values JSON cannot hold go through `default`)."""
+    target = Path(path) / RESULTS
+    atomic_write_text(target, json.dumps(report, indent=2, default=default) + "\n")
+    return target
 
 
 @contextlib.contextmanager

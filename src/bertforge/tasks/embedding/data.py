@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from bertforge.settings import SettingError
 from bertforge.tasks.readers.base import iter_lines
 from bertforge.tasks.readers.errors import DataError, show
 from bertforge.tasks.readers.generic import FORMATS, _records, _text
@@ -135,8 +136,9 @@ def _qrels_file(root: Path, split: str) -> Path:
     if wanted.is_file():
         return wanted
     have = sorted(p.stem for p in (root / "qrels").glob("*.tsv")) if (root / "qrels").is_dir() else []
-    raise ValueError(f"{root}: no qrels/{split}.tsv" + (f"; it has the splits {', '.join(have)} (--split)"
-                                                        if have else " (BEIR layout: qrels/<split>.tsv)"))
+    raise SettingError("{root}: no qrels/{name}.tsv" + ("; it has the splits {have} ({split})" if have
+                                                        else " (BEIR layout: qrels/<split>.tsv)"),
+                       root=root, name=split, have=", ".join(have))
 
 
 def _jsonl_texts(path: Path):
@@ -191,4 +193,5 @@ def split_file(folder: str | Path, split: str) -> Path:
         for candidate in (root / f"{split}{suffix}", root / f"{split}{suffix}.gz"):
             if candidate.is_file():
                 return candidate
-    raise ValueError(f"{root}: no {split}.tsv, {split}.csv or {split}.jsonl (--split names the file)")
+    raise SettingError("{root}: no {name}.tsv, {name}.csv or {name}.jsonl ({split} names the file)", root=root,
+                       name=split)
