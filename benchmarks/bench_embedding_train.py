@@ -60,6 +60,17 @@ class Clock:
         self._last = now
 
 
+def finish(loss: torch.Tensor, model: torch.nn.Module, optimizer: torch.optim.Optimizer, clock: Clock) -> dict:
+    """The rest of a step, the same on both sides: backward, clipping at 1, AdamW, zero_grad."""
+    loss.backward()
+    clock.lap("backward")
+    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+    optimizer.step()
+    optimizer.zero_grad(set_to_none=True)
+    clock.lap("optimizer")
+    return {**clock.parts, "tokens": clock.tokens}
+
+
 def bertforge_side(folder: str, lr: float, max_length: int):
     """One step of `train-embeddings`' stage: tokenise both columns at once, encode, pool, in-batch negatives."""
     model = AutoModel.from_pretrained(folder).train()
@@ -76,13 +87,7 @@ def bertforge_side(folder: str, lr: float, max_length: int):
         vectors = sentence_vectors(model(**inputs).last_hidden_state, inputs["attention_mask"], "mean", True)
         loss, _ = in_batch_negatives(*vectors.split(len(anchors)), scale=20.0)
         clock.lap("forward")
-        loss.backward()
-        clock.lap("backward")
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        optimizer.step()
-        optimizer.zero_grad(set_to_none=True)
-        clock.lap("optimizer")
-        return {**clock.parts, "tokens": clock.tokens}
+        return finish(loss, model, optimizer, clock)
 
     return step
 
@@ -105,13 +110,7 @@ def sentence_transformers_side(folder: str, lr: float, max_length: int):
         clock.tokens = sum(int(f["input_ids"].numel()) for f in features)  # each column padded to its longest
         loss = loss_fn(features, None)
         clock.lap("forward")
-        loss.backward()
-        clock.lap("backward")
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        optimizer.step()
-        optimizer.zero_grad(set_to_none=True)
-        clock.lap("optimizer")
-        return {**clock.parts, "tokens": clock.tokens}
+        return finish(loss, model, optimizer, clock)
 
     return step
 
