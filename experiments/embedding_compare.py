@@ -122,29 +122,83 @@ def timed_together(commands: dict[str, list[str]], logs: dict[str, Path]) -> dic
     return times
 
 
-def evaluate(task: str, model_dir: str, args: argparse.Namespace) -> dict[str, float]:
-    """One evaluator for every model: bertforge's, at the length the models were trained with."""
+def evaluate(task: str, model_dir: str, args: argparse.Namespace) -> dict[str, dict[str, list[float]]]:
+    """One evaluator for every model, bertforge's, at the length the models were trained with: each query's
+    metrics (retrieval: exact cosine search over the held-out corpus) or each pair's cosine and gold score (sts),
+    which the averages and the bootstrap both come from."""
+    import numpy as np
+
     from bertforge.serving.embeddings import SentenceEncoder
     from bertforge.tasks.embedding.data import read_beir, read_pairs
-    from bertforge.tasks.embedding.evaluation import evaluate_retrieval, evaluate_sts
+    from bertforge.tasks.embedding.evaluation import RECALL_AT, exact_search, query_metrics
     encoder = SentenceEncoder.load(model_dir)
     encoder.max_length = min(encoder.max_length, args.max_seq_length)
 
     def encode(texts):
-        return encoder.encode(texts, batch_size=64)
+        vectors = np.asarray(encoder.encode(texts, batch_size=64), dtype=np.float64)
+        return vectors / np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
 
     if task == "retrieval":
-        return evaluate_retrieval(encode, read_beir(args.data / "eval"))
-    return evaluate_sts(encode, read_pairs(args.sts / "dev.tsv"))
+        data = read_beir(args.data / "eval")
+        doc_ids, query_ids = list(data.corpus), list(data.queries)
+        ranks, _ = exact_search(encode([data.queries[q] for q in query_ids]), encode([data.corpus[d] for d in doc_ids]),
+                                max(RECALL_AT))
+        per_query = [query_metrics([doc_ids[j] for j in row], data.qrels[q]) for q, row in zip(query_ids, ranks)]
+        return {"items": {m: [p[m] for p in per_query] for m in per_query[0]}}
+    pairs = read_pairs(args.sts / "dev.tsv")
+    cosine = (encode([p.anchor for p in pairs]) * encode([p.positive for p in pairs])).sum(1)
+    return {"items": {"cosine": cosine.tolist(), "gold": [float(p.score) for p in pairs]}}  # type: ignore[arg-type]
 
 
-def evaluate_all(task: str, models: dict[str, str], args: argparse.Namespace) -> dict[str, dict[str, float]]:
-    """Every model scored in a process of its own, all at once (the scores do not depend on the timing)."""
+def averages(task: str, items: dict[str, list[float]]) -> dict[str, float]:
+    """The reported scores: metrics averaged over the queries, or Spearman and Pearson over the pairs."""
+    from scipy.stats import pearsonr, spearmanr
+    if task == "retrieval":
+        return {m: statistics.fmean(v) for m, v in items.items()}
+    return {"spearman": float(spearmanr(items["cosine"], items["gold"])[0]),
+            "pearson": float(pearsonr(items["cosine"], items["gold"])[0])}
+
+
+def _spearman(x, y, axis: int = -1):
+    """Spearman's rho along `axis` (the Pearson correlation of the ranks), for every row of a batch at once."""
+    import numpy as np
+    from scipy.stats import rankdata
+    rx, ry = rankdata(x, axis=axis), rankdata(y, axis=axis)
+    rx, ry = rx - rx.mean(axis, keepdims=True), ry - ry.mean(axis, keepdims=True)
+    return (rx * ry).sum(axis) / np.sqrt((rx * rx).sum(axis) * (ry * ry).sum(axis))
+
+
+def difference(task: str, a: dict[str, list[float]], b: dict[str, list[float]], seed: int) -> dict[str, float]:
+    """The headline metric of model a minus model b with its 95 % bootstrap interval (scipy, BCa, 2000
+    resamples of the queries or pairs, the same resample for both models: a paired difference)."""
+    import numpy as np
+    from scipy.stats import bootstrap
+    if task == "retrieval":
+        data: tuple = (np.asarray(a["ndcg@10"]) - np.asarray(b["ndcg@10"]),)
+
+        def statistic(d, axis=-1):
+            return d.mean(axis)
+    else:
+        data = (np.asarray(a["cosine"]), np.asarray(b["cosine"]), np.asarray(a["gold"]))
+
+        def statistic(x, y, gold, axis=-1):
+            return _spearman(x, gold, axis) - _spearman(y, gold, axis)
+    ci = bootstrap(data, statistic, paired=True, vectorized=True, n_resamples=2000, batch=250,
+                   confidence_level=0.95, random_state=np.random.default_rng(seed)).confidence_interval
+    return {"difference": float(statistic(*data)), "low": float(ci.low), "high": float(ci.high)}
+
+
+def evaluate_all(task: str, models: dict[str, str], args: argparse.Namespace) -> dict[str, dict]:
+    """Every model scored in a process of its own, all at once (the scores do not depend on the timing); the
+    averages, and the differences that matter with their bootstrap intervals."""
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
     with ProcessPoolExecutor(len(models), mp_context=multiprocessing.get_context("spawn")) as pool:
         jobs = {name: pool.submit(evaluate, task, folder, args) for name, folder in models.items()}
-        return {name: job.result() for name, job in jobs.items()}
+        items = {name: job.result()["items"] for name, job in jobs.items()}
+    pairs = [("bertforge", "untuned"), ("sentence-transformers", "untuned"), ("bertforge", "sentence-transformers")]
+    return {"eval": {name: averages(task, values) for name, values in items.items()},
+            "differences": {f"{a} - {b}": difference(task, items[a], items[b], args.seed) for a, b in pairs}}
 
 
 def run_task(args: argparse.Namespace, task: str) -> dict:
@@ -166,7 +220,7 @@ def run_task(args: argparse.Namespace, task: str) -> dict:
     result = {"steps": steps(args, task), "train": str(train_file(args, task)),
               "wall": {n: statistics.median(s) for n, s in wall.items()},
               "cpu": {n: statistics.median(s) for n, s in cpu.items()}, "all_wall": wall, "all_cpu": cpu,
-              "eval": evaluate_all(task, {"untuned": args.model, **{n: str(args.out / task / n) for n in runs}}, args)}
+              **evaluate_all(task, {"untuned": args.model, **{n: str(args.out / task / n) for n in runs}}, args)}
     for kind in ("wall", "cpu"):
         result[f"{kind}_ratio"] = result[kind]["sentence-transformers"] / result[kind]["bertforge"]
     return result
@@ -182,6 +236,10 @@ def table(task: str, result: dict) -> list[str]:
         wall = f"{result['wall'][name]:.1f}" if name in result["wall"] else "-"
         cpu = f"{result['cpu'][name]:.1f}" if name in result["cpu"] else "-"
         lines.append(f"| {name} | {values} | {wall} | {cpu} |")
+    lines.append("")
+    for pair, d in result["differences"].items():
+        lines.append(f"- {HEADLINE[task]} {pair}: {d['difference']:+.4f} (95 % bootstrap interval "
+                     f"{d['low']:+.4f} to {d['high']:+.4f})")
     lines.append(f"\n{task}, {result['steps']} steps: sentence-transformers / bertforge: wall-clock "
                  f"{result['wall_ratio']:.2f}x, CPU time {result['cpu_ratio']:.2f}x\n")
     return lines

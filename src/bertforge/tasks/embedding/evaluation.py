@@ -115,22 +115,26 @@ def chunked_search(queries: np.ndarray, documents: np.ndarray, k: int, chunk: in
     return top_idx, top_val
 
 
+def query_metrics(ranked: Sequence[str], relevant: Mapping[str, int]) -> dict[str, float]:
+    """nDCG@10 (graded gain, as trec_eval), MRR@10 and recall@k of one query; `ranked` holds its document ids,
+    best first (nothing ranked scores 0)."""
+    gains = [relevant.get(d, 0) for d in ranked]
+    cut = CUTOFFS["ndcg"]
+    dcg = sum(g / math.log2(i + 2) for i, g in enumerate(gains[:cut]))
+    ideal = sorted(relevant.values(), reverse=True)[:cut]
+    idcg = sum(g / math.log2(i + 2) for i, g in enumerate(ideal))
+    first = next((i for i, g in enumerate(gains[:CUTOFFS["mrr"]]) if g > 0), None)
+    return {"ndcg@10": dcg / idcg if idcg > 0 else 0.0, "mrr@10": 1.0 / (first + 1) if first is not None else 0.0,
+            **{f"recall@{k}": sum(1 for g in gains[:k] if g > 0) / len(relevant) for k in RECALL_AT}}
+
+
 def ranking_metrics(ranked: Mapping[str, Sequence[str]], qrels: Mapping[str, Mapping[str, int]]) -> dict[str, float]:
-    """nDCG@10 (graded gain, as trec_eval), MRR@10 and recall@k, averaged over the queries of `qrels`; `ranked`
-    holds each query's document ids, best first. A query with nothing ranked scores 0."""
+    """`query_metrics` averaged over the queries of `qrels`; `ranked` holds each query's document ids, best
+    first."""
     totals = {"ndcg@10": 0.0, "mrr@10": 0.0, **{f"recall@{k}": 0.0 for k in RECALL_AT}}
     for qid, relevant in qrels.items():
-        docs = list(ranked.get(qid, ()))
-        gains = [relevant.get(d, 0) for d in docs]
-        cut = CUTOFFS["ndcg"]
-        dcg = sum(g / math.log2(i + 2) for i, g in enumerate(gains[:cut]))
-        ideal = sorted(relevant.values(), reverse=True)[:cut]
-        idcg = sum(g / math.log2(i + 2) for i, g in enumerate(ideal))
-        totals["ndcg@10"] += dcg / idcg if idcg > 0 else 0.0
-        first = next((i for i, g in enumerate(gains[:CUTOFFS["mrr"]]) if g > 0), None)
-        totals["mrr@10"] += 1.0 / (first + 1) if first is not None else 0.0
-        for k in RECALL_AT:
-            totals[f"recall@{k}"] += sum(1 for g in gains[:k] if g > 0) / len(relevant)
+        for name, value in query_metrics(list(ranked.get(qid, ())), relevant).items():
+            totals[name] += value
     n = max(len(qrels), 1)
     return {name: value / n for name, value in totals.items()}
 

@@ -1,0 +1,43 @@
+"""experiments/embedding_compare.py: the reported scores and the bootstrap intervals of their differences."""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "experiments"))
+import embedding_compare  # noqa: E402
+
+from needs import require_module  # noqa: E402
+
+
+def sts_items(rng: np.random.Generator, gold: np.ndarray, noise: float) -> dict[str, list[float]]:
+    return {"cosine": (gold + rng.normal(0, noise, len(gold))).tolist(), "gold": gold.tolist()}
+
+
+def test_sts_difference_is_paired_spearman_difference_with_an_interval_around_it():
+    stats = require_module("scipy.stats")
+    rng = np.random.default_rng(0)
+    gold = rng.uniform(0, 5, 150)
+    sharp, blurred = sts_items(rng, gold, 0.5), sts_items(rng, gold, 3.0)
+    d = embedding_compare.difference("sts", sharp, blurred, seed=0)
+    expected = stats.spearmanr(sharp["cosine"], gold)[0] - stats.spearmanr(blurred["cosine"], gold)[0]
+    assert d["difference"] == pytest.approx(expected)
+    assert 0 < d["low"] < expected < d["high"]
+    assert embedding_compare.averages("sts", sharp)["spearman"] == pytest.approx(stats.spearmanr(sharp["cosine"], gold)[0])
+    # the other way round: the same resamples, every difference negated
+    swapped = embedding_compare.difference("sts", blurred, sharp, seed=0)
+    assert (swapped["low"], swapped["high"]) == pytest.approx((-d["high"], -d["low"]), rel=1e-6)
+
+
+def test_retrieval_difference_is_the_mean_per_query_difference():
+    require_module("scipy")
+    rng = np.random.default_rng(1)
+    a = {"ndcg@10": rng.uniform(0, 1, 200).tolist(), "mrr@10": rng.uniform(0, 1, 200).tolist()}
+    b = {"ndcg@10": (np.asarray(a["ndcg@10"]) - 0.1 + rng.normal(0, 0.05, 200)).tolist(), "mrr@10": a["mrr@10"]}
+    d = embedding_compare.difference("retrieval", a, b, seed=0)
+    assert d["difference"] == pytest.approx(np.mean(np.asarray(a["ndcg@10"]) - np.asarray(b["ndcg@10"])))
+    assert d["low"] < d["difference"] < d["high"] and d["low"] > 0.08 and d["high"] < 0.12
+    assert embedding_compare.averages("retrieval", a) == pytest.approx({m: np.mean(v) for m, v in a.items()})
