@@ -215,6 +215,19 @@ def test_optimized_export_holds_fused_kernels(optimized_onnx):
     assert json.loads((optimized_onnx / "onnx.json").read_text())["fused"]["Attention"] == 6
 
 
+def test_optimized_export_computes_positions_inside_the_embedding_kernel(optimized_onnx):
+    """The fused embedding takes no position ids (its kernel counts 0..seq-1 itself), so no Range/Expand chain
+    computes them in the graph on every call, as in the peer's graph of the same model."""
+    import collections
+
+    import onnx
+    nodes = onnx.load(str(optimized_onnx / "model.onnx")).graph.node
+    (embed,) = [n for n in nodes if n.op_type == "EmbedLayerNormalization"]
+    assert len([name for name in embed.input if name]) == 7, list(embed.input)  # ids, segments, 3 tables, gamma, beta
+    ops = collections.Counter(n.op_type for n in nodes)
+    assert ops["Range"] == 0 and ops["Expand"] <= 1, ops  # the one Expand left belongs to the normalisation
+
+
 @pytest.mark.parametrize("side", ["right", "left"])
 def test_optimized_export_matches_transformers(optimized_onnx, minilm_dir, st_model, side):
     """Token vectors equal transformers' BERT within 1e-4, and sentence vectors its masked mean at unit length

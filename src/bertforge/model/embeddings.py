@@ -34,13 +34,15 @@ class Embeddings(nn.Module):
     def forward(self, input_ids: torch.Tensor, position_ids: torch.Tensor,
                 token_type_ids: Optional[torch.Tensor]) -> torch.Tensor:
         """All arguments are flat [tokens] (already packed): the lookups touch real tokens only."""
+        # summed in BERT's order (word + segment + position): ONNX Runtime's embedding fusion then recognises
+        # the positions as 0..seq-1 and computes them inside its kernel, with no position graph around it
         x = self.word_embeddings(input_ids)
-        if self.position_embeddings is not None:
-            x = x + self.position_embeddings(position_ids)
         table = self.token_type_embeddings
         if table is not None:
             # one segment (RoBERTa): the 0/1 pair ids of a BERT-style tokenizer carry nothing for it, use row 0
             one_segment = token_type_ids is None or table.num_embeddings == 1
             x = x + (table.weight[0] if one_segment else table(token_type_ids))
+        if self.position_embeddings is not None:
+            x = x + self.position_embeddings(position_ids)
         x = self.dropout(self.norm(x))
         return self.projection(x) if self.projection is not None else x
