@@ -57,29 +57,49 @@ def pytest_configure(config) -> None:
         torch.set_num_threads(1)
 
 
-def pytest_collection_modifyitems(config, items) -> None:
-    """pytest-xdist (`--dist loadgroup`): a file's tests share one worker, as their module fixtures expect; a test
-    marked `spread` (each a long independent run) may go to any worker.
+# Tests each of which is a long independent run (a doc page, run block by block): under pytest-xdist each may go to
+# any worker, where every other test goes with the rest of its file. Named by test-id prefix, because the scheduler
+# runs in the controller process, which sees the workers' test ids and not the tests' markers.
+SPREAD = ("tests/docs/test_docs.py::test_document_runs[",)
 
-    Groups are handed to the workers in the order of the items, so the long ones go first (longest processing
-    time first): the `spread` runs, then the groups with the most `slow` tests. A long group started last would
+
+def xdist_group(nodeid: str) -> str:
+    """The unit pytest-xdist hands to one worker: the test's file, or the test itself for the `SPREAD` ones."""
+    return nodeid if nodeid.startswith(SPREAD) else nodeid.split("::")[0]
+
+
+def pytest_collection_modifyitems(config, items) -> None:
+    """Groups are handed to the workers in the order of the items, so the long ones go first (longest processing
+    time first): the `SPREAD` runs, then the groups with the most `slow` tests. A long group started last would
     leave the other workers idle until it ends."""
     groups: dict[str, list] = {}
     for item in items:
-        marker = item.get_closest_marker("xdist_group")
-        if marker is None:
-            group = item.nodeid if item.get_closest_marker("spread") else item.nodeid.split("::")[0]
-            item.add_marker(pytest.mark.xdist_group(group))
-        else:
-            group = marker.args[0] if marker.args else marker.kwargs.get("name", "")
-        groups.setdefault(group, []).append(item)
+        groups.setdefault(xdist_group(item.nodeid), []).append(item)
 
-    def weight(members: list) -> tuple[int, int]:
-        spread = any(m.get_closest_marker("spread") for m in members)
-        return (0 if spread else 1, -sum(1 for m in members if m.get_closest_marker("slow")))
+    def weight(entry: tuple[str, list]) -> tuple[int, int]:
+        group, members = entry
+        return (0 if group.startswith(SPREAD) else 1, -sum(1 for m in members if m.get_closest_marker("slow")))
 
-    ordered = sorted(groups.values(), key=weight)  # stable: equal groups keep their collection order
-    items[:] = [item for members in ordered for item in members]
+    ordered = sorted(groups.items(), key=weight)  # stable: equal groups keep their collection order
+    items[:] = [item for _, members in ordered for item in members]
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    """`--dist loadgroup` with `xdist_group` above: a file's tests share one worker, as their module fixtures expect
+    (a module fixture set up on two workers is two runs of it). pytest-xdist's own loadgroup reads groups from
+    `xdist_group` markers it writes into test ids, which pytest 9 no longer lets it do, so the grouping is here; the
+    groups keep the order of the items (not xdist's largest-first reordering)."""
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class FileGroups(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return xdist_group(nodeid)
+
+    config.option.loadscopereorder = False
+    return FileGroups(config, log)
 
 
 @pytest.hookimpl(optionalhook=True)

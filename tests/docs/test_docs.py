@@ -111,7 +111,6 @@ RUNNABLE = [name for name, doc in DOCS.items() if any(block.runnable for block i
 
 
 @pytest.mark.slow
-@pytest.mark.spread
 @pytest.mark.parametrize("name", RUNNABLE)
 def test_document_runs(name: str, tmp_path: Path):
     """The document's shell and Python blocks, in order, in one scratch checkout."""
