@@ -496,7 +496,7 @@ def test_read_ner_and_read_qa_formats(tmp_path: Path) -> None:
     squad = write(tmp_path / "squad.json", json.dumps(squad_json("1.1", [
         {"id": "q", "question": "Who won?", "answers": [{"text": "Broncos", "answer_start": 4}]}])))
     assert read_qa(squad)[0].qid == "q"
-    with pytest.raises(ValueError, match="SQuAD-format .json or .jsonl"):
+    with pytest.raises(ValueError, match="SQuAD-format .json, or records: .jsonl, .parquet, .arrow"):
         read_qa(write(tmp_path / "qa.csv", "question,context\n"))
 
 
