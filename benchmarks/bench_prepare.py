@@ -9,7 +9,8 @@ Each round starts from an empty `datasets` cache so neither side reads a previou
 
 memory: peak memory of a `bertforge prepare` process and its workers, sampled every 0.5 s, once per input, to
 show that it does not grow with the corpus. Memory is the sum of the processes' proportional set sizes (PSS):
-forked workers share the parent's pages, and summing their RSS would count those once per process.
+forked workers share the parent's pages, and summing their RSS (also reported, as `ps` would add it up) counts
+those once per process.
 `--max-seconds` stops a run that long (SIGKILL, as a crash would) and reports how far it got by its last
 checkpoint.
 
