@@ -17,8 +17,9 @@ def test_ner_inputs_are_the_token_lists_of_the_training_records(tmp_path: Path) 
                  "ner_tags": [["B-ORG", "O", "B-MISC", "O"], ["B-PER", "I-PER"]]}
     for path in record_copies(tmp_path, sentences, plain=True):
         assert read_inputs(path, "token_classification") == [list(s.words) for s in read_ner(path)], path
-    texts = record_copies(tmp_path / "texts", {"sentence": ["EU rejects German call ."]}, plain=True)[0]
-    assert read_inputs(texts, "token_classification", text_column="sentence") == ["EU rejects German call ."]
+    texts = record_copies(tmp_path / "texts", {"sentence": ["EU rejects German call ."], "other": ["x"]}, plain=True)[0]
+    assert read_inputs(texts, "token_classification") == ["EU rejects German call ."]  # classification's aliases
+    assert read_inputs(texts, "token_classification", text_column="other") == ["x"]
     flat = record_copies(tmp_path / "flat", {"tokens": ["EU rejects", "Peter"]}, plain=True)[0]
     with pytest.raises(DataError, match=r"t.parquet, row 1, field 'tokens': expected a list, got str"):
         read_inputs(flat, "token_classification")

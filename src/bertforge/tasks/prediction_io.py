@@ -19,6 +19,7 @@ from typing import Any, Iterable, Sequence, TextIO
 
 from bertforge.settings import SettingError
 from bertforge.tasks.readers import BadRowsError, DataError, read_classification
+from bertforge.tasks.readers.generic import TEXT_ALIASES
 from bertforge.tasks.readers.rows import file_format, read_records
 
 TABLE_SUFFIXES = (".csv", ".tsv", ".jsonl", ".json", ".parquet", ".arrow", ".feather")
@@ -144,7 +145,9 @@ def _from_object(obj: dict[str, Any], head: str, text_column: str | None = None)
         if text_column:
             return _field(obj, text_column, (list, str))
         key = next((k for k in ("words", "tokens") if k in obj), None)
-        return _field(obj, key, list) if key else _field(obj, "text")
+        if key:
+            return _field(obj, key, list)
+        return _field(obj, next((k for k in TEXT_ALIASES if k in obj), "text"))
     text = _field(obj, "text")
     return (text, _field(obj, "text_pair")) if obj.get("text_pair") is not None else text
 
