@@ -9,7 +9,8 @@ Each round starts from an empty `datasets` cache so neither side reads a previou
 
 memory: peak memory of a `bertforge prepare` process and its workers, sampled every 0.5 s, once per input, to
 show that it does not grow with the corpus. Memory is the sum of the processes' proportional set sizes (PSS):
-forked workers share the parent's pages, and summing their RSS would count those once per process.
+forked workers share the parent's pages, and summing their RSS (also reported, as `ps` would add it up) counts
+those once per process.
 `--max-seconds` stops a run that long (SIGKILL, as a crash would) and reports how far it got by its last
 checkpoint.
 
@@ -72,9 +73,9 @@ def compare(args: argparse.Namespace) -> None:
           f"{paired:.2f}x paired (median of the per-repeat ratios)")
 
 
-def tree_memory(pid: int) -> tuple[int, int, int]:
-    """(sum of PSS, RSS of the main process, bytes the main process has read) for a process and its descendants;
-    zeros once it is gone."""
+def tree_memory(pid: int) -> tuple[int, int, int, int]:
+    """(sum of PSS, sum of RSS, RSS of the main process, bytes the main process has read) for a process and its
+    descendants; zeros once it is gone."""
     import psutil
     try:
         root = psutil.Process(pid)
@@ -82,14 +83,15 @@ def tree_memory(pid: int) -> tuple[int, int, int]:
         main_rss = root.memory_info().rss
         read = root.io_counters().read_chars
     except psutil.NoSuchProcess:
-        return 0, 0, 0
-    total = 0
+        return 0, 0, 0, 0
+    pss = rss = 0
     for proc in procs:
         try:
-            total += proc.memory_full_info().pss
+            info = proc.memory_full_info()
         except psutil.NoSuchProcess:
-            pass
-    return total, main_rss, read
+            continue
+        pss, rss = pss + info.pss, rss + info.rss
+    return pss, rss, main_rss, read
 
 
 def memory(args: argparse.Namespace) -> None:
@@ -103,10 +105,11 @@ def memory(args: argparse.Namespace) -> None:
         shutil.rmtree(out.with_name(f".{out.name}.partial"), ignore_errors=True)
         started = time.perf_counter()
         proc = subprocess.Popen(command, stdout=subprocess.PIPE, text=True, env={**os.environ}, start_new_session=True)
-        peak_pss = peak_main = read = 0
+        peak_pss = peak_rss = peak_main = read = 0
         while proc.poll() is None:
-            pss, main_rss, now_read = tree_memory(proc.pid)
-            peak_pss, peak_main, read = max(peak_pss, pss), max(peak_main, main_rss), max(read, now_read)
+            pss, rss, main_rss, now_read = tree_memory(proc.pid)
+            peak_pss, peak_rss, peak_main = max(peak_pss, pss), max(peak_rss, rss), max(peak_main, main_rss)
+            read = max(read, now_read)
             if args.max_seconds and time.perf_counter() - started > args.max_seconds:
                 os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait()
@@ -127,8 +130,8 @@ def memory(args: argparse.Namespace) -> None:
         shutil.rmtree(out, ignore_errors=True)
         shutil.rmtree(partial, ignore_errors=True)
         print(f"{corpus.name}: {corpus.stat().st_size / 1e6:8.1f} MB on disk, peak memory of the process and its "
-              f"{args.workers} workers {peak_pss / 2 ** 20:7.1f} MiB PSS (main process {peak_main / 2 ** 20:.1f} MiB "
-              f"RSS), {seconds:7.1f} s\n   {reached}", flush=True)
+              f"{args.workers} workers {peak_pss / 2 ** 20:7.1f} MiB PSS, {peak_rss / 2 ** 20:7.1f} MiB RSS summed "
+              f"(main process {peak_main / 2 ** 20:.1f} MiB RSS), {seconds:7.1f} s\n   {reached}", flush=True)
 
 
 def main() -> None:

@@ -496,7 +496,7 @@ def test_read_ner_and_read_qa_formats(tmp_path: Path) -> None:
     squad = write(tmp_path / "squad.json", json.dumps(squad_json("1.1", [
         {"id": "q", "question": "Who won?", "answers": [{"text": "Broncos", "answer_start": 4}]}])))
     assert read_qa(squad)[0].qid == "q"
-    with pytest.raises(ValueError, match="SQuAD-format .json or .jsonl"):
+    with pytest.raises(ValueError, match="SQuAD-format .json, or records: .jsonl, .parquet, .arrow"):
         read_qa(write(tmp_path / "qa.csv", "question,context\n"))
 
 
@@ -608,16 +608,8 @@ def test_a_file_with_no_good_row_does_not_suggest_skipping(tmp_path: Path) -> No
 
 def _columnar_copies(tmp_path: Path, columns: dict[str, list]) -> list[Path]:
     """The same table as Parquet, an Arrow IPC file and a `datasets` save_to_disk folder."""
-    from needs import require_module
-    pa = require_module("pyarrow", "pip install 'bertforge[data]'")
-    import pyarrow.parquet as pq
-    datasets = require_module("datasets")
-    table = pa.table(columns)
-    pq.write_table(table, tmp_path / "t.parquet")
-    with pa.OSFile(str(tmp_path / "t.arrow"), "wb") as sink, pa.ipc.new_file(sink, table.schema) as writer:
-        writer.write_table(table)
-    datasets.Dataset.from_dict(columns).save_to_disk(str(tmp_path / "saved"))
-    return [tmp_path / "t.parquet", tmp_path / "t.arrow", tmp_path / "saved"]
+    from record_files import record_copies
+    return record_copies(tmp_path, columns, plain=True)
 
 
 def test_parquet_arrow_and_datasets_read_like_csv(tmp_path: Path) -> None:

@@ -171,19 +171,49 @@ def _check_columns(path: Path, place: str | None, names: Sequence[str], columns:
 
 def record_columns(path: str | Path, kind: str) -> list[str]:
     """The column names of a Parquet, Arrow or `datasets` input, from its schema (no row is read)."""
-    path = Path(path)
+    return list(_schema(Path(path), kind).names)
+
+
+def class_label_names(path: str | Path, kind: str) -> dict[str, list[str]]:
+    """{column: label names} for the columns `datasets` stores as ClassLabel ids (or lists of them, as
+    conll2003's `ner_tags`), read from the `huggingface` metadata `datasets` writes into the schema of its
+    Parquet and Arrow files; empty for a file without it."""
+    raw = (_schema(Path(path), kind).metadata or {}).get(b"huggingface")
+    try:
+        features = json.loads(raw)["info"]["features"] if raw else {}
+    except (ValueError, KeyError, TypeError):
+        return {}
+    names = {column: _label_names(feature) for column, feature in features.items()} if isinstance(features, dict) \
+        else {}
+    return {column: found for column, found in names.items() if found is not None}
+
+
+def _label_names(feature: Any) -> list[str] | None:
+    """The names of a ClassLabel feature, looking through the list types (`Sequence`, `List`) around it."""
+    while isinstance(feature, dict) and feature.get("_type") in ("Sequence", "List", "LargeList"):
+        feature = feature.get("feature")
+    if not isinstance(feature, dict) or feature.get("_type") != "ClassLabel":
+        return None
+    names = feature.get("names")
+    if isinstance(names, list) and all(isinstance(name, str) for name in names):
+        return names
+    return None
+
+
+def _schema(path: Path, kind: str) -> Any:
+    """The Arrow schema of a Parquet, Arrow or `datasets` input (its first file's), with its metadata."""
     file = arrow_files(path)[0] if kind == "datasets" else path
     pa = require_pyarrow(file)
     try:
         if kind == "parquet":
             import pyarrow.parquet as pq
-            return list(pq.read_schema(file).names)
+            return pq.read_schema(file)
         with pa.OSFile(str(file), "rb") as source:
             try:
-                return list(pa.ipc.open_file(source).schema.names)
+                return pa.ipc.open_file(source).schema
             except pa.ArrowInvalid:
                 source.seek(0)
-                return list(pa.ipc.open_stream(source).schema.names)
+                return pa.ipc.open_stream(source).schema
     except (pa.ArrowException, OSError) as exc:
         what = "a readable Parquet file" if kind == "parquet" else "a readable Arrow file"
         raise RecordError(file, None, None, what, f"{type(exc).__name__}: {str(exc).splitlines()[0][:200]}") from None

@@ -1,9 +1,12 @@
 """Inputs of `bertforge predict` from the files fine-tuning reads, and its records out as JSON lines or CSV.
 
-`.csv` / `.tsv` (header row), `.jsonl`, `.parquet`, `.arrow` and `datasets` folders go through the same reader as
-fine-tuning data, so a dev file can be predicted as it is (its label column is ignored). `.txt` (or stdin) holds
-one input per line: a text, two parts split by a tab (text<TAB>text_pair, question<TAB>context,
-context<TAB>ending<TAB>...), or a JSON object. Every problem is reported as one line naming the file, the line and the field.
+`.csv` / `.tsv` (header row), `.jsonl`, `.parquet`, `.arrow` and `datasets` folders come from the same record source
+as fine-tuning data (`readers.rows`), so a dev file can be predicted as it is (its labels are ignored): texts and
+pairs as classification reads them, questions and contexts from `question`/`context`, a sentence to tag from a
+`tokens` or `words` list or a `text`, multiple choice from `context`/`start`/`endings` or SWAG's `sent1`/`sent2`/
+`ending0`... `.txt` (or stdin) holds one input per line: a text, two parts split by a tab (text<TAB>text_pair,
+question<TAB>context, context<TAB>ending<TAB>...), or a JSON object. Every problem is reported as one line naming the
+file, the line or row, and the field.
 """
 from __future__ import annotations
 
@@ -16,7 +19,8 @@ from typing import Any, Iterable, Sequence, TextIO
 
 from bertforge.settings import SettingError
 from bertforge.tasks.readers import BadRowsError, DataError, read_classification
-from bertforge.tasks.readers.generic import file_format
+from bertforge.tasks.readers.generic import TEXT_ALIASES
+from bertforge.tasks.readers.rows import file_format, read_records
 
 TABLE_SUFFIXES = (".csv", ".tsv", ".jsonl", ".json", ".parquet", ".arrow", ".feather")
 
@@ -37,11 +41,10 @@ def read_inputs(path: str | Path, head: str, *, text_column: str | None = None,
                                ".arrow input", path=path)
         with open_input(path) as handle:
             return parse_lines(handle, head, str(path))
-    if fmt == "jsonl" and head in ("token_classification", "multiple_choice"):
-        with open_input(path) as handle:
-            return parse_lines(handle, head, str(path), json_only=True)
-    if head == "multiple_choice":
-        raise ValueError(f"{path}: a multiple_choice predictor reads .txt or .jsonl input, not {fmt}")
+    if head in ("token_classification", "multiple_choice"):
+        if text_pair_column:
+            raise SettingError("{text_pair_column} does not apply to a {head} predictor", head=head)
+        return _record_inputs(path, fmt, head, text_column)
     if head == "question_answering":
         text_column, text_pair_column = text_column or "question", text_pair_column or "context"
     try:
@@ -51,13 +54,21 @@ def read_inputs(path: str | Path, head: str, *, text_column: str | None = None,
         raise ValueError(err.without_hint()) from None
     if head == "question_answering":
         return [(ex.text, ex.text_pair) for ex in result.examples]
-    if head == "token_classification":
-        paired = next((ex for ex in result.examples if ex.text_pair is not None), None)
-        if paired is not None:
-            raise DataError(path, paired.line, text_pair_column or "text_pair",
-                            "single texts (an NER predictor tags one text at a time)", "a text pair column")
-        return [ex.text for ex in result.examples]
     return [ex.text if ex.text_pair is None else (ex.text, ex.text_pair) for ex in result.examples]
+
+
+def _record_inputs(path: str | Path, fmt: str, head: str, text_column: str | None) -> list[Any]:
+    """Inputs of a token_classification or multiple_choice predictor: each record read as the JSON object of a
+    .txt line would be (`text_column`: where the words or text to tag are)."""
+    out = []
+    for line, record in read_records(path, fmt).rows:
+        if isinstance(record, DataError):
+            raise record
+        try:
+            out.append(_from_object(record, head, text_column))
+        except _LineError as err:
+            raise DataError(path, line, err.field, err.expected, err.got) from None
+    return out
 
 
 def open_input(path: str | Path) -> TextIO:
@@ -67,7 +78,7 @@ def open_input(path: str | Path) -> TextIO:
     return open_text(path)
 
 
-def parse_lines(lines: Iterable[str], head: str, source: str = "<input>", json_only: bool = False) -> list[Any]:
+def parse_lines(lines: Iterable[str], head: str, source: str = "<input>") -> list[Any]:
     """Parse non-blank lines (see the module docstring); errors name `source` and the line."""
     out = []
     for lineno, line in enumerate(lines, start=1):
@@ -75,7 +86,7 @@ def parse_lines(lines: Iterable[str], head: str, source: str = "<input>", json_o
         if not line.strip():
             continue
         try:
-            out.append(parse_line(line, head, json_only))
+            out.append(parse_line(line, head))
         except UnicodeDecodeError as err:
             raise DataError(source, lineno, None, "UTF-8 text", err.reason) from None
         except _LineError as err:
@@ -89,9 +100,9 @@ class _LineError(Exception):
         self.field, self.expected, self.got = field, expected, got
 
 
-def parse_line(line: str, head: str, json_only: bool = False) -> Any:
+def parse_line(line: str, head: str) -> Any:
     """One input line -> what `Predictor.predict` takes for this head."""
-    if json_only or line.lstrip().startswith("{"):
+    if line.lstrip().startswith("{"):
         try:
             obj = json.loads(line)
         except json.JSONDecodeError as err:
@@ -121,14 +132,22 @@ def _field(obj: dict[str, Any], key: str, kind: type | tuple[type, ...] = str) -
     return value
 
 
-def _from_object(obj: dict[str, Any], head: str) -> Any:
+def _from_object(obj: dict[str, Any], head: str, text_column: str | None = None) -> Any:
     if head == "question_answering":
         return _field(obj, "question"), _field(obj, "context")
     if head == "multiple_choice":
+        if "endings" not in obj and "ending0" in obj:  # SWAG's columns
+            count = next(i for i in range(len(obj) + 1) if f"ending{i}" not in obj)
+            return _field(obj, "sent1"), obj.get("sent2") or "", [_field(obj, f"ending{i}") for i in range(count)]
         endings = _field(obj, "endings", list)
         return _field(obj, "context"), obj.get("start") or "", endings
     if head == "token_classification":
-        return _field(obj, "words", list) if "words" in obj else _field(obj, "text")
+        if text_column:
+            return _field(obj, text_column, (list, str))
+        key = next((k for k in ("words", "tokens") if k in obj), None)
+        if key:
+            return _field(obj, key, list)
+        return _field(obj, next((k for k in TEXT_ALIASES if k in obj), "text"))
     text = _field(obj, "text")
     return (text, _field(obj, "text_pair")) if obj.get("text_pair") is not None else text
 

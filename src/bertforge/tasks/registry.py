@@ -15,6 +15,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
+from bertforge.data.records import input_kind
 from bertforge.tasks.metrics import (
     accuracy,
     glue_metrics,
@@ -29,7 +30,6 @@ from bertforge.tasks.readers import (
     ReadResult,
     glue_labels,
     read_classification,
-    read_conll,
     read_glue,
     read_ner,
     read_qa,
@@ -59,8 +59,8 @@ HeadKind = str  # a name in HEADS
 
 #: Suffixes tried for a default file name given without one (user data can be any of these).
 GENERIC_SUFFIXES = (".jsonl", ".csv", ".tsv", ".json", ".parquet", ".arrow")
-NER_SUFFIXES = (".txt", ".conll", ".bio", ".iob", ".jsonl", ".json", ".tsv")
-QA_SUFFIXES = (".json", ".jsonl")
+NER_SUFFIXES = (".txt", ".conll", ".bio", ".iob", ".jsonl", ".json", ".tsv", ".parquet", ".arrow")
+QA_SUFFIXES = (".json", ".jsonl", ".parquet", ".arrow")
 #: Names tried, in order, for the dev file of a user's own data folder.
 GENERIC_DEV_NAMES = ("dev", "valid", "validation", "eval")
 
@@ -100,7 +100,8 @@ class TaskSpec:
         """The split's files under `data_dir`, found in `data_dir/<folder>`, `data_dir/<last part of
         folder>` or `data_dir` itself (so the shared-data root, a `glue_data` folder and the task
         folder all work); `name.gz` is accepted for `name`. A generic task's dev file may also be
-        called valid, validation or eval (the usual names of users' own splits)."""
+        called valid, validation or eval (the usual names of users' own splits), and its splits may be
+        `datasets` save_to_disk folders (`train/`, `validation/` of a saved DatasetDict)."""
         names = {"train": self.train_files, "dev": self.dev_files, "test": self.test_files}.get(split)
         if names is None:
             raise ValueError(f"split must be 'train', 'dev' or 'test', got {split!r}")
@@ -112,7 +113,9 @@ class TaskSpec:
         for name in names:
             aliases = GENERIC_DEV_NAMES if self.generic and split == "dev" else (name,)
             tried = [d / cand for alias in aliases for d in dirs for cand in _candidates(alias, self.suffixes)]
-            hit = next((p for p in tried if p.is_file()), None)
+            if self.generic:
+                tried += [d / alias for alias in aliases for d in dirs]
+            hit = next((p for p in tried if p.is_file() or (p.is_dir() and input_kind(p) == "datasets")), None)
             if hit is None:
                 wanted = f"{' / '.join(aliases)}" + ("" if Path(name).suffix else f" + {' / '.join(self.suffixes)}")
                 raise FileNotFoundError(f"{self.name} {split} file {name!r} not found: looked for {wanted} (or .gz) "
@@ -173,7 +176,9 @@ TASKS: dict[str, TaskSpec] = {
                       "f1", "squad", ("train-v1.1.json",), ("dev-v1.1.json",)),
     "squad2": TaskSpec("squad2", "question_answering", partial(read_squad, version="2.0"), squad_v2_evaluate,
                        "f1", "squad", ("train-v2.0.json",), ("dev-v2.0.json",)),
-    "conll2003": TaskSpec("conll2003", "token_classification", read_conll, ner_metrics, "f1", "conll2003",
+    # CoNLL-2003 as published (column text) or as `datasets` has it (records of tokens and ner_tags)
+    "conll2003": TaskSpec("conll2003", "token_classification", partial(read_ner, label_list=CONLL2003_LABELS),
+                          ner_metrics, "f1", "conll2003",
                           ("train.txt",), ("valid.txt",), ("test.txt",), tuple(CONLL2003_LABELS)),
     "swag": TaskSpec("swag", "multiple_choice", read_swag, swag_metrics, "accuracy", "swag",
                      ("train.csv",), ("val.csv",), ("test.csv",), ("0", "1", "2", "3")),

@@ -18,7 +18,8 @@ import torch
 from bertforge.data.batches import EpochBatches
 from bertforge.settings import SettingError, flat_keywords, part, setting
 from bertforge.tasks.readers.errors import DataError
-from bertforge.tasks.readers.generic import _records, _text
+from bertforge.tasks.readers.generic import _text
+from bertforge.tasks.readers.rows import read_records
 from bertforge.training.engine import Session, Stage, fit
 from bertforge.training.options import FaultHooks, TrainOptions, seq2seq_defaults
 
@@ -63,7 +64,7 @@ def read_pairs(path: str | Path) -> list[tuple[str, str]]:
     if not path.is_file():
         raise ValueError(f"{path}: no such file (expected JSONL with 'source' and 'target')")
     pairs = []
-    for line, record in _records(path, "jsonl"):
+    for line, record in read_records(path, "jsonl").rows:
         if isinstance(record, DataError):
             raise record
         pairs.append((_text(record, "source", path, line), _text(record, "target", path, line)))

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any, Callable, Hashable, Sequence
 
+from bertforge.data.records import DATASETS_STATE
 from bertforge.settings import SettingError, setting
 from bertforge.tasks.readers import ReadResult, numeric_labels, split_squad_by_article
 from bertforge.tasks.registry import HEADS, TASKS, TaskSpec, get_task
@@ -47,19 +48,22 @@ class DataOptions:
     task: str = setting(help="task: a named benchmark (sst2, cola, mrpc, stsb, qqp, mnli, qnli, rte, wnli, squad, "
                         "squad2, conll2003, swag) or your own data: classification, regression, ner, qa",
                         parse=task_name)
-    data: str | None = setting(None, "the task's data folder (train.* and dev.*); for classification/regression/ner/qa "
-                               "also a single train file; for squad the v1.1 dev JSON, which is then split by article",
+    data: str | None = setting(None, "the task's data folder (train.* and dev.*, or the split folders of a saved "
+                               "`datasets` DatasetDict); for classification/regression/ner/qa also a single train "
+                               "file or `datasets` folder; for squad the v1.1 dev JSON, which is then split by "
+                               "article",
                                metavar="PATH")
     train_file: str | None = setting(None, "train file (wins over --data)", flag="--train", metavar="FILE")
     eval_file: str | None = setting(None, "eval file (wins over --data); without one, --eval-fraction of the train "
                                     "file is held out", flag="--eval", metavar="FILE")
     text_column: str | None = setting(None, "classification/regression: the text column or JSON key (default text, "
-                                      "sentence or sentence1); ner JSON Lines: the token list key (default tokens or "
-                                      "words)", metavar="NAME")
+                                      "sentence or sentence1); ner records (JSON Lines, Parquet, Arrow): the token "
+                                      "list (default tokens or words)", metavar="NAME")
     text_pair_column: str | None = setting(None, "classification/regression: the second text of a pair (default "
                                            "text_pair or sentence2 when present)", metavar="NAME")
     label_column: str | None = setting(None, "classification/regression: the label column or key (default label); ner "
-                                       "JSON Lines: the tag list key (default tags, ner_tags or labels)",
+                                       "records: the tag list, names or `datasets` ClassLabel ids (default tags, "
+                                       "ner_tags or labels)",
                                        metavar="NAME")
     regression: bool | None = setting(None, "classification data: fit a score instead of classes (--regression) or "
                                       "never (--no-regression); default: regression when every train label is a "
@@ -190,7 +194,7 @@ class _Loader:
     # -- files -------------------------------------------------------------------------------------------------
     def train_path(self) -> Path | None:
         o = self.o
-        data_is_file = bool(o.data) and Path(o.data).is_file()  # type: ignore[arg-type]
+        data_is_file = bool(o.data) and _one_file(Path(o.data))  # type: ignore[arg-type]
         if o.train_file:
             if self.spec.generic and data_is_file:
                 raise SettingError("{data} {path} is a file and {train_file} {train} is given: give one",
@@ -209,9 +213,9 @@ class _Loader:
         o = self.o
         if o.eval_file:
             return [Path(o.eval_file)]
-        if self.spec.generic and not self.need_train and o.data and Path(o.data).is_file():
+        if self.spec.generic and not self.need_train and o.data and _one_file(Path(o.data)):
             return [Path(o.data)]  # evaluating: the one file given is the eval set
-        if o.data and Path(o.data).is_dir():
+        if o.data and Path(o.data).is_dir() and not _one_file(Path(o.data)):
             try:
                 return self.spec.files(o.data, o.eval_split)
             except FileNotFoundError:
@@ -293,6 +297,11 @@ class _Loader:
                              f"articles {cut}-{n - 1} (not the official train/dev protocol)")
         return TaskData(train, {"eval": dev}, None, "; ".join(self.notes), {"train": str(data), "eval": str(data)},
                         self.spec)
+
+
+def _one_file(path: Path) -> bool:
+    """A data file, or a `datasets` save_to_disk folder (one split, read like a file), not a folder of splits."""
+    return path.is_file() or (path.is_dir() and (path / DATASETS_STATE).is_file())
 
 
 def _effective_spec(spec: TaskSpec, o: DataOptions) -> TaskSpec:

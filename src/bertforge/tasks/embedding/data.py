@@ -15,7 +15,8 @@ from typing import Any
 from bertforge.settings import SettingError
 from bertforge.tasks.readers.base import iter_lines
 from bertforge.tasks.readers.errors import DataError, show
-from bertforge.tasks.readers.generic import FORMATS, _records, _text
+from bertforge.tasks.readers.generic import _text
+from bertforge.tasks.readers.rows import FORMATS, read_records
 
 ANCHOR_NAMES = ("anchor", "query", "question", "sentence1", "text")
 POSITIVE_NAMES = ("positive", "document", "passage", "sentence2", "text_pair")
@@ -47,13 +48,15 @@ def read_pairs(path: str | Path, *, anchor_column: str | None = None, positive_c
         raise ValueError(f"{path}: no such file")
     examples: list[PairExample] = []
     keys: tuple[str, str, str | None, str | None] | None = None
-    for line, record in _records(path, fmt):
+    records = read_records(path, fmt)
+    if records.columns is not None:  # a header or schema: the columns are chosen from it
+        keys = _pick(dict.fromkeys(records.columns), path, records.header_line, anchor_column, positive_column,
+                     negative_column, score_column)
+    for line, record in records.rows:
         if isinstance(record, DataError):
             raise record
         if keys is None:
             keys = _pick(record, path, line, anchor_column, positive_column, negative_column, score_column)
-            if fmt != "jsonl":
-                continue  # the header row
         anchor, positive, negative, score = keys
         examples.append(PairExample(
             _text(record, anchor, path, line), _text(record, positive, path, line),
@@ -65,7 +68,7 @@ def read_pairs(path: str | Path, *, anchor_column: str | None = None, positive_c
     return examples
 
 
-def _pick(record: dict[str, Any], path: Path, line: int, anchor: str | None, positive: str | None,
+def _pick(record: dict[str, Any], path: Path, line: int | None, anchor: str | None, positive: str | None,
           negative: str | None, score: str | None) -> tuple[str, str, str | None, str | None]:
     """The columns of each role: the ones named, or the first usual name the header/first object has."""
     def find(given: str | None, names: tuple[str, ...], role: str, required: bool) -> str | None:

@@ -7,34 +7,18 @@ their rows are numbered from 1 in messages.
 """
 from __future__ import annotations
 
-import json
 import math
-from functools import partial
 from pathlib import Path
-from typing import Any, Iterator, Sequence
+from typing import Any, Sequence
 
-from bertforge.data.records import RecordError, csv_rows, input_kind, iter_rows, record_columns
-from bertforge.tasks.readers.base import BadRows, ReadResult, finish, iter_decoded, iter_lines, split_name
+from bertforge.tasks.readers.base import BadRows, ReadResult, finish, split_name
 from bertforge.tasks.readers.errors import DataError, show
 from bertforge.tasks.readers.examples import TextExample
-from bertforge.tasks.readers.labels import check_header, clean_label, refuse_case_variants, unknown_label
+from bertforge.tasks.readers.labels import clean_label, refuse_case_variants, unknown_label
+from bertforge.tasks.readers.rows import RECORD_FORMATS, file_format, read_records
 
 TEXT_ALIASES = ("text", "sentence", "sentence1")
 PAIR_ALIASES = ("text_pair", "sentence2")
-FORMATS = {".csv": "csv", ".tsv": "tsv", ".jsonl": "jsonl", ".json": "jsonl", ".parquet": "parquet",
-           ".arrow": "arrow", ".feather": "arrow"}
-COLUMNAR = ("parquet", "arrow", "datasets")
-
-
-def file_format(path: str | Path) -> str | None:
-    """The reader's format for a file name (a `.gz` suffix is looked through), "datasets" for a folder written by
-    `datasets`' save_to_disk, None when neither."""
-    path = Path(path)
-    if path.is_dir():
-        return "datasets" if input_kind(path) == "datasets" else None
-    return FORMATS.get(Path(path.name.removesuffix(".gz")).suffix.lower())
-
-
 def infer_label_list(labels: Sequence[str | None]) -> list[str]:
     """Sorted distinct label names; numerically when all are integers (so "10" comes after "2")."""
     names = sorted({lab for lab in labels if lab is not None})
@@ -73,7 +57,7 @@ def read_classification(
     path = Path(path)
     label_column = label_column or "label"
     fmt = format or file_format(path)
-    if fmt not in ("csv", "tsv", "jsonl") + COLUMNAR:
+    if fmt not in RECORD_FORMATS:
         raise ValueError(f"{path}: expected a .csv, .tsv, .jsonl, .parquet or .arrow file or a `datasets` folder "
                          "(with a header row, JSON keys or columns naming the text and label), got a "
                          f"{path.suffix or 'suffix-less'} {'folder' if path.is_dir() else 'file'}")
@@ -83,12 +67,11 @@ def read_classification(
     split = split_name(path)
     columns: tuple[str, str | None, str | None] | None = None
     saw_rows = False
-    for lineno, record in _records(path, fmt):
-        if columns is None and fmt != "jsonl":
-            assert isinstance(record, dict)  # the header row: pick columns, then go on to the data
-            columns = _pick_columns(record, path, lineno, text_column, text_pair_column, label_column,
-                                    labeled, header=True)
-            continue
+    records = read_records(path, fmt)
+    if records.columns is not None:  # a header or schema: the columns are chosen from it
+        columns = _pick_columns(dict.fromkeys(records.columns), path, records.header_line, text_column,
+                                text_pair_column, label_column, labeled, header=True)
+    for lineno, record in records.rows:
         saw_rows = True
         try:
             if isinstance(record, DataError):
@@ -111,72 +94,7 @@ def read_classification(
     return finish(path, examples, None if regression else known, bad, saw_rows=saw_rows)
 
 
-def _records(path: Path, fmt: str) -> Iterator[tuple[int | None, dict[str, Any] | DataError]]:
-    """(line, row-as-dict) pairs; JSON that does not parse comes back as a DataError to skip or raise. CSV, TSV
-    and the columnar formats give their header first (as a row of Nones)."""
-    if fmt in COLUMNAR:
-        yield from _columnar_records(path, fmt)
-        return
-    if fmt == "jsonl":
-        for lineno, line in iter_lines(path):
-            if not line.strip():
-                continue
-            try:
-                obj = json.loads(line, object_pairs_hook=partial(_object, path, lineno))
-            except json.JSONDecodeError as exc:
-                yield lineno, DataError(path, lineno, None, "one JSON object per line", f"invalid JSON ({exc.msg})")
-                continue
-            except DataError as err:  # a key written twice
-                yield lineno, err
-                continue
-            if not isinstance(obj, dict):
-                yield lineno, DataError(path, lineno, None, "a JSON object", type(obj).__name__)
-                continue
-            yield lineno, obj
-        return
-    if fmt == "tsv":
-        rows: Iterator[tuple[int, list[str]]] = ((n, line.split("\t")) for n, line in iter_lines(path) if line)
-    else:
-        rows = _csv_rows(path)
-    header: list[str] | None = None
-    for lineno, fields in rows:
-        if header is None:
-            header = [h.strip() for h in fields]
-            check_header(path, lineno, header)
-            yield lineno, {name: None for name in header}  # the header row: columns are chosen from it
-            continue
-        if len(fields) != len(header):
-            missing = header[len(fields)] if len(fields) < len(header) else f"column {len(header) + 1}"
-            yield lineno, DataError(path, lineno, missing, f"{len(header)} fields ({', '.join(header)})",
-                                    str(len(fields)))
-            continue
-        yield lineno, dict(zip(header, fields))
-
-
-def _columnar_records(path: Path, fmt: str) -> Iterator[tuple[int | None, dict[str, Any]]]:
-    """The schema as a header (no row number: a column missing from it is the file's fault, not a row's), then
-    (row number, values) per row. A file pyarrow cannot read raises `RecordError` naming it."""
-    yield None, {name: None for name in record_columns(path, fmt)}
-    for place, row in iter_rows(path, fmt):
-        assert not isinstance(row, RecordError)  # columnar rows are whole, or the file is refused
-        yield int(place.split()[-1]), row
-
-
-def _object(path: Path, line: int, pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    """A JSON object, refused when it names a key twice (a dict would silently keep the last value)."""
-    check_header(path, line, [key for key, _ in pairs], unit="key")
-    return dict(pairs)
-
-
-def _csv_rows(path: Path) -> Iterator[tuple[int, list[str]]]:
-    """CSV rows with the line each starts on; a bad byte is blamed on its own line (`iter_decoded`)."""
-    try:
-        yield from csv_rows(path, iter_decoded(path))
-    except RecordError as err:
-        raise DataError(path, int((err.place or "line 0").split()[-1]), None, err.expected, err.got) from None
-
-
-def _pick_columns(record: dict[str, Any], path: Path, line: int, text: str | None, pair: str | None,
+def _pick_columns(record: dict[str, Any], path: Path, line: int | None, text: str | None, pair: str | None,
                   label: str, labeled: bool | None, *, header: bool) -> tuple[str, str | None, str | None]:
     """Choose the text/pair/label keys from the header (CSV/TSV) or the first object (JSONL)."""
     keys = list(record)

@@ -1,8 +1,9 @@
-"""Reader for a user's own extractive QA data: SQuAD-format JSON, or JSON Lines of questions.
+"""Reader for a user's own extractive QA data: SQuAD-format JSON, or records of questions.
 
-A JSON Lines row holds `question`, `context` and `answers`, either SQuAD style
-(`[{"text": ..., "answer_start": ...}]`) or Hugging Face `datasets` style
-(`{"text": [...], "answer_start": [...]}`); `id`, `title` and `is_impossible` are optional. An
+Records are JSON Lines, Parquet, Arrow or a `datasets` save_to_disk folder (`readers.rows`), one question
+per record, in the flat layout of `datasets`' squad: `question`, `context` and `answers`, either
+`{"text": [...], "answer_start": [...]}` (the `datasets` layout) or SQuAD style
+(`[{"text": ..., "answer_start": ...}]`); `id`, `title` and `is_impossible` are optional. An
 empty answer list (or `is_impossible: true`) makes the question unanswerable (SQuAD 2.0 style).
 Answers are checked against the context the same way as in SQuAD files (`AnswerCheck`).
 """
@@ -14,14 +15,19 @@ from typing import Any
 
 from bertforge.tasks.readers.base import BadRows, finish, iter_lines, split_name
 from bertforge.tasks.readers.errors import DataError, show
+from bertforge.tasks.readers.rows import COLUMNAR, file_format, read_records
 from bertforge.tasks.readers.squad import AnswerCheck, SquadAnswer, SquadExample, SquadReadResult, read_squad
+
+RECORD_FORMATS = ("jsonl",) + COLUMNAR
 
 
 def read_qa(path: str | Path, *, format: str | None = None, skip_bad_rows: bool = False) -> SquadReadResult:
-    """Read QA examples from SQuAD JSON (`format="squad"`) or JSON Lines (`"jsonl"`).
+    """Read QA examples from SQuAD JSON (`format="squad"`) or records (`"jsonl"`, `"parquet"`, `"arrow"`,
+    `"datasets"`).
 
-    Without `format`: `.jsonl` is JSON Lines; `.json` is SQuAD JSON unless its first line is
-    already a whole JSON object without a `data` key (JSON Lines saved as `.json`).
+    Without `format`: `.jsonl`, `.parquet`, `.arrow` and `datasets` folders are records; `.json` is
+    SQuAD JSON unless its first line is already a whole JSON object without a `data` key (JSON
+    Lines saved as `.json`).
     `article_index` groups questions on the same context (SQuAD: the same article), so a held-out
     split never puts one paragraph on both sides.
     """
@@ -29,8 +35,11 @@ def read_qa(path: str | Path, *, format: str | None = None, skip_bad_rows: bool 
     fmt = format or _guess_format(path)
     if fmt == "squad":
         return read_squad(path, skip_bad_rows=skip_bad_rows)
-    if fmt != "jsonl":
-        raise ValueError(f"QA format must be 'squad' or 'jsonl', got {fmt!r}")
+    if fmt not in RECORD_FORMATS:
+        raise ValueError(f"QA format must be one of squad, {', '.join(RECORD_FORMATS)}; got {fmt!r}")
+    records = read_records(path, fmt)
+    for key in ("question", "context", "answers"):
+        records.require("SQuAD's flat layout: question, context, answers{text, answer_start}", [key])
     bad = BadRows(skip_bad_rows, unit="questions")
     check = AnswerCheck()
     split = split_name(path)
@@ -38,12 +47,12 @@ def read_qa(path: str | Path, *, format: str | None = None, skip_bad_rows: bool 
     groups: dict[str, int] = {}
     seen: set[str] = set()
     saw_rows = False
-    for lineno, line in iter_lines(path):
-        if not line.strip():
-            continue
+    for lineno, record in records.rows:
         saw_rows = True
         try:
-            ex = _example(line, path, lineno, f"{split}-{lineno}", seen)
+            if isinstance(record, DataError):
+                raise record
+            ex = _example(record, path, lineno, f"{split}-{lineno}", seen)
             ex = check.anchor(ex, path, f"question id {ex.qid!r}", lineno)
         except DataError as err:
             bad.handle(err)
@@ -62,10 +71,12 @@ def read_qa(path: str | Path, *, format: str | None = None, skip_bad_rows: bool 
 
 def _guess_format(path: Path) -> str:
     suffix = Path(path.name.removesuffix(".gz")).suffix.lower()
-    if suffix == ".jsonl":
-        return "jsonl"
+    fmt = file_format(path)
+    if fmt in RECORD_FORMATS and suffix != ".json":
+        return fmt
     if suffix != ".json":
-        raise ValueError(f"{path}: QA data must be SQuAD-format .json or .jsonl")
+        raise ValueError(f"{path}: QA data must be SQuAD-format .json, or records: .jsonl, .parquet, .arrow or a "
+                         "`datasets` folder")
     for _, line in iter_lines(path):
         if line.strip():
             try:
@@ -76,14 +87,9 @@ def _guess_format(path: Path) -> str:
     return "squad"
 
 
-def _example(line: str, path: Path, lineno: int, default_id: str, seen: set[str]) -> SquadExample:
-    try:
-        obj = json.loads(line)
-    except json.JSONDecodeError as exc:
-        raise DataError(path, lineno, None, "one JSON object per line", f"invalid JSON ({exc.msg})") from exc
-    if not isinstance(obj, dict):
-        raise DataError(path, lineno, None, "a JSON object", type(obj).__name__)
-    qid = obj.get("id", default_id)
+def _example(obj: dict[str, Any], path: Path, lineno: int, default_id: str, seen: set[str]) -> SquadExample:
+    qid = obj.get("id")
+    qid = default_id if qid is None else qid
     if not isinstance(qid, (str, int)) or isinstance(qid, bool):
         raise DataError(path, lineno, "id", "a string or integer id", show(qid))
     qid = str(qid)
