@@ -37,11 +37,6 @@ PRELOAD = ("bertforge.cli", "bertforge.tasks.finetune", "bertforge.tasks.predict
 
 
 # ---- the test process's side ------------------------------------------------------------------------------------
-def client_command() -> list[str]:
-    """The argument list that runs `bertforge` through the warm server (give it `environment()` as env)."""
-    return [sys.executable, "-S", str(Path(__file__).resolve())]
-
-
 def write_wrapper(path: Path) -> Path:
     """A `bertforge` executable at `path` that runs commands through the warm server."""
     path.write_text(f"#!/bin/sh\nexec {sys.executable} -S {Path(__file__).resolve()} \"$@\"\n")
