@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -170,10 +171,10 @@ def tmp_model_copy(tiny_model, tmp_path):
     return Path(shutil.copytree(tiny_model, tmp_path / "model"))
 
 
-def _session_outputs(folder, enc, names):
-    """The graph run by onnxruntime directly (not through bertforge's OnnxModel)."""
+def _session_outputs(folder, enc, names, path=None):
+    """The graph (`folder`'s model.onnx, or `path`) run by onnxruntime directly (not through bertforge's OnnxModel)."""
     import onnxruntime as ort
-    session = ort.InferenceSession(str(folder / "model.onnx"), providers=["CPUExecutionProvider"])
+    session = ort.InferenceSession(str(path or folder / "model.onnx"), providers=["CPUExecutionProvider"])
     feed = {i.name: enc[i.name].numpy().astype("int64") for i in session.get_inputs()}
     return dict(zip(names, session.run(names, feed)))
 
@@ -255,7 +256,7 @@ def test_optimized_export_matches_transformers(optimized_onnx, minilm_dir, st_mo
 def test_every_family_exports_optimized_and_equal(family, minilm_dir, tmp_path):
     """A tiny random encoder of each family, exported with --optimize, gives its PyTorch token vectors within
     1e-4. ALBERT and ELECTRA catch ONNX Runtime's embedding fusion dropping the
-    segment table of projected embeddings."""
+    segment table of projected embeddings. BERT's graph is also held to the peer's graph of the same weights."""
     import torch
 
     from bertforge.model.auto import family as family_of
@@ -275,3 +276,64 @@ def test_every_family_exports_optimized_and_equal(family, minilm_dir, tmp_path):
     ours = OnnxModel.from_pretrained(tmp_path / "onnx")(**enc).last_hidden_state
     mask = enc["attention_mask"].bool()
     np.testing.assert_allclose(ours[mask].numpy(), ref[mask].numpy(), atol=1e-4)
+    if family == "bert":
+        _assert_transformers_graph(tmp_path / "model", tmp_path / "onnx", enc, ref[mask].numpy())
+
+
+def _token_vector_ops(graph) -> dict[str, int]:
+    """Op types of the nodes the graph's `last_hidden_state` depends on (a pooling tail after it left out)."""
+    import collections
+    nodes = list(graph.node)
+    producer = {out: i for i, node in enumerate(nodes) for out in node.output}
+    seen, todo = set(), ["last_hidden_state"]
+    while todo:
+        i = producer.get(todo.pop())
+        if i is not None and i not in seen:
+            seen.add(i)
+            todo.extend(nodes[i].input)
+    return collections.Counter(nodes[i].op_type for i in seen)
+
+
+def _transformers_optimized(folder: Path, enc, target: Path) -> Path:
+    """The peer's graph of the same weights: transformers' BERT traced by torch.onnx.export and optimized by ONNX
+    Runtime's transformer optimizer with its default options (what optimum applies)."""
+    import torch
+    from onnxruntime.transformers.optimizer import optimize_model
+    transformers = require_module("transformers")
+    hf = transformers.AutoModel.from_pretrained(str(folder), attn_implementation="eager").eval()
+    names, axes = ["input_ids", "attention_mask", "token_type_ids"], {0: "batch", 1: "sequence"}
+
+    class TokenVectors(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.model = hf
+
+        def forward(self, input_ids, attention_mask, token_type_ids):
+            return self.model(input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids)[0]
+
+    with torch.no_grad(), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(TokenVectors(), tuple(enc[k] for k in names), str(target), input_names=names,
+                          output_names=["last_hidden_state"], opset_version=17, dynamo=False,
+                          dynamic_axes={**{n: axes for n in names}, "last_hidden_state": axes})
+    optimize_model(str(target), model_type="bert", num_heads=hf.config.num_attention_heads,
+                   hidden_size=hf.config.hidden_size).save_model_to_file(str(target))
+    return target
+
+
+
+def _assert_transformers_graph(folder: Path, exported: Path, enc, pytorch) -> None:
+    """Up to its token vectors, the optimized graph holds the very nodes, op type by op type, of transformers' BERT
+    of the same weights exported and optimized the peer's way: the same fused kernels and no shape arithmetic
+    (Shape / Gather / Concat / Reshape) the peer's graph lacks; and its token vectors (at real tokens) equal the
+    peer graph's and the PyTorch model's (`pytorch`) within 1e-5."""
+    import onnx
+    peer = _transformers_optimized(folder, enc, exported.parent / "peer.onnx")
+    ours = _token_vector_ops(onnx.load(str(exported / "model.onnx")).graph)
+    assert ours == _token_vector_ops(onnx.load(str(peer)).graph), ours
+    assert ours["Attention"] and ours["SkipLayerNormalization"] and ours["EmbedLayerNormalization"] == 1, ours
+    mask = enc["attention_mask"].bool().numpy()
+    got = _session_outputs(exported, enc, ["last_hidden_state"])["last_hidden_state"][mask]
+    np.testing.assert_allclose(got, _session_outputs(None, enc, ["last_hidden_state"], peer)["last_hidden_state"][mask],
+                               atol=1e-5)
+    np.testing.assert_allclose(got, pytorch, atol=1e-5)

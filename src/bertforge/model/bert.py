@@ -170,6 +170,20 @@ class BertModel(BertPreTrainedModel):
         else (`Encoder.forward`). A decoder (`config.add_cross_attention`) also attends to
         `encoder_hidden_states` [batch, source, H].
         """
+        x, batch, collect = self._encode_in_layout(input_ids, attention_mask, token_type_ids, position_ids, causal,
+                                                   unpad, output_hidden_states, encoder_hidden_states,
+                                                   encoder_attention_mask, rows)
+        if batch.grid and rows is None:  # the grid layout's [batch, seq, H] as the packed rows the heads read
+            x = x.flatten(0, 1)
+        return x, batch, collect
+
+    def _encode_in_layout(self, input_ids: torch.Tensor, attention_mask: Optional[torch.Tensor],
+                          token_type_ids: Optional[torch.Tensor], position_ids: Optional[torch.Tensor],
+                          causal: bool, unpad: bool, output_hidden_states: bool,
+                          encoder_hidden_states: Optional[torch.Tensor], encoder_attention_mask: Optional[torch.Tensor],
+                          rows: Optional[Callable[[PackedBatch], torch.Tensor]],
+                          ) -> tuple[torch.Tensor, PackedBatch, list[torch.Tensor] | None]:
+        """`encode`, with the last hidden states as the encoder gives them: [batch, seq, H] in the grid layout."""
         if input_ids.dim() != 2:
             raise ValueError(f"input_ids must be [batch, seq], got shape {tuple(input_ids.shape)}")
         B, L = input_ids.shape
@@ -182,7 +196,7 @@ class BertModel(BertPreTrainedModel):
                                       unpad=unpad and kernels.unpad, max_groups=kernels.attention_groups, grid=grid)
         if position_ids is None:
             position_ids = self.default_position_ids(input_ids, attention_mask)
-        if grid:  # the embeddings read [batch, seq] as given; the encoder returns [batch*seq, H] rows
+        if grid:  # the embeddings read [batch, seq] as given; the encoder returns [batch, seq, H]
             positions = None
             x = self.embeddings(input_ids, position_ids, token_type_ids)
         else:
@@ -209,11 +223,14 @@ class BertModel(BertPreTrainedModel):
     def forward(self, input_ids: torch.Tensor, attention_mask: Optional[torch.Tensor] = None,
                 token_type_ids: Optional[torch.Tensor] = None, position_ids: Optional[torch.Tensor] = None,
                 output_hidden_states: bool = False, causal: bool = False, unpad: bool = True) -> BertModelOutput:
-        x, batch, collect = self.encode(input_ids, attention_mask, token_type_ids, position_ids,
-                                        causal=causal, unpad=unpad, output_hidden_states=output_hidden_states)
-        pooled = self.pooler(x[batch.first_token_rows()]) if self.pooler is not None else None
+        x, batch, collect = self._encode_in_layout(input_ids, attention_mask, token_type_ids, position_ids, causal,
+                                                   unpad, output_hidden_states, None, None, None)
+        # the grid layout's output is already [batch, seq, H]: an export's token vectors are the last layer's
+        last_hidden_state = x if batch.grid else batch.unpack(x)
+        pooled = self.pooler(last_hidden_state[:, 0] if batch.grid else x[batch.first_token_rows()]
+                             ) if self.pooler is not None else None
         hidden_states = tuple(batch.unpack(h) for h in collect) if collect is not None else None
-        return BertModelOutput(last_hidden_state=batch.unpack(x), pooler_output=pooled, hidden_states=hidden_states)
+        return BertModelOutput(last_hidden_state=last_hidden_state, pooler_output=pooled, hidden_states=hidden_states)
 
 
 def _mlm_rows(labels: Optional[torch.Tensor], prediction_positions: Optional[torch.Tensor],

@@ -93,7 +93,11 @@ class Encoder(nn.Module):
 
         `rows`: the packed rows the caller reads (masked tokens, [CLS]); the output holds only those, in that
         order. No later layer needs the last layer's other rows, so its output projection and feed-forward run
-        on these alone: exact, and for an MLM at 15-30 % masking most of the last layer's work is skipped."""
+        on these alone: exact, and for an MLM at 15-30 % masking most of the last layer's work is skipped.
+
+        The output is packed rows [tokens, H], except in the grid layout (`batch.grid`) with no `rows`: there it
+        stays [batch, seq, H], so that an exported graph's token vectors come straight from the last layer,
+        with no flatten and reshape back (and no shape arithmetic for them) in between."""
         contexts = self._contexts(x, batch, positions)
         last = len(self.schedule) - 1
         # the reference kernels, or every layer's whole output asked for: the last layer runs in full, rows picked after
@@ -114,11 +118,10 @@ class Encoder(nn.Module):
                 x = step(x, layer_batch, rope, memory, keep)
         if self.final_norm is not None:
             x = self.final_norm(x)
-        x = flat(x)
         if collect is not None:
-            collect.append(x)
+            collect.append(flat(x))
         if rows is not None and selective is None:
-            x = x[rows]
+            x = flat(x)[rows]
         return x
 
 

@@ -92,7 +92,8 @@ class PackedBatch:
     device: torch.device = torch.device("cpu")
     causal: bool = False
     # the layers keep the padded [batch, seq, hidden] layout and the one group's mask is additive, [batch, 1, 1, seq]
-    # (`Kernels.grid_layout`: what an ONNX export records); the encoder's output is flattened to [batch*seq, hidden]
+    # (`Kernels.grid_layout`: what an ONNX export records); `BertModel.forward` returns the last layer's output as it
+    # is, `encode` flattens it to [batch*seq, hidden] rows for the heads
     grid: bool = False
 
     @classmethod

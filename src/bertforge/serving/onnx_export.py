@@ -62,7 +62,8 @@ class _ExportWrapper(torch.nn.Module):
             return values
         vectors = pool(values[0], inputs["attention_mask"], self.pooling.mode)
         if self.pooling.normalize:
-            vectors = torch.nn.functional.normalize(vectors, p=2, dim=1)
+            # F.normalize's arithmetic, spelled without its expand_as (a Shape and an Expand node in the graph)
+            vectors = vectors / vectors.norm(p=2, dim=1, keepdim=True).clamp_min(1e-12)
         return (*values, vectors)
 
 
