@@ -393,9 +393,26 @@ def ceiling_worker(model_dir: str, texts: list[str], batch: int) -> None:
         print(len(texts) / (time.perf_counter() - start), flush=True)
 
 
+def round_order(sides: list[str], r: int) -> list[str]:
+    """The sides in the order round `r` measures them: rotated by one every round, so that over len(sides) rounds
+    each side goes first, and last, equally often (with two sides, they alternate)."""
+    k = r % len(sides)
+    return sides[k:] + sides[:k]
+
+
+def paired_ratios(side: list[float], ceiling: list[float]) -> dict:
+    """Round-by-round ratios of a side to the ceiling measured in the same round, their median and spread."""
+    import statistics
+    ratios = [a / c for a, c in zip(side, ceiling, strict=True)]
+    return {"per_round": [round(x, 3) for x in ratios], "median": round(statistics.median(ratios), 3),
+            "min": round(min(ratios), 3), "max": round(max(ratios), 3)}
+
+
 def cmd_ratio(args) -> dict:
-    """bertforge serve's requests/s at one concurrency against the model alone, interleaved round by round
-    (ceiling pass, then each server), so that both sides see the same machine; medians over rounds."""
+    """bertforge serve's requests/s at one concurrency against the model alone, interleaved round by round: each
+    round measures the ceiling pass and each server once, in an order that rotates every round (`round_order`),
+    so that neither side always runs first on a warming or cooling machine. Reports the per-round paired ratios
+    served / ceiling, their median and spread."""
     import statistics
     texts = read_texts(Path(args.data))
     env = {**os.environ, "PYTHONPATH": str(REPO / "src"), "OMP_NUM_THREADS": str(args.threads)}
@@ -405,31 +422,36 @@ def cmd_ratio(args) -> dict:
     sources = {"bertforge serve": REPO / "src", **({"baseline src": Path(args.baseline_src)} if args.baseline_src
                                                     else {})}
     rows: dict[str, list[float]] = {"ceiling": [], **{name: [] for name in sources}}
+    orders = []
     try:
         assert worker.stdout.readline().strip() == "ready"
         with contextlib.ExitStack() as stack:
             urls = {name: stack.enter_context(server("torch", args.model, threads=args.threads, src=src))[0]
                     for name, src in sources.items()}
             for r in range(args.rounds):
-                worker.stdin.write("go\n")
-                worker.stdin.flush()
-                rows["ceiling"].append(float(worker.stdout.readline()))
-                for name, url in urls.items():
-                    row = asyncio.run(load(url, texts, args.concurrency, args.requests, 600))
+                orders.append(round_order(list(rows), r))
+                for name in orders[-1]:
+                    if name == "ceiling":
+                        worker.stdin.write("go\n")
+                        worker.stdin.flush()
+                        rows["ceiling"].append(float(worker.stdout.readline()))
+                        continue
+                    row = asyncio.run(load(urls[name], texts, args.concurrency, args.requests, 600))
                     rows[name].append(row["rps"])
                     if set(row["statuses"]) != {200}:
                         print(f"round {r + 1}: {name} answered {row['statuses']}", flush=True)
-                print(f"round {r + 1}: " + "  ".join(f"{k} {v[-1]:.1f}/s" for k, v in rows.items())
+                print(f"round {r + 1} ({' -> '.join(orders[-1])}): "
+                      + "  ".join(f"{k} {v[-1]:.1f}/s" for k, v in rows.items())
                       + "  " + "  ".join(f"{name}/ceiling {rows[name][-1] / rows['ceiling'][-1]:.1%}"
                                          for name in sources), flush=True)
     finally:
         worker.stdin.close()
         worker.wait(60)
     report = {"concurrency": args.concurrency, "requests": args.requests, "threads": args.threads,
-              "rounds": rows, "median_per_s": {k: round(statistics.median(v), 1) for k, v in rows.items()},
-              "median_ratio": {name: round(statistics.median(a / c for a, c in zip(rows[name], rows["ceiling"])), 3)
-                               for name in sources}}
-    print(json.dumps({k: report[k] for k in ("median_per_s", "median_ratio")}), flush=True)
+              "rounds": rows, "orders": orders,
+              "median_per_s": {k: round(statistics.median(v), 1) for k, v in rows.items()},
+              "paired_ratio": {name: paired_ratios(rows[name], rows["ceiling"]) for name in sources}}
+    print(json.dumps({k: report[k] for k in ("median_per_s", "paired_ratio")}), flush=True)
     return report
 
 
