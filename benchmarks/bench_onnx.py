@@ -14,10 +14,10 @@ in onnxruntime with the same session options and threads, on the same tokenized 
 against the peer's graph without the numpy pooling.
 
 Calls alternate between the sides batch by batch (the order flips every call), so a shared machine's load falls
-on both alike; each side's figure is its median call, and "paired" is the median of the per-call ratios, by wall
-time and by the calling thread's CPU time (with one intra-op thread ONNX Runtime runs the graph on the calling
-thread, so CPU time leaves out the time other processes take the core). Before timing, both sides' vectors and
-token vectors must agree within 1e-4.
+on both alike; each side's figure is its median call, and "paired" is the median of the per-call ratios (their
+quartiles in the JSON report), by wall time and by the calling thread's CPU time (with one intra-op thread
+ONNX Runtime runs the graph on the calling thread, so CPU time leaves out the time other processes take the
+core). Before timing, both sides' vectors and token vectors must agree within 1e-4.
 """
 from __future__ import annotations
 
@@ -194,13 +194,17 @@ def alternate(runs: dict, batches: list, repeats: int) -> dict[str, dict[str, li
     return times
 
 
-def summary(times: dict[str, dict[str, list[float]]]) -> dict[str, float]:
-    """Median call per side (seconds) and the median per-call speed ratio bertforge / peer (wall and CPU)."""
+def summary(times: dict[str, dict[str, list[float]]]) -> dict[str, float | list[float]]:
+    """Median call per side (seconds), the median per-call speed ratio bertforge / peer (wall and CPU) and the
+    spread of those ratios (their quartiles)."""
     ours, peer = times["bertforge"], times["peer"]
+    wall = [p / o for o, p in zip(ours["wall"], peer["wall"])]
+    cpu = [p / o for o, p in zip(ours["cpu"], peer["cpu"])]
     return {"bertforge": median(ours["wall"]), "peer": median(peer["wall"]),
             "bertforge_cpu": median(ours["cpu"]), "peer_cpu": median(peer["cpu"]),
-            "paired": median([p / o for o, p in zip(ours["wall"], peer["wall"])]),
-            "paired_cpu": median([p / o for o, p in zip(ours["cpu"], peer["cpu"])])}
+            "paired": median(wall), "paired_cpu": median(cpu),
+            "paired_quartiles": np.percentile(wall, [25, 75]).tolist(),
+            "paired_cpu_quartiles": np.percentile(cpu, [25, 75]).tolist()}
 
 
 def table_rows(results: dict) -> list[list[str]]:
