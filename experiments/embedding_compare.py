@@ -4,8 +4,11 @@
   scored on the held-out articles (nDCG@10, MRR@10, recall@1/10/100);
 - sts: STS-B train with CoSENT, scored by the Spearman of cosine on STS-B dev.
 
-Both trainers get the same pairs, loss (scale 20), batch, no-duplicates batches, lr and linear schedule with 10 %
-warmup, weight decay, clipping, steps, sequence length and seed. The untuned model and the two tuned ones are
+Both trainers get the same pairs, loss (scale 20), batch, batch sampler (no-duplicates or plain shuffling), lr and
+linear schedule with 10 % warmup, weight decay, clipping, steps (or epochs: `--sts-epochs`), sequence length and
+seed. `--epoch-eval` has each trainer score STS-B dev after every epoch with its own evaluator (the curve in
+curves.png); the final STS-B score is also computed apart from bertforge, sentence-transformers embedding and scipy
+ranking (`spearman_st_scipy`). `--pin 0,1` runs the two trainers one per core. The untuned model and the two tuned ones are
 scored by one evaluator. Each trainer runs in its own process with the same threads (OMP_NUM_THREADS), the two
 side by side at the same time (so that both meet the same load), timed from launch to saved model, `--repeats`
 times; both the wall-clock and the process CPU time (user + system, from wait4) are recorded, since CPU time is
@@ -14,8 +17,13 @@ the fairer figure on a machine that other work shares.
     python experiments/squad_retrieval.py --out ../runs/squad-retrieval
     OMP_NUM_THREADS=1 python experiments/embedding_compare.py --data ../runs/squad-retrieval \\
         --out ../runs/embedding-compare --steps 10 --sts-steps 30 --batch-size 16 --lr 5e-5
+    # sentence-transformers' STS-benchmark example's settings (its Trainer's defaults: lr 5e-5, no weight decay,
+    # plain shuffled batches), 2 epochs
+    OMP_NUM_THREADS=1 python experiments/embedding_compare.py --out ../runs/embedding-compare-stsb --tasks sts \
+        --sts-epochs 2 --epoch-eval --batch-size 16 --lr 5e-5 --weight-decay 0 --batch-sampler random --pin 0,1
 
-Writes OUT/results.json, OUT/results.md and OUT/results.png (quality of the three models, seconds per trainer).
+Writes OUT/results.json, OUT/results.md and OUT/results.png (quality of the three models, seconds per trainer),
+and OUT/curves.png with --epoch-eval.
 """
 from __future__ import annotations
 
@@ -50,20 +58,41 @@ def steps(args: argparse.Namespace, task: str) -> int:
     return args.steps if task == "retrieval" else args.sts_steps
 
 
+def length(args: argparse.Namespace, task: str) -> str:
+    """How long each trainer trains: epochs of STS-B train when --sts-epochs is given, else steps."""
+    return f"{args.sts_epochs:g} epochs" if task == "sts" and args.sts_epochs else f"{steps(args, task)} steps"
+
+
+def pinned(command: list[str], args: argparse.Namespace, index: int) -> list[str]:
+    """The command on one core of --pin (taskset), the i-th trainer on the i-th core."""
+    if not args.pin:
+        return command
+    cores = args.pin.split(",")
+    return ["taskset", "-c", cores[index % len(cores)], *command]
+
+
 def train_bertforge(args: argparse.Namespace, task: str, out: Path) -> list[str]:
+    length_flags = ["--epochs", str(args.sts_epochs)] if task == "sts" and args.sts_epochs \
+        else ["--max-steps", str(steps(args, task))]
+    eval_flags = ["--eval", str(args.sts / "dev.tsv")] if task == "sts" and args.epoch_eval else []
     return [sys.executable, "-m", "bertforge", "train-embeddings", "--model", args.model,
-            "--train", str(train_file(args, task)), "--output", str(out), "--overwrite",
-            "--max-steps", str(steps(args, task)), "--batch-size", str(args.batch_size), "--lr", str(args.lr),
-            "--warmup", "0.1", "--seed", str(args.seed), "--max-seq-length", str(args.max_seq_length),
+            "--train", str(train_file(args, task)), "--output", str(out), "--overwrite", *length_flags,
+            "--batch-size", str(args.batch_size), "--lr", str(args.lr), "--warmup", "0.1",
+            "--weight-decay", str(args.weight_decay), "--batch-sampler", args.batch_sampler,
+            "--seed", str(args.seed), "--max-seq-length", str(args.max_seq_length), *eval_flags,
             "--loss", "mnrl" if task == "retrieval" else "cosent", "--scale", "20", "--device", "cpu",
             "--no-progress"]
 
 
 def train_sentence_transformers(args: argparse.Namespace, task: str, out: Path) -> list[str]:
-    return [sys.executable, __file__, "--st-train", str(out), "--st-task", task, "--data", str(args.data),
+    return [sys.executable, __file__, "--st-train", str(out), "--st-task", task,
+            *(["--data", str(args.data)] if args.data else []),
             "--sts", str(args.sts), "--model", args.model, "--steps", str(args.steps),
             "--sts-steps", str(args.sts_steps), "--batch-size", str(args.batch_size), "--lr", str(args.lr),
-            "--seed", str(args.seed), "--max-seq-length", str(args.max_seq_length), "--out", str(out)]
+            "--seed", str(args.seed), "--max-seq-length", str(args.max_seq_length), "--out", str(out),
+            "--weight-decay", str(args.weight_decay), "--batch-sampler", args.batch_sampler,
+            *(["--sts-epochs", str(args.sts_epochs)] if args.sts_epochs else []),
+            *(["--epoch-eval"] if args.epoch_eval else [])]
 
 
 def st_dataset(args: argparse.Namespace, task: str):
@@ -82,6 +111,7 @@ def st_dataset(args: argparse.Namespace, task: str):
 def st_train(args: argparse.Namespace) -> None:
     """sentence-transformers' own trainer with the settings bertforge's run uses (in this process)."""
     from sentence_transformers import SentenceTransformer, SentenceTransformerTrainer
+    from sentence_transformers.sentence_transformer.evaluation import EmbeddingSimilarityEvaluator
     from sentence_transformers.sentence_transformer.losses import CoSENTLoss, MultipleNegativesRankingLoss
     from sentence_transformers.sentence_transformer.training_args import (BatchSamplers,
                                                                          SentenceTransformerTrainingArguments)
@@ -89,14 +119,26 @@ def st_train(args: argparse.Namespace) -> None:
     model = SentenceTransformer(args.model, device="cpu")
     model.max_seq_length = args.max_seq_length
     loss = MultipleNegativesRankingLoss(model, scale=20.0) if task == "retrieval" else CoSENTLoss(model, scale=20.0)
+    by_epochs = task == "sts" and args.sts_epochs
+    evaluator = None
+    if task == "sts" and args.epoch_eval:  # after every epoch, as bertforge's --eval
+        from bertforge.tasks.embedding.data import read_pairs
+        dev = read_pairs(args.sts / "dev.tsv")
+        evaluator = EmbeddingSimilarityEvaluator([p.anchor for p in dev], [p.positive for p in dev],
+                                                 [float(p.score) for p in dev], name="sts-dev")  # type: ignore[arg-type]
+    sampler = BatchSamplers.NO_DUPLICATES if args.batch_sampler == "no-duplicates" else BatchSamplers.BATCH_SAMPLER
     training = SentenceTransformerTrainingArguments(
-        output_dir=str(args.st_train / "trainer"), max_steps=total, per_device_train_batch_size=args.batch_size,
-        learning_rate=args.lr, warmup_steps=0.1, lr_scheduler_type="linear", weight_decay=0.01, max_grad_norm=1.0,
-        seed=args.seed, batch_sampler=BatchSamplers.NO_DUPLICATES, save_strategy="no", report_to=[],
-        logging_steps=max(1, total // 5), use_cpu=True, dataloader_drop_last=True, disable_tqdm=True)
-    trainer = SentenceTransformerTrainer(model=model, args=training, train_dataset=st_dataset(args, task), loss=loss)
+        output_dir=str(args.st_train / "trainer"), max_steps=-1 if by_epochs else total,
+        num_train_epochs=args.sts_epochs if by_epochs else 1, per_device_train_batch_size=args.batch_size,
+        learning_rate=args.lr, warmup_steps=0.1, lr_scheduler_type="linear", weight_decay=args.weight_decay,
+        max_grad_norm=1.0, seed=args.seed, batch_sampler=sampler, save_strategy="no", report_to=[],
+        eval_strategy="epoch" if evaluator else "no", logging_steps=max(1, total // 5), use_cpu=True,
+        dataloader_drop_last=True, disable_tqdm=True)
+    trainer = SentenceTransformerTrainer(model=model, args=training, train_dataset=st_dataset(args, task), loss=loss,
+                                         evaluator=evaluator)
     trainer.train()
     model.save(str(args.st_train))
+    (args.st_train / "log_history.json").write_text(json.dumps(trainer.state.log_history) + "\n", encoding="utf-8")
 
 
 def timed_together(commands: dict[str, list[str]], logs: dict[str, Path]) -> dict[str, tuple[float, float]]:
@@ -104,8 +146,10 @@ def timed_together(commands: dict[str, list[str]], logs: dict[str, Path]) -> dic
     the CPU time (user + system, from wait4) counts the process and the children it waited for."""
     start = time.perf_counter()
     handles = {name: logs[name].open("w", encoding="utf-8") for name in commands}
-    running = {subprocess.Popen(command, stdout=handles[name], stderr=subprocess.STDOUT, env={**os.environ}).pid: name
-               for name, command in commands.items()}
+    # each in a session of its own: where the kernel groups the scheduling by session (autogroup), every trainer
+    # then gets the same share of its core as any other session's job
+    running = {subprocess.Popen(command, stdout=handles[name], stderr=subprocess.STDOUT, env={**os.environ},
+                                start_new_session=True).pid: name for name, command in commands.items()}
     times: dict[str, tuple[float, float]] = {}
     failed = []
     while running:
@@ -147,7 +191,22 @@ def evaluate(task: str, model_dir: str, args: argparse.Namespace) -> dict[str, d
         return {"items": {m: [p[m] for p in per_query] for m in per_query[0]}}
     pairs = read_pairs(args.sts / "dev.tsv")
     cosine = (encode([p.anchor for p in pairs]) * encode([p.positive for p in pairs])).sum(1)
-    return {"items": {"cosine": cosine.tolist(), "gold": [float(p.score) for p in pairs]}}  # type: ignore[arg-type]
+    return {"items": {"cosine": cosine.tolist(), "gold": [float(p.score) for p in pairs]},  # type: ignore[arg-type]
+            "check": st_spearman(model_dir, pairs, args.max_seq_length)}
+
+
+def st_spearman(model_dir: str, pairs, max_seq_length: int) -> float:
+    """The STS-B dev score computed apart from bertforge: sentence-transformers embeds, scipy ranks (the Spearman
+    of the cosine, as sentence-transformers' EmbeddingSimilarityEvaluator defines it)."""
+    import numpy as np
+    from scipy.stats import spearmanr
+    from sentence_transformers import SentenceTransformer
+    model = SentenceTransformer(model_dir, device="cpu")
+    model.max_seq_length = min(model.max_seq_length or max_seq_length, max_seq_length)
+    first, second = (model.encode([getattr(p, side) for p in pairs], batch_size=64, convert_to_numpy=True)
+                     for side in ("anchor", "positive"))
+    cosine = (first * second).sum(1) / (np.linalg.norm(first, axis=1) * np.linalg.norm(second, axis=1))
+    return float(spearmanr(cosine, [float(p.score) for p in pairs])[0])
 
 
 def averages(task: str, items: dict[str, list[float]]) -> dict[str, float]:
@@ -195,10 +254,30 @@ def evaluate_all(task: str, models: dict[str, str], args: argparse.Namespace) ->
     from concurrent.futures import ProcessPoolExecutor
     with ProcessPoolExecutor(len(models), mp_context=multiprocessing.get_context("spawn")) as pool:
         jobs = {name: pool.submit(evaluate, task, folder, args) for name, folder in models.items()}
-        items = {name: job.result()["items"] for name, job in jobs.items()}
+        done = {name: job.result() for name, job in jobs.items()}
+    items = {name: result["items"] for name, result in done.items()}
     pairs = [("bertforge", "untuned"), ("sentence-transformers", "untuned"), ("bertforge", "sentence-transformers")]
-    return {"eval": {name: averages(task, values) for name, values in items.items()},
+    scores = {name: averages(task, values) for name, values in items.items()}
+    for name, result in done.items():
+        if "check" in result:
+            scores[name]["spearman_st_scipy"] = result["check"]
+    return {"eval": scores,
             "differences": {f"{a} - {b}": difference(task, items[a], items[b], args.seed) for a, b in pairs}}
+
+
+def epoch_curve(folder: Path, trainer: str) -> list[dict[str, float]]:
+    """Each trainer's own STS-B dev evaluation after every epoch (bertforge's metrics.jsonl, sentence-transformers'
+    log history): [{"epoch", "step", "spearman"}]."""
+    if trainer == "bertforge":
+        path = folder / "metrics.jsonl"
+        records = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()] if path.is_file() else []
+        evals = [r for r in records if r.get("split") == "eval" and "spearman" in r]
+        per_epoch = evals[0]["step"] if evals else 1
+        return [{"epoch": r["step"] / per_epoch, "step": r["step"], "spearman": r["spearman"]} for r in evals]
+    path = folder / "log_history.json"
+    history = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else []
+    return [{"epoch": r["epoch"], "step": r["step"], "spearman": r["eval_sts-dev_spearman_cosine"]}
+            for r in history if "eval_sts-dev_spearman_cosine" in r]
 
 
 def run_task(args: argparse.Namespace, task: str) -> dict:
@@ -210,14 +289,16 @@ def run_task(args: argparse.Namespace, task: str) -> dict:
     else:
         wall, cpu = {name: [] for name in runs}, {name: [] for name in runs}
         for r in range(args.repeats):
-            times = timed_together({name: command(args, task, args.out / task / name) for name, command in runs.items()},
-                                   {name: args.out / task / f"{name}-{r}.log" for name in runs})
+            commands = {name: pinned(command(args, task, args.out / task / name), args, i)
+                        for i, (name, command) in enumerate(runs.items())}
+            times = timed_together(commands, {name: args.out / task / f"{name}-{r}.log" for name in runs})
             for name, (w, c) in times.items():
                 wall[name].append(w)
                 cpu[name].append(c)
                 print(f"{task} {name} run {r}: {w:.1f} s wall, {c:.1f} s CPU", flush=True)
         timings.write_text(json.dumps({"wall": wall, "cpu": cpu}) + "\n", encoding="utf-8")
-    result = {"steps": steps(args, task), "train": str(train_file(args, task)),
+    result = {"steps": steps(args, task), "length": length(args, task), "train": str(train_file(args, task)),
+              "curves": {n: epoch_curve(args.out / task / n, n) for n in runs},
               "wall": {n: statistics.median(s) for n, s in wall.items()},
               "cpu": {n: statistics.median(s) for n, s in cpu.items()}, "all_wall": wall, "all_cpu": cpu,
               **evaluate_all(task, {"untuned": args.model, **{n: str(args.out / task / n) for n in runs}}, args)}
@@ -228,7 +309,7 @@ def run_task(args: argparse.Namespace, task: str) -> dict:
 
 def table(task: str, result: dict) -> list[str]:
     metrics = ["ndcg@10", "mrr@10", "recall@1", "recall@10", "recall@100"] if task == "retrieval" \
-        else ["spearman", "pearson"]
+        else ["spearman", "pearson", "spearman_st_scipy"]
     lines = [f"| {task}: model | {' | '.join(metrics)} | train wall s | train CPU s |",
              "|---|" + "---|" * (len(metrics) + 2)]
     for name in MODELS:
@@ -240,7 +321,11 @@ def table(task: str, result: dict) -> list[str]:
     for pair, d in result["differences"].items():
         lines.append(f"- {HEADLINE[task]} {pair}: {d['difference']:+.4f} (95 % bootstrap interval "
                      f"{d['low']:+.4f} to {d['high']:+.4f})")
-    lines.append(f"\n{task}, {result['steps']} steps: sentence-transformers / bertforge: wall-clock "
+    for name, curve in result.get("curves", {}).items():
+        if curve:
+            lines.append(f"- {name}, STS-B dev Spearman after each epoch (its own evaluator): "
+                         + ", ".join(f"{c['epoch']:g}: {c['spearman']:.4f}" for c in curve))
+    lines.append(f"\n{task}, {result.get('length', result['steps'])}: sentence-transformers / bertforge: wall-clock "
                  f"{result['wall_ratio']:.2f}x, CPU time {result['cpu_ratio']:.2f}x\n")
     return lines
 
@@ -268,7 +353,7 @@ def plot(results: dict, path: Path) -> None:
         bottom.bar([i + 0.2 for i in x], [result["cpu"][n] for n in TRAINERS], 0.4, label="CPU time",
                    color=[colors[n] for n in TRAINERS], hatch="//")
         bottom.set_xticks(list(x), TRAINERS)
-        bottom.set_ylabel(f"seconds, {result['steps']} steps (median)")
+        bottom.set_ylabel(f"seconds, {result.get('length', result['steps'])} (median)")
         bottom.set_title(f"st / bertforge: wall {result['wall_ratio']:.2f}x, CPU {result['cpu_ratio']:.2f}x",
                          fontsize=9)
         bottom.legend(fontsize=8)
@@ -276,19 +361,48 @@ def plot(results: dict, path: Path) -> None:
                  f"lr {results['settings']['lr']}, {results['settings']['threads']} thread(s)", fontsize=10)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
+    curves = results["tasks"].get("sts", {}).get("curves", {})
+    if any(curves.values()):
+        plot_curves(curves, results["tasks"]["sts"]["eval"]["untuned"]["spearman"], path.with_name("curves.png"))
+
+
+def plot_curves(curves: dict[str, list[dict[str, float]]], untuned: float, path: Path) -> None:
+    """STS-B dev Spearman after every epoch, for both trainers, against the untuned model's."""
+    import matplotlib.pyplot as plt
+    colors = {"bertforge": "tab:blue", "sentence-transformers": "tab:orange"}
+    fig, ax = plt.subplots(figsize=(5.5, 3.8))
+    ax.axhline(untuned, color="grey", linestyle="--", label=f"untuned {untuned:.4f}")
+    for name, curve in curves.items():
+        ax.plot([0.0] + [c["epoch"] for c in curve], [untuned] + [c["spearman"] for c in curve], marker="o",
+                color=colors[name], label=name)
+    ax.set_xlabel("epoch of STS-B train")
+    ax.set_ylabel("STS-B dev Spearman (cosine)")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--data", type=Path, required=True, help="the folder experiments/squad_retrieval.py wrote")
+    parser.add_argument("--data", type=Path, default=None,
+                        help="the folder experiments/squad_retrieval.py wrote (for --tasks retrieval)")
     parser.add_argument("--sts", type=Path, default=STS_B, help="STS-B folder with train.tsv and dev.tsv")
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--model", default=None, help="encoder folder (default: all-MiniLM-L6-v2 from PyPI)")
     parser.add_argument("--tasks", default="retrieval,sts", help="comma-separated: retrieval, sts")
     parser.add_argument("--steps", type=int, default=60, help="retrieval training steps")
     parser.add_argument("--sts-steps", type=int, default=100, help="STS-B training steps")
+    parser.add_argument("--sts-epochs", type=float, default=None,
+                        help="epochs of STS-B train instead of --sts-steps (both trainers)")
+    parser.add_argument("--epoch-eval", action="store_true",
+                        help="sts: each trainer scores STS-B dev after every epoch (the curve in curves.png)")
     parser.add_argument("--batch-size", type=int, default=16)
     parser.add_argument("--lr", type=float, default=2e-5)
+    parser.add_argument("--weight-decay", type=float, default=0.01)
+    parser.add_argument("--batch-sampler", choices=("no-duplicates", "random"), default="no-duplicates",
+                        help="random: plain shuffled batches (sentence-transformers' default batch sampler)")
+    parser.add_argument("--pin", default=None, metavar="CORES",
+                        help="e.g. 0,1: pin the two trainers one per core (taskset)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--max-seq-length", type=int, default=128)
     parser.add_argument("--repeats", type=int, default=1, help="trainings of each, alternating (timing medians)")
@@ -305,6 +419,8 @@ def main(argv: list[str] | None = None) -> int:
     unknown = sorted(set(tasks) - set(HEADLINE))
     if unknown:
         parser.error(f"--tasks: unknown {', '.join(unknown)}; choose from retrieval, sts")
+    if "retrieval" in tasks and args.data is None:
+        parser.error("--tasks retrieval needs --data (the folder experiments/squad_retrieval.py wrote)")
     settings = {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()
                 if not k.startswith("st_")}
     settings["threads"] = os.environ.get("OMP_NUM_THREADS", "all")

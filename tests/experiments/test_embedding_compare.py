@@ -1,6 +1,7 @@
 """experiments/embedding_compare.py: the reported scores and the bootstrap intervals of their differences."""
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 
@@ -41,3 +42,19 @@ def test_retrieval_difference_is_the_mean_per_query_difference():
     assert d["difference"] == pytest.approx(np.mean(np.asarray(a["ndcg@10"]) - np.asarray(b["ndcg@10"])))
     assert d["low"] < d["difference"] < d["high"] and d["low"] > 0.08 and d["high"] < 0.12
     assert embedding_compare.averages("retrieval", a) == pytest.approx({m: np.mean(v) for m, v in a.items()})
+
+
+def test_epoch_curve_reads_each_trainers_own_dev_scores(tmp_path):
+    bf, st = tmp_path / "bertforge", tmp_path / "sentence-transformers"
+    bf.mkdir()
+    st.mkdir()
+    records = [{"step": 10, "split": "train", "loss": 1.0}, {"step": 359, "split": "eval", "spearman": 0.86},
+               {"step": 718, "split": "eval", "spearman": 0.87}]
+    (bf / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
+    history = [{"loss": 3.0, "epoch": 0.5, "step": 180}, {"eval_sts-dev_spearman_cosine": 0.85, "epoch": 1.0, "step": 359},
+               {"eval_sts-dev_spearman_cosine": 0.88, "epoch": 2.0, "step": 718}]
+    (st / "log_history.json").write_text(json.dumps(history), encoding="utf-8")
+    assert embedding_compare.epoch_curve(bf, "bertforge") == [{"epoch": 1.0, "step": 359, "spearman": 0.86},
+                                                              {"epoch": 2.0, "step": 718, "spearman": 0.87}]
+    assert embedding_compare.epoch_curve(st, "sentence-transformers") == [
+        {"epoch": 1.0, "step": 359, "spearman": 0.85}, {"epoch": 2.0, "step": 718, "spearman": 0.88}]
