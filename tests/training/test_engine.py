@@ -219,6 +219,38 @@ def test_one_lamb_step_of_a_real_run_is_the_papers_update(tmp_path):
     assert abs(trusts["1.weight"] - 1) > 0.5, "the trust ratio is far from 1 here, so an update without it differs"
 
 
+def test_one_adamw_step_uses_the_adam_epsilon_setting(tmp_path):
+    # torch's AdamW, first step: m_hat = g, v_hat = g^2, so w <- w (1 - lr decay) - lr g / (|g| + eps); an eps as
+    # large as the gradients makes the step far from the default 1e-6's sign-like step
+    stage, lr, decay, eps = ToyStage(rows=8), 0.05, 0.01, 0.5
+    start = {name: p.detach().clone() for name, p in stage.model.named_parameters()}
+    run(stage, tmp_path / "adamw", lr=lr, weight_decay=decay, adam_epsilon=eps, max_steps=1, max_grad_norm=1e9)
+    _, _, grads = reference_step(rows=8)
+    got = weights(tmp_path / "adamw")
+    for name, w in start.items():
+        g = grads[name].double()
+        kept = 1 - lr * (decay if w.ndim >= 2 else 0.0)
+        assert_close(got[name].double(), w.double() * kept - lr * g / (g.abs() + eps), name)
+        assert (got[name].double() - w.double() * kept + lr * g / (g.abs() + 1e-6)).abs().max() > 1e-3, name
+
+
+def test_a_checkpoint_without_adam_epsilon_resumes_with_its_default_and_refuses_another(tmp_path):
+    ref = run(ToyStage(), tmp_path / "ref", max_steps=6, save_every=3, keep_checkpoints=5)
+    assert ref.step == 6
+    resumed = tmp_path / "resumed"
+    copy_as_interrupted(tmp_path / "ref", resumed, 3)
+    state_file = ckpt.checkpoint_dir(resumed, 3) / ckpt.TRAINING_STATE
+    state = json.loads(state_file.read_text())
+    assert state["state"]["run"].pop("adam_epsilon") == 1e-6
+    state_file.write_text(json.dumps(state))  # as a checkpoint written before the setting was recorded
+    with pytest.raises(ValueError, match=r"adam_epsilon: 1e-06 there, 1e-08 now"):
+        run(ToyStage(), resumed, max_steps=6, save_every=3, keep_checkpoints=5, adam_epsilon=1e-8)
+    again = run(ToyStage(), resumed, max_steps=6, save_every=3, keep_checkpoints=5)
+    assert again.resumed_from is not None
+    a, b = weights(tmp_path / "ref"), weights(resumed)
+    assert all(torch.equal(a[k], b[k]) for k in a)
+
+
 def test_keep_best_restores_the_best_evaluation_and_patience_stops(tmp_path):
     stage = ToyStage(scores=[0.1, 0.7, 0.5, 0.4, 0.3, 0.2])
     result = run(stage, tmp_path / "best", max_steps=6, eval_every=1, keep="best", patience=3)

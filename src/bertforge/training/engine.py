@@ -227,7 +227,8 @@ class _Run:
         self.device = session.device
         self.precision = session.precision(opts.precision)
         model = stage.model
-        self.optimizer = build_optimizer(model, opts.lr, weight_decay=opts.weight_decay, kind=opts.optimizer)
+        self.optimizer = build_optimizer(model, opts.lr, weight_decay=opts.weight_decay, eps=opts.adam_epsilon,
+                                         kind=opts.optimizer)
         self.scheduler = linear_warmup_decay(self.optimizer, opts.warmup_steps, self.max_steps)
         self.scaler = self.precision.grad_scaler()
         self.state = EngineState()
@@ -298,7 +299,7 @@ class _Run:
 
     def _check_resumable(self, saved: TrainingState, latest: Path) -> None:
         """Refuse to resume the run in OUTPUT with other settings or another number of processes."""
-        was = saved.run
+        was = {**RECORDED_LATER, **saved.run}  # a run saved before a setting was recorded ran with its default
         changed = {k: (was.get(k), v) for k, v in self.record.items() if _differs(was.get(k), v)}
         if changed:
             what = ", ".join(f"{k}: {a!r} there, {b!r} now" for k, (a, b) in changed.items())
@@ -569,6 +570,10 @@ def _scratch(out: Path) -> Iterator[Path]:
 
 def _processes(n: Any) -> str:
     return f"{n} process" if n == 1 else f"{n} processes"
+
+
+#: settings a checkpoint may lack (written before they were recorded), with the value such a run used
+RECORDED_LATER = {"adam_epsilon": 1e-6}
 
 
 def _differs(a: Any, b: Any) -> bool:

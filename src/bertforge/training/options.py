@@ -21,6 +21,8 @@ class TrainOptions:
     lr: float = setting(1e-4, "peak learning rate (linear warmup, then linear decay to 0)", positive=True)
     weight_decay: float = setting(0.01, "AdamW weight decay (not on biases and LayerNorms)", non_negative=True)
     optimizer: str = setting("adamw", "optimizer: AdamW, or LAMB for large batches", choices=("adamw", "lamb"))
+    adam_epsilon: float = setting(1e-6, "the optimizer's epsilon (BERT's 1e-6; transformers' Trainer and "
+                                  "sentence-transformers use 1e-8)", positive=True)
     warmup_steps: int = setting(0, "steps of linear lr warmup", non_negative=True)
     grad_accum: int = setting(1, "micro-batches per optimizer step", positive=True)
     max_grad_norm: float = setting(1.0, "clip the gradient norm to this", positive=True)
@@ -46,8 +48,8 @@ class TrainOptions:
                                 "'bertforge[tensorboard]')")
 
     # settings that change what a step computes: a resumed run must share them
-    RESUMED = ("max_steps", "time_budget", "lr", "weight_decay", "optimizer", "warmup_steps", "grad_accum",
-               "max_grad_norm", "seed", "precision")
+    RESUMED = ("max_steps", "time_budget", "lr", "weight_decay", "optimizer", "adam_epsilon", "warmup_steps",
+               "grad_accum", "max_grad_norm", "seed", "precision")
 
     def check(self) -> None:
         """The values within their ranges, and a budget to stop at."""
