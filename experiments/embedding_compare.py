@@ -78,8 +78,9 @@ def train_bertforge(args: argparse.Namespace, task: str, out: Path) -> list[str]
     return [sys.executable, "-m", "bertforge", "train-embeddings", "--model", args.model,
             "--train", str(train_file(args, task)), "--output", str(out), "--overwrite", *length_flags,
             "--batch-size", str(args.batch_size), "--lr", str(args.lr), "--warmup", "0.1",
-            "--weight-decay", str(args.weight_decay), "--batch-sampler", args.batch_sampler,
-            "--seed", str(args.seed), "--max-seq-length", str(args.max_seq_length), *eval_flags,
+            "--weight-decay", str(args.weight_decay), "--adam-epsilon", str(args.adam_epsilon),
+            "--batch-sampler", args.batch_sampler, "--seed", str(args.seed),
+            "--max-seq-length", str(args.max_seq_length), *eval_flags,
             "--loss", "mnrl" if task == "retrieval" else "cosent", "--scale", "20", "--device", "cpu",
             "--no-progress"]
 
@@ -90,7 +91,8 @@ def train_sentence_transformers(args: argparse.Namespace, task: str, out: Path) 
             "--sts", str(args.sts), "--model", args.model, "--steps", str(args.steps),
             "--sts-steps", str(args.sts_steps), "--batch-size", str(args.batch_size), "--lr", str(args.lr),
             "--seed", str(args.seed), "--max-seq-length", str(args.max_seq_length), "--out", str(out),
-            "--weight-decay", str(args.weight_decay), "--batch-sampler", args.batch_sampler,
+            "--weight-decay", str(args.weight_decay), "--adam-epsilon", str(args.adam_epsilon),
+            "--batch-sampler", args.batch_sampler,
             *(["--sts-epochs", str(args.sts_epochs)] if args.sts_epochs else []),
             *(["--epoch-eval"] if args.epoch_eval else [])]
 
@@ -131,7 +133,8 @@ def st_train(args: argparse.Namespace) -> None:
         output_dir=str(args.st_train / "trainer"), max_steps=-1 if by_epochs else total,
         num_train_epochs=args.sts_epochs if by_epochs else 1, per_device_train_batch_size=args.batch_size,
         learning_rate=args.lr, warmup_steps=0.1, lr_scheduler_type="linear", weight_decay=args.weight_decay,
-        max_grad_norm=1.0, seed=args.seed, batch_sampler=sampler, save_strategy="no", report_to=[],
+        adam_epsilon=args.adam_epsilon, max_grad_norm=1.0, seed=args.seed, batch_sampler=sampler, save_strategy="no",
+        report_to=[],
         eval_strategy="epoch" if evaluator else "no", logging_steps=max(1, total // 5), use_cpu=True,
         dataloader_drop_last=True, disable_tqdm=True)
     trainer = SentenceTransformerTrainer(model=model, args=training, train_dataset=st_dataset(args, task), loss=loss,
@@ -399,6 +402,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--batch-size", type=int, default=16)
     parser.add_argument("--lr", type=float, default=2e-5)
     parser.add_argument("--weight-decay", type=float, default=0.01)
+    parser.add_argument("--adam-epsilon", type=float, default=1e-8,
+                        help="AdamW's epsilon on both sides (default: the Trainer's 1e-8; bertforge's own is 1e-6)")
     parser.add_argument("--batch-sampler", choices=("no-duplicates", "random"), default="no-duplicates",
                         help="random: plain shuffled batches (sentence-transformers' default batch sampler)")
     parser.add_argument("--pin", default=None, metavar="CORES",
