@@ -14,6 +14,7 @@ import pytest
 
 from bertforge.cli import main
 
+import warm_cli
 from needs import skip_as_root, skip_privileged
 
 # `bertforge vocab` without a progress bar (its lines would mix with the error line) and a small vocabulary
@@ -483,9 +484,7 @@ def test_untrusted_model_folder_is_one_line_through_every_verb(tiny_model, tmp_p
 
 def test_untrusted_model_folder_is_one_line_through_serve(tiny_model, tmp_path):
     folder, expected = _hostile_folder(tiny_model, tmp_path, "layers")
-    done = subprocess.run([sys.executable, "-m", "bertforge", "serve", "--model", str(folder), "--port", "8999"],
-                          capture_output=True, text=True, timeout=300,
-                          env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+    done = warm_cli.run(["serve", "--model", str(folder), "--port", "8999"], timeout=300)
     assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr
     lines = [line for line in done.stderr.splitlines() if line.startswith("bertforge serve: error: ")]
     assert len(lines) == 1 and expected in lines[0], done.stderr

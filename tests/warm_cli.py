@@ -51,6 +51,18 @@ def environment(env: dict[str, str]) -> dict[str, str]:
     return dict(env, **{SOCKET_ENV: _start_server(env)})
 
 
+def run(argv: list[str], env: dict[str, str] | None = None, **kwargs) -> subprocess.CompletedProcess:
+    """`bertforge ARGV` as a process of its own (its exit status, stdout and stderr as text) through the warm
+    server: for tests of what a command's process prints and returns, not of how it starts. `kwargs` go to
+    `subprocess.run` (cwd, timeout, input, ...)."""
+    env = dict(os.environ if env is None else env)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(Path(__file__).resolve().parents[1] / "src"),
+                                                      env.get("PYTHONPATH")]))
+    env.setdefault("OMP_NUM_THREADS", "1")
+    return subprocess.run([sys.executable, "-S", str(Path(__file__).resolve()), *argv], env=environment(env),
+                          capture_output=True, text=True, **kwargs)
+
+
 def _start_server(env: dict[str, str]) -> str:
     if _server.get("proc") is not None and _server["proc"].poll() is None:  # type: ignore[union-attr]
         return str(_server["address"])

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 
 import pytest
+import warm_cli
 
 from bertforge.generation.conditional import generate_conditional
 from bertforge.generation.loading import load_encoder_decoder
@@ -83,7 +83,7 @@ def test_untrained_folder_is_refused(reverser, tmp_path):
 
 
 def run_cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "bertforge", *args], capture_output=True, text=True)
+    return warm_cli.run(list(args))
 
 
 def test_generate_verb_decodes_sources_and_refuses_masked_lm_flags(reverser, tmp_path):

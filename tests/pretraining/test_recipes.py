@@ -2,11 +2,10 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
 import pytest
 import torch
+import warm_cli
 
 from bertforge.cli import build_parser
 from bertforge.commands.pretrain import config_from_args
@@ -77,8 +76,7 @@ def test_an_unknown_init_is_refused_even_when_starting_from_weights(tmp_path):
 
 
 def test_unknown_recipe_is_one_line_and_exit_2():
-    done = subprocess.run([sys.executable, "-m", "bertforge", "pretrain", "--data", "d", "--output", "o",
-                           "--recipe", "quick", "--max-steps", "1"], capture_output=True, text=True)
+    done = warm_cli.run(["pretrain", "--data", "d", "--output", "o", "--recipe", "quick", "--max-steps", "1"])
     assert done.returncode == 2 and "Traceback" not in done.stderr
     assert "--recipe: invalid choice: 'quick'" in done.stderr
 

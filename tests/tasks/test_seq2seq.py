@@ -1,11 +1,9 @@
 """`bertforge seq2seq`: the conditional MLM's stage in the engine — masking, exact resume, bad input."""
 from __future__ import annotations
 
-import subprocess
-import sys
-
 import pytest
 import torch
+import warm_cli
 from safetensors.torch import load_file
 
 from run_folders import copy_as_interrupted
@@ -73,10 +71,9 @@ def test_the_verb_reports_bad_input_in_one_line_and_leaves_no_output(tmp_path):
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"source": "a", "target": 3}\n', encoding="utf-8")
     out = tmp_path / "out"
-    done = subprocess.run([sys.executable, "-m", "bertforge", "seq2seq", "--train", str(bad), "--encoder", str(init),
-                           "--output", str(out), "--max-steps", "2"], capture_output=True, text=True)
+    done = warm_cli.run(["seq2seq", "--train", str(bad), "--encoder", str(init), "--output", str(out),
+                         "--max-steps", "2"])
     assert done.returncode == 1 and "line 1, field 'target'" in done.stderr and "Traceback" not in done.stderr
     assert not out.exists()
-    done = subprocess.run([sys.executable, "-m", "bertforge", "seq2seq", "--train", str(bad), "--output", str(out),
-                           "--max-steps", "2"], capture_output=True, text=True)
+    done = warm_cli.run(["seq2seq", "--train", str(bad), "--output", str(out), "--max-steps", "2"])
     assert done.returncode == 1 and "--encoder DIR" in done.stderr

@@ -5,12 +5,11 @@ import json
 import math
 import pickle
 import random
-import subprocess
-import sys
 
 import numpy as np
 import pytest
 import torch
+import warm_cli
 
 from bertforge.checkpoint import CheckpointError, load_hf_state_dict, read_state_dict
 from bertforge.config import BertConfig
@@ -191,10 +190,9 @@ def test_pretrain_refuses_to_resume_from_a_pickle(train_data, vocab_dir, tmp_pat
         (folder / name).unlink()
     (folder / ckpt.LEGACY_TRAINING_STATE).write_bytes(pickle.dumps(_CreatesFile(marker)))
     (out / "run_config.json").write_text('{"verb": "pretrain"}')  # someone's run folder, handed over
-    cmd = [sys.executable, "-m", "bertforge", "pretrain", "--data", str(train_data), "--vocab", str(vocab_dir),
-           "--model", "tiny", "--output", str(out), "--max-steps", "1", "--batch-size", "2",
-           "--seq-len-schedule", "64:1", "--eval-batches", "0", "--no-progress"]
-    done = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    done = warm_cli.run(["pretrain", "--data", str(train_data), "--vocab", str(vocab_dir), "--model", "tiny",
+                         "--output", str(out), "--max-steps", "1", "--batch-size", "2", "--seq-len-schedule", "64:1",
+                         "--eval-batches", "0", "--no-progress"], timeout=120)
     assert done.returncode != 0
     assert "training_state.pt" in done.stderr and "never loaded" in done.stderr
     assert "Traceback" not in done.stderr

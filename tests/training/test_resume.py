@@ -28,7 +28,7 @@ def command(data: Path, vocab: Path, output: Path, *faults: str) -> list[str]:
 
 
 def env() -> dict[str, str]:
-    return {**os.environ, "OMP_NUM_THREADS": "2"}
+    return {**os.environ, "OMP_NUM_THREADS": "1"}
 
 
 def run_to_end(cmd: list[str]) -> subprocess.CompletedProcess:

@@ -421,10 +421,15 @@ class _Run:
             if self.budget is not None:
                 shown["left"] = f"{max(0.0, self.budget - self.state.elapsed) / 60:.1f}m"
             self.bar.set_postfix(shown, refresh=False)
-            if now - self.last_plot > 60:  # a train-only run shows its curves while it runs, too
-                self.log_file.plot(title=f"{self.out.name}: {self.stage.name}")
-                self.last_plot = now
+            self.refresh_curves(now)
         self.window, self.window_start = {}, now
+
+    def refresh_curves(self, now: float) -> None:
+        """Redraw curves.png while the run runs, at most once a minute: a drawing costs a few CPU-seconds (about
+        as much as a small model's evaluation), and the run's end draws the final curves anyway."""
+        if now - self.last_plot > 60:
+            self.log_file.plot(title=f"{self.out.name}: {self.stage.name}")
+            self.last_plot = now
 
     def maybe_evaluate(self) -> None:
         if self.opts.eval_every and self.state.step % self.opts.eval_every == 0:
@@ -441,7 +446,7 @@ class _Run:
             if result:
                 self.log_file.log(step, "eval", **result)
                 self._tensorboard_add("eval", result, step)
-                self.log_file.plot(title=f"{self.out.name}: {self.stage.name}")
+                self.refresh_curves(time.perf_counter())
                 self.say(f"step {step} eval: " + ", ".join(f"{k} {v:.4f}" for k, v in result.items()
                                                          if isinstance(v, (int, float))))
             score = self.stage.score(result) if result else None
