@@ -24,7 +24,7 @@ import contextlib
 import math
 import shutil
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
@@ -578,7 +578,7 @@ def _processes(n: Any) -> str:
 
 
 #: settings a checkpoint may lack (written before they were recorded), with the value such a run used
-RECORDED_LATER = {"adam_epsilon": 1e-6}
+RECORDED_LATER = {f.name: f.default for f in fields(TrainOptions) if f.name == "adam_epsilon"}
 
 
 def _differs(a: Any, b: Any) -> bool:
