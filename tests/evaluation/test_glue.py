@@ -2,6 +2,7 @@
 model or data is refused and named), and the model fingerprint."""
 from __future__ import annotations
 
+import json
 import shutil
 
 import pytest
@@ -45,6 +46,14 @@ def test_a_changed_protocol_model_or_data_is_refused_and_named(glue_folder, tiny
         run_glue(settings(tiny_model, data, out, tasks=["wnli"], epochs=1.0))
     with pytest.raises(ValueError, match="protocol name: 'sane' there, 'bert' now"):
         run_glue(settings(tiny_model, data, out, tasks=["wnli"], protocol="bert"))
+    with pytest.raises(ValueError, match="protocol batch_order: 'length' there, 'random' now"):
+        run_glue(settings(tiny_model, data, out, tasks=["wnli"], batch_order="random"))
+    # a suite recorded before a protocol setting existed ran with its default: continued, not refused
+    config = out / "run_config.json"
+    record = json.loads(config.read_text())
+    del record["protocol"]["batch_order"]
+    config.write_text(json.dumps(record))
+    run_glue(settings(tiny_model, data, out, tasks=["wnli"]))
     other = tmp_path / "other-model"
     shutil.copytree(tiny_model, other)
     (other / "vocab.txt").write_text((other / "vocab.txt").read_text().replace("[unused0]", "[unused00]"))

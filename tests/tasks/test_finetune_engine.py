@@ -52,6 +52,22 @@ def test_epoch_batches_split_the_epoch_between_ranks_and_resume():
     assert torch.equal(a.next()["idx"], b.next()["idx"])
 
 
+def test_random_batch_order_mixes_lengths_and_still_covers_every_example_once_per_epoch():
+    """`order="random"` is the Trainer's sampler: batches ignore lengths; the default groups them."""
+    lengths = [2 if i % 2 else 60 for i in range(64)]
+    features = [{"input_ids": [1] * n, "token_type_ids": [0] * n, "labels": 0} for n in lengths]
+    by_length, shuffled = (EpochBatches(features, 8, seed=3, order=o) for o in ("length", "random"))
+    for batches in (by_length, shuffled):
+        for _ in range(2):  # two epochs, each every example once
+            assert sorted(int(i) for _ in range(batches.per_epoch) for i in batches.next()["idx"]) == list(range(64))
+    mixed = [len({lengths[i] for i in b}) > 1 for b in shuffled._epoch_batches(0)]
+    assert sum(mixed) >= 6, "random batches mix short and long examples"
+    assert not any(len({lengths[i] for i in b}) > 1 for b in by_length._epoch_batches(0))
+    assert shuffled._epoch_batches(0) != shuffled._epoch_batches(1)
+    with pytest.raises(ValueError, match="batch order 'sorted'"):
+        EpochBatches(features, 8, seed=3, order="sorted")
+
+
 def settings(model: Path, out: Path, data: Path, **kw) -> FinetuneSettings:
     return FinetuneSettings(**{"task": "sst2", "model": str(model), "output": str(out), "data": str(data),
                                "epochs": 1, "batch_size": ROWS, "learning_rates": [LR], "max_train_samples": 64,

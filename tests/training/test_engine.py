@@ -251,6 +251,32 @@ def test_a_checkpoint_without_adam_epsilon_resumes_with_its_default_and_refuses_
     assert all(torch.equal(a[k], b[k]) for k in a)
 
 
+class OrderedToyStage(ToyStage):
+    """A stage with a setting of its own that older checkpoints did not record (as fine-tuning's batch order)."""
+
+    recorded_later = {"order": "length"}
+
+    def __init__(self, order: str = "length") -> None:
+        super().__init__()
+        self.order = order
+
+    def run_record(self):
+        return {"order": self.order}
+
+
+def test_a_checkpoint_without_a_stage_setting_resumes_with_the_stages_default_and_refuses_another(tmp_path):
+    run(OrderedToyStage(), tmp_path / "ref", max_steps=6, save_every=3, keep_checkpoints=5)
+    resumed = tmp_path / "resumed"
+    copy_as_interrupted(tmp_path / "ref", resumed, 3)
+    state_file = ckpt.checkpoint_dir(resumed, 3) / ckpt.TRAINING_STATE
+    state = json.loads(state_file.read_text())
+    assert state["state"]["run"].pop("order") == "length"
+    state_file.write_text(json.dumps(state))
+    with pytest.raises(ValueError, match=r"order: 'length' there, 'random' now"):
+        run(OrderedToyStage("random"), resumed, max_steps=6, save_every=3, keep_checkpoints=5)
+    assert run(OrderedToyStage(), resumed, max_steps=6, save_every=3, keep_checkpoints=5).resumed_from is not None
+
+
 def test_keep_best_restores_the_best_evaluation_and_patience_stops(tmp_path):
     stage = ToyStage(scores=[0.1, 0.7, 0.5, 0.4, 0.3, 0.2])
     result = run(stage, tmp_path / "best", max_steps=6, eval_every=1, keep="best", patience=3)

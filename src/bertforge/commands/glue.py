@@ -59,6 +59,9 @@ def register(sub) -> None:
                            "not GLUE dev numbers")
     over.add_argument("--wnli", choices=("majority", "finetune"), default=None,
                       help="WNLI as its majority class (the protocols' way) or fine-tuned; never in the average")
+    over.add_argument("--batch-order", choices=("length", "random"), default=None,
+                      help="training batches of similar length (default: least padding) or random (as transformers' "
+                           "Trainer)")
     run_group = p.add_argument_group("running")
     add_settings_arguments(run_group, DeviceOptions, help={
         "device": "where the runs train: auto (CUDA when present, the jobs sharing the GPUs), cpu or cuda"})
@@ -90,7 +93,8 @@ def run(args: argparse.Namespace) -> int:
         model=args.model, data=args.data, output=args.output, protocol=args.protocol, tasks=tasks, seeds=args.seeds,
         seed=args.seed, learning_rates=args.lr, epochs=args.epochs, batch_size=args.batch_size,
         max_seq_length=args.max_seq_length, max_train_samples=args.max_train_samples,
-        max_eval_samples=args.max_eval_samples, wnli=args.wnli, jobs=args.jobs, device=args.device,
+        max_eval_samples=args.max_eval_samples, wnli=args.wnli, batch_order=args.batch_order, jobs=args.jobs,
+        device=args.device,
         precision=args.precision, save_every=args.save_every, keep_predictors=args.keep_predictors, name=args.name,
         overwrite=args.overwrite, progress=args.progress, command=command_line(args))
     from tqdm import tqdm
@@ -132,7 +136,8 @@ def command_line(args: argparse.Namespace) -> str:
                 ("--lr", ",".join(f"{v:g}" for v in args.lr) if args.lr else None), ("--epochs", args.epochs),
                 ("--batch-size", args.batch_size), ("--max-seq-length", args.max_seq_length),
                 ("--max-train-samples", args.max_train_samples), ("--max-eval-samples", args.max_eval_samples),
-                ("--wnli", args.wnli), ("--device", None if args.device == "auto" else args.device),
+                ("--wnli", args.wnli), ("--batch-order", args.batch_order),
+                ("--device", None if args.device == "auto" else args.device),
                 ("--precision", None if args.precision == "auto" else args.precision), ("--name", args.name))
     for flag, value in optional:
         if value is not None:

@@ -76,9 +76,22 @@ def length_bucketed_batches(lengths: Sequence[int], batch_size: int, shuffle: bo
     return batches
 
 
+def random_batches(n: int, batch_size: int, seed: int = 0) -> list[list[int]]:
+    """Index batches of a seeded random order, as transformers' Trainer draws them: lengths play no part, so
+    each batch pads to its longest row (which the model then unpads)."""
+    order = list(range(n))
+    random.Random(seed).shuffle(order)
+    return [order[i:i + batch_size] for i in range(0, n, batch_size)]
+
+
+#: how `EpochBatches` groups training items: by length (less padding) or at random (the Trainer's default)
+BATCH_ORDERS = ("length", "random")
+
+
 class EpochBatches:
-    """Length-bucketed batches of a training set, reshuffled every epoch; each rank takes its own share of the
-    epoch's batches. The position (epoch, index) is all a resumed run needs to see the same batches again.
+    """Batches of a training set, reshuffled every epoch: length-bucketed (`order="length"`) or drawn at random
+    (`order="random"`); each rank takes its own share of the epoch's batches. The position (epoch, index) is all
+    a resumed run needs to see the same batches again.
 
     Items are token features (padded by `collate`, with their indices as `idx`); a stage training on other
     items subclasses it with its own `item_length` and `make_batch`."""
@@ -86,8 +99,10 @@ class EpochBatches:
     what = "training features"
 
     def __init__(self, items: Sequence[Any], batch_size: int, seed: int, pad_id: int = 0, rank: int = 0,
-                 world_size: int = 1) -> None:
-        self.items, self.batch_size, self.seed, self.pad_id = items, batch_size, seed, pad_id
+                 world_size: int = 1, order: str = "length") -> None:
+        if order not in BATCH_ORDERS:
+            raise ValueError(f"batch order {order!r}: expected one of {', '.join(BATCH_ORDERS)}")
+        self.items, self.batch_size, self.seed, self.pad_id, self.order = items, batch_size, seed, pad_id, order
         self.rank, self.world_size = rank, world_size
         self.lengths = [self.item_length(item) for item in items]
         self.epoch, self.index = 0, 0
@@ -103,7 +118,10 @@ class EpochBatches:
         return {**collate([self.items[i] for i in indices], self.pad_id), "idx": torch.tensor(indices)}
 
     def _epoch_batches(self, epoch: int) -> list[list[int]]:
-        batches = length_bucketed_batches(self.lengths, self.batch_size, shuffle=True, seed=self.seed + epoch)
+        if self.order == "random":
+            batches = random_batches(len(self.lengths), self.batch_size, seed=self.seed + epoch)
+        else:
+            batches = length_bucketed_batches(self.lengths, self.batch_size, shuffle=True, seed=self.seed + epoch)
         usable = len(batches) // self.world_size * self.world_size  # every rank takes the same number of steps
         return batches[self.rank:usable:self.world_size]
 

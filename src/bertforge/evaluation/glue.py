@@ -55,7 +55,7 @@ from typing import Any, Callable, Iterator, Sequence
 from bertforge.checkpoint import SAFE_INDEX, SAFE_WEIGHTS
 from bertforge.config import CONFIG_NAME, has_config
 from bertforge.device import device_setting, precision_setting
-from bertforge.evaluation.protocols import Protocol, changed_settings, get_protocol
+from bertforge.evaluation.protocols import Protocol, changed_settings, get_protocol, recorded_default
 from bertforge.evaluation.report import FORMAT, write_report
 from bertforge.evaluation.scheduler import Failure, run_units
 from bertforge.evaluation.scores import (GLUE_TASKS, glue_average, majority_baseline, summarize_runs, task_score)
@@ -85,6 +85,7 @@ class GlueSettings:
     max_train_samples: int | None = None
     max_eval_samples: int | None = None
     wnli: str | None = None
+    batch_order: str | None = None
     jobs: int | None = None                # None: one per core (per GPU on CUDA)
     device: str = device_setting()
     precision: str = precision_setting()
@@ -99,7 +100,7 @@ class GlueSettings:
         return get_protocol(self.protocol, seeds=self.seeds, epochs=self.epochs, batch_size=self.batch_size,
                             learning_rates=self.learning_rates, max_seq_length=self.max_seq_length,
                             max_train_samples=self.max_train_samples, max_eval_samples=self.max_eval_samples,
-                            wnli=self.wnli)
+                            wnli=self.wnli, batch_order=self.batch_order)
 
 
 class GlueError(SettingError, RuntimeError):
@@ -258,8 +259,9 @@ def _changes(earlier: dict[str, Any], now: dict[str, Any]) -> list[str]:
     changed = []
     was_protocol, protocol = earlier.get("protocol", {}), now["protocol"]
     for key in protocol:
-        if key not in ("seeds", "description", "source") and was_protocol.get(key) != protocol[key]:
-            changed.append(f"protocol {key}: {was_protocol.get(key)!r} there, {protocol[key]!r} now")
+        was = was_protocol.get(key, recorded_default(key))
+        if key not in ("seeds", "description", "source") and was != protocol[key]:
+            changed.append(f"protocol {key}: {was!r} there, {protocol[key]!r} now")
     for key in ("model", "device", "precision", "seed"):
         if earlier.get(key) != now[key]:
             changed.append(f"{key}: {earlier.get(key)!r} there, {now[key]!r} now")

@@ -49,6 +49,7 @@ class Protocol:
     max_train_samples: int | None = None    # a seeded sample of each task's train set
     max_eval_samples: int | None = None     # the first N dev examples: smoke runs only (not GLUE numbers)
     wnli: Literal["majority", "finetune"] = "majority"
+    batch_order: Literal["length", "random"] = "length"  # length-bucketed batches, or random as the Trainer's
     source: str = ""                        # where the numbers come from, and where they differ from it
 
     def check(self) -> None:
@@ -63,6 +64,7 @@ class Protocol:
             "max_train_samples": self.max_train_samples is None or self.max_train_samples > 0,
             "max_eval_samples": self.max_eval_samples is None or self.max_eval_samples > 0,
             "wnli": self.wnli in ("majority", "finetune"),
+            "batch_order": self.batch_order in ("length", "random"),
         }
         for name, ok in checks.items():
             if not ok:
@@ -102,7 +104,7 @@ PROTOCOLS: dict[str, Protocol] = {p.name: p for p in (
 
 #: Protocol settings a user may override from the command line (each one is recorded in glue.json).
 OVERRIDABLE = ("learning_rates", "batch_size", "epochs", "seeds", "max_seq_length", "max_train_samples",
-               "max_eval_samples", "wnli")
+               "max_eval_samples", "wnli", "batch_order")
 
 
 def get_protocol(name: str, **overrides: Any) -> Protocol:
@@ -118,6 +120,11 @@ def get_protocol(name: str, **overrides: Any) -> Protocol:
     protocol = replace(PROTOCOLS[name], **given)
     protocol.check()
     return protocol
+
+
+def recorded_default(key: str) -> Any:
+    """The value a protocol setting had in suites recorded before the setting existed (its field default)."""
+    return next((f.default for f in fields(Protocol) if f.name == key), None)
 
 
 def changed_settings(protocol: Protocol) -> dict[str, Any]:

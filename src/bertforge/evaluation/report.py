@@ -103,7 +103,7 @@ def markdown(result: dict[str, Any]) -> str:
     p = result["protocol"]
     lines = [f"## GLUE dev: {label(result)}", ""]
     lines.append(f"Protocol `{p.get('name', '?')}`: {p.get('description', '')}"
-                 + (f" ({p['changed']})" if p.get("changed") else "") + ".")
+                 + (f"; changed for this run: {p['changed']}" if p.get("changed") else "") + ".")
     if p.get("max_eval_samples"):
         lines.append(f"**Smoke run**: only the first {p['max_eval_samples']} dev examples of each task are scored; "
                      "these are not GLUE dev numbers.")

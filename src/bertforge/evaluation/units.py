@@ -79,7 +79,7 @@ def finetune_settings(unit: Unit, ctx: UnitContext):
     p = ctx.protocol
     return FinetuneSettings(
         task=unit.task, model=ctx.model, output=str(Path(unit.folder) / RUN), data=ctx.data,
-        epochs=p.epochs, batch_size=p.batch_size, learning_rates=(unit.lr,), restarts=1,
+        epochs=p.epochs, batch_size=p.batch_size, batch_order=p.batch_order, learning_rates=(unit.lr,), restarts=1,
         max_seq_length=p.max_seq_length, max_train_samples=p.max_train_samples, max_eval_samples=p.max_eval_samples,
         seed=unit.seed, warmup_fraction=p.warmup_fraction, weight_decay=p.weight_decay,
         # no clipping: a bound no gradient norm reaches scales every gradient by exactly 1

@@ -21,7 +21,7 @@ import numpy as np
 import torch
 
 from bertforge.checkpoint import SAFE_WEIGHTS
-from bertforge.data.batches import EpochBatches, Feature
+from bertforge.data.batches import BATCH_ORDERS, EpochBatches, Feature
 from bertforge.device import Precision, move_to
 from bertforge.outputs import is_finished
 from bertforge.settings import SettingError, flat_keywords, part, setting, settings_record
@@ -72,6 +72,9 @@ class FinetuneSettings:
                             "killed run starts again)"})
     epochs: float = setting(3.0, "passes over the training set", positive=True)
     batch_size: int = setting(32, "examples per micro-batch and process", positive=True)
+    batch_order: str = setting("length", "how training examples form batches: length (shuffled batches of similar "
+                               "length: least padding, fastest) or random (as transformers' Trainer)",
+                               choices=BATCH_ORDERS)
     eval_batch_size: int = setting(64, "examples per evaluation batch", positive=True)
     learning_rates: Sequence[float] = setting((2e-5,), "learning rate(s): 2e-5, '5e-5,3e-5' or 'grid' "
                                               "(5e-5,4e-5,3e-5,2e-5); one run per rate and restart, the best is kept",
@@ -128,6 +131,7 @@ class FinetuneStage(Stage):
 
     name = "finetune"
     find_unused_parameters = False
+    recorded_later = {"batch_order": "length"}
 
     def __init__(self, spec: TaskSpec, settings: FinetuneSettings, model: torch.nn.Module, tokenizer: Any,
                  batches: EpochBatches, eval_examples: Sequence[Any], labels: Sequence[str] | None,
@@ -143,7 +147,8 @@ class FinetuneStage(Stage):
     # what the engine calls
     def run_record(self) -> dict[str, Any]:
         s = self.settings
-        return {"task": self.spec.name, "model": s.model, "batch_size": s.batch_size, "epochs": s.epochs,
+        return {"task": self.spec.name, "model": s.model, "batch_size": s.batch_size, "batch_order": s.batch_order,
+                "epochs": s.epochs,
                 "max_seq_length": s.seq_length(self.spec), "warmup_fraction": s.warmup_fraction,
                 "train_features": len(self.batches.items), "labels": list(self.labels or [])}
 
@@ -210,7 +215,7 @@ def train_run(spec: TaskSpec, tokenizer, data: TaskData, train_features: list[Fe
     random.seed(seed)
     model = build_model(spec, settings.model, data.labels).to(session.device)
     batches = EpochBatches(train_features, settings.batch_size, seed, tokenizer.pad_token_id, info.rank,
-                           info.world_size)
+                           info.world_size, order=settings.batch_order)
     steps_per_epoch = max(1, batches.per_epoch // settings.train.grad_accum)
     total = max(1, math.ceil(steps_per_epoch * settings.epochs))
     first_eval = next(iter(data.evals.values()), [])

@@ -70,6 +70,7 @@ class Stage:
     tokenizer: Any = None
     find_unused_parameters = False      # DDP: parameters some steps leave without gradient (e.g. an unused head)
     final_checkpoint = True             # a checkpoint at the end too (a re-run then knows the run is done)
+    recorded_later: dict[str, Any] = {}  # run_record keys older checkpoints lack, with the value those runs used
 
     def run_record(self) -> dict[str, Any]:
         """The stage's settings that a resumed run must share (data, objective, model...)."""
@@ -299,7 +300,8 @@ class _Run:
 
     def _check_resumable(self, saved: TrainingState, latest: Path) -> None:
         """Refuse to resume the run in OUTPUT with other settings or another number of processes."""
-        was = {**RECORDED_LATER, **saved.run}  # a run saved before a setting was recorded ran with its default
+        # a run saved before a setting was recorded ran with its default
+        was = {**RECORDED_LATER, **self.stage.recorded_later, **saved.run}
         changed = {k: (was.get(k), v) for k, v in self.record.items() if _differs(was.get(k), v)}
         if changed:
             what = ", ".join(f"{k}: {a!r} there, {b!r} now" for k, (a, b) in changed.items())
