@@ -380,7 +380,7 @@ def resolve_protocol(args):
         return get_protocol(args.protocol, seeds=args.seeds, epochs=args.epochs, batch_size=args.batch_size,
                             learning_rates=rates, max_seq_length=args.max_seq_length,
                             max_train_samples=args.max_train_samples, max_eval_samples=args.max_eval_samples,
-                            wnli=args.wnli)
+                            wnli=args.wnli, batch_order="random")  # the Trainer's sampler: recorded as it is
     except ValueError as err:
         raise SystemExit(f"hf_glue.py: error: {err}") from None
 

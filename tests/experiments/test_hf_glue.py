@@ -80,6 +80,7 @@ def test_suite_writes_a_glue_json_bertforge_reads_and_skips_finished_runs(shared
     first = hf_glue.main(argv)
     result = load_result(tmp_path / "out" / "glue.json")
     assert result["average_over"] == ["stsb", "rte"]
+    assert result["protocol"]["batch_order"] == "random"  # the Trainer's sampler, recorded as it is
     assert result["tasks"]["wnli"]["method"] == "majority" and not result["tasks"]["wnli"]["in_average"]
     assert [(r["seed"], r["steps"]) for r in result["tasks"]["rte"]["runs"]] == [(42, 2), (43, 2)]
     units = sorted((tmp_path / "out" / "units").rglob("unit.json"))
