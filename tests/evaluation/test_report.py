@@ -36,7 +36,7 @@ def test_report_files(tmp_path):
     table = [line for line in md.splitlines() if line.startswith("| mini |")][0]
     assert table == "| mini | 91.2 | 88.0/84.0 | 56.3* | 88.6 |"  # GLUE's order: SST-2, MRPC (F1/acc), WNLI, average
     assert "Skipped QNLI: QNLI/ has no train.tsv" in md and "over 2 of 8 tasks (SST-2, MRPC)" in md
-    assert "bertforge glue --model models/mini" in md and "(epochs=1.0)" in md
+    assert "bertforge glue --model models/mini" in md and "changed for this run: epochs=1.0." in md
     assert (tmp_path / "glue.png").read_bytes().startswith(PNG)
 
 
