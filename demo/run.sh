@@ -3,7 +3,7 @@
 # Replace the data paths below with your own files and the same commands do the same job.
 set -euo pipefail
 OUT=${DEMO_OUT:-demo-output}
-PRETRAIN_BUDGET=${DEMO_PRETRAIN_BUDGET:-5m}
+PRETRAIN_BUDGET=${DEMO_PRETRAIN_BUDGET:-4m}
 ADAPT_STEPS=${DEMO_ADAPT_STEPS:-150}
 mkdir -p "$OUT"
 export PYTHONWARNINGS=ignore
@@ -24,7 +24,7 @@ bertforge prepare --input "$OUT/data/reviews.txt" --vocab "$OUT/vocab" --output 
 step "4/7 pre-train a tiny encoder from scratch with --recipe fast (ModernBERT layout, MLM): 60 steps, then $PRETRAIN_BUDGET"
 PROBES=("the movie was [MASK] and the acting was great ." "he is one of the best [MASK] of his generation ."
         "the [MASK] of the film is set in new york .")
-# --recipe bert would train the paper's recipe; in five CPU-minutes it stays on the unigram plateau (docs/RESULTS.md)
+# --recipe bert would train the paper's recipe; in a few CPU-minutes it stays on the unigram plateau (docs/RESULTS.md)
 PRETRAIN=(--data "$OUT/shards" --vocab "$OUT/vocab" --recipe fast --model tiny --batch-size 8 --seed 0
           --log-every 200 --overwrite)
 bertforge pretrain "${PRETRAIN[@]}" --output "$OUT/tiny-fast-60-steps" --max-steps 60 --eval-batches 5
@@ -54,7 +54,7 @@ bertforge fill-mask --model "$OUT/minilm-reviews" --top-k 5 --targets good,story
 
 step "6/7 fine-tune a real pre-trained BERT (all-MiniLM-L6-v2, from PyPI) on 3,200 labelled sentences"
 bertforge finetune --task classification --model "$MINILM" --data "$OUT/data/sentiment" \
-    --output "$OUT/sentiment-model" --epochs 3 --batch-size 32 --lr 5e-5 --max-seq-length 128 --seed 0 --overwrite
+    --output "$OUT/sentiment-model" --epochs 2 --batch-size 32 --lr 5e-5 --max-seq-length 128 --seed 0 --overwrite
 
 step "7/7 predict with the saved predictor"
 bertforge predict --model "$OUT/sentiment-model" \
