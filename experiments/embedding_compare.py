@@ -170,7 +170,7 @@ def timed_together(commands: dict[str, list[str]], logs: dict[str, Path]) -> dic
 
 
 def evaluate(task: str, model_dir: str, args: argparse.Namespace) -> dict[str, dict[str, list[float]]]:
-    """One evaluator for every model, bertforge's, at the length the models were trained with: each query's
+    """One evaluator for every model, bertforge's, at one length for all (--eval-max-seq-length): each query's
     metrics (retrieval: exact cosine search over the held-out corpus) or each pair's cosine and gold score (sts),
     which the averages and the bootstrap both come from."""
     import numpy as np
@@ -179,7 +179,8 @@ def evaluate(task: str, model_dir: str, args: argparse.Namespace) -> dict[str, d
     from bertforge.tasks.embedding.data import read_beir, read_pairs
     from bertforge.tasks.embedding.evaluation import RECALL_AT, exact_search, query_metrics
     encoder = SentenceEncoder.load(model_dir)
-    encoder.max_length = min(encoder.max_length, args.max_seq_length)
+    # every model at the same length, whatever its folder says (a trained folder records its training length)
+    encoder.max_length = min(args.eval_max_seq_length, encoder.model.config.max_position_embeddings)
 
     def encode(texts):
         vectors = np.asarray(encoder.encode(texts, batch_size=64), dtype=np.float64)
@@ -195,7 +196,7 @@ def evaluate(task: str, model_dir: str, args: argparse.Namespace) -> dict[str, d
     pairs = read_pairs(args.sts / "dev.tsv")
     cosine = (encode([p.anchor for p in pairs]) * encode([p.positive for p in pairs])).sum(1)
     return {"items": {"cosine": cosine.tolist(), "gold": [float(p.score) for p in pairs]},  # type: ignore[arg-type]
-            "check": st_spearman(model_dir, pairs, args.max_seq_length)}
+            "check": st_spearman(model_dir, pairs, args.eval_max_seq_length)}
 
 
 def st_spearman(model_dir: str, pairs, max_seq_length: int) -> float:
@@ -205,7 +206,7 @@ def st_spearman(model_dir: str, pairs, max_seq_length: int) -> float:
     from scipy.stats import spearmanr
     from sentence_transformers import SentenceTransformer
     model = SentenceTransformer(model_dir, device="cpu")
-    model.max_seq_length = min(model.max_seq_length or max_seq_length, max_seq_length)
+    model.max_seq_length = max_seq_length
     first, second = (model.encode([getattr(p, side) for p in pairs], batch_size=64, convert_to_numpy=True)
                      for side in ("anchor", "positive"))
     cosine = (first * second).sum(1) / (np.linalg.norm(first, axis=1) * np.linalg.norm(second, axis=1))
@@ -410,6 +411,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="e.g. 0,1: pin the two trainers one per core (taskset)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--max-seq-length", type=int, default=128)
+    parser.add_argument("--eval-max-seq-length", type=int, default=None,
+                        help="the length every model is scored at (default: --max-seq-length; all-MiniLM-L6-v2's "
+                             "own is 256)")
     parser.add_argument("--repeats", type=int, default=1, help="trainings of each, alternating (timing medians)")
     parser.add_argument("--reuse-trained", action="store_true",
                         help="score the models an earlier run in OUT trained (its TASK/timings.json) again")
@@ -417,6 +421,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--st-task", default="retrieval", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     args.model = args.model or minilm()
+    args.eval_max_seq_length = args.eval_max_seq_length or args.max_seq_length
     if args.st_train is not None:
         st_train(args)
         return 0

@@ -249,15 +249,22 @@ def claim(output: Path, record: dict) -> None:
     from bertforge.atomic import atomic_write_text
     path = output / SETTINGS
     if path.exists():
-        was = json.loads(path.read_text(encoding="utf-8"))
-        changed = [f"{k}: {was.get(k)!r} there, {v!r} now" for k, v in record.items()
-                   if k != "seeds" and was.get(k) != v]
+        was, now = _comparable(json.loads(path.read_text(encoding="utf-8"))), _comparable(record)
+        changed = [f"{k}: {was.get(k)!r} there, {v!r} now" for k, v in now.items() if was.get(k) != v]
         if changed:
             raise SystemExit(f"{output} holds a suite with other settings ({'; '.join(changed)}); choose another --output")
     elif output.exists() and any(output.iterdir()):
         raise SystemExit(f"{output} exists and holds no suite of this script; choose another --output")
     output.mkdir(parents=True, exist_ok=True)
     atomic_write_text(path, json.dumps(record, indent=2) + "\n")
+
+
+def _comparable(record: dict) -> dict:
+    """A settings record without its seed count (more seeds extend a suite) and with the settings recorded later
+    filled in as this script has always run them (the Trainer's random batch order)."""
+    record = {k: v for k, v in record.items() if k != "seeds"}
+    protocol = {k: v for k, v in (record.get("protocol") or {}).items() if k != "seeds"}
+    return {**record, "protocol": {"batch_order": "random", **protocol}}
 
 
 def _worker_start(threads: int) -> None:

@@ -93,3 +93,19 @@ def test_suite_writes_a_glue_json_bertforge_reads_and_skips_finished_runs(shared
     assert again["tasks"] == json.loads(json.dumps(first["tasks"]))
     with pytest.raises(SystemExit, match="other settings"):
         hf_glue.main([*argv[:-2], "--lr", "1e-4"])
+
+
+def test_more_seeds_extend_a_suite_recorded_before_the_batch_order_and_other_changes_are_refused(tmp_path):
+    protocol = {"name": "cpu", "learning_rates": [1e-4], "batch_size": 32, "seeds": 3}
+    old = {"protocol": protocol, "model": "sha256:x", "seed": 42, "seeds": 3}  # written before batch_order existed
+    out = tmp_path / "suite"
+    out.mkdir()
+    (out / hf_glue.SETTINGS).write_text(json.dumps(old), encoding="utf-8")
+    more = {"protocol": {**protocol, "seeds": 5, "batch_order": "random"}, "model": "sha256:x", "seed": 42, "seeds": 5}
+    hf_glue.claim(out, more)
+    assert json.loads((out / hf_glue.SETTINGS).read_text(encoding="utf-8"))["seeds"] == 5
+    for changed, named in (({"batch_order": "length"}, "batch_order"), ({"learning_rates": [2e-5]}, "learning_rates")):
+        with pytest.raises(SystemExit, match=named):
+            hf_glue.claim(out, {**more, "protocol": {**more["protocol"], **changed}})
+    with pytest.raises(SystemExit, match="model"):
+        hf_glue.claim(out, {**more, "model": "sha256:y"})
