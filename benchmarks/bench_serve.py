@@ -243,6 +243,40 @@ async def _http_post(reader, writer, path: str, body: bytes) -> int:
     return status
 
 
+async def load_raw(url: str, texts: list[str], concurrency: int, requests: int, time_limit: float) -> dict:
+    """`load` with a lighter client: HTTP/1.1 written and read on `concurrency` open keep-alive connections by
+    hand, no client library. On a machine where the client shares a core with the server, httpx's per-request
+    CPU is taken from the server; this client takes a fraction of it."""
+    port = int(url.rsplit(":", 1)[1])
+    latencies: list[float] = []
+    statuses: dict[int | str, int] = {}
+    counter = iter(range(requests))
+    stop_at = time.monotonic() + time_limit
+    bodies = [json.dumps({"inputs": [t]}).encode() for t in texts]
+
+    async def worker(reader, writer):
+        for i in counter:
+            if time.monotonic() > stop_at:
+                return
+            start = time.perf_counter()
+            status = await _http_post(reader, writer, "/embed", bodies[i % len(bodies)])
+            latencies.append(time.perf_counter() - start)
+            statuses[status] = statuses.get(status, 0) + 1
+
+    connections = [await asyncio.open_connection(HOST, port) for _ in range(concurrency)]
+    try:
+        await _http_post(*connections[0], "/embed", bodies[0])  # warm-up
+        start = time.perf_counter()
+        await asyncio.gather(*(worker(r, w) for r, w in connections))
+        wall = time.perf_counter() - start
+    finally:
+        for _, writer in connections:
+            writer.close()
+    return {"concurrency": concurrency, "requests": len(latencies), "rps": round(len(latencies) / wall, 2),
+            "p50_ms": round(1000 * percentile(latencies, 50), 1), "p99_ms": round(1000 * percentile(latencies, 99), 1),
+            "statuses": statuses}
+
+
 async def overload(url: str, texts: list[str], limit: int, factor: int = 10) -> dict:
     """factor x limit requests at once on already-open connections (so connection setup is not timed): the
     excess must come back 429 fast."""
@@ -408,6 +442,31 @@ def paired_ratios(side: list[float], ceiling: list[float]) -> dict:
             "min": round(min(ratios), 3), "max": round(max(ratios), 3)}
 
 
+def thread_cpu_seconds(pid: int) -> dict[int, float]:
+    """CPU seconds (user + system) of each thread of process `pid`, from /proc (Linux)."""
+    tick = os.sysconf("SC_CLK_TCK")
+    seconds = {}
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            fields = (task / "stat").read_text(encoding="ascii").rsplit(")", 1)[1].split()
+        except (FileNotFoundError, ProcessLookupError):  # a thread that ended meanwhile
+            continue
+        seconds[int(task.name)] = (int(fields[11]) + int(fields[12])) / tick  # utime, stime: stat fields 14, 15
+    return seconds
+
+
+def cpu_split(before: dict[int, float], after: dict[int, float], client_seconds: float, requests: int) -> dict:
+    """Where one pass's CPU went, in ms per request: the load client, the server's busiest thread (the model's:
+    with one torch thread the model runs on the thread that calls it) and the server's other threads (event
+    loop, HTTP, JSON, tokenizer). On two cores the model has one and everything else shares the other, so the
+    other core saturates at 1000 / (client + server other) requests/s."""
+    deltas = {tid: after[tid] - before.get(tid, 0.0) for tid in after}
+    model = max(deltas.values(), default=0.0)
+    per_request = 1000 / max(requests, 1)
+    return {"client_ms": round(client_seconds * per_request, 3), "server_model_ms": round(model * per_request, 3),
+            "server_other_ms": round((sum(deltas.values()) - model) * per_request, 3)}
+
+
 def cmd_ratio(args) -> dict:
     """bertforge serve's requests/s at one concurrency against the model alone, interleaved round by round: each
     round measures the ceiling pass and each server once, in an order that rotates every round (`round_order`),
@@ -422,12 +481,13 @@ def cmd_ratio(args) -> dict:
     sources = {"bertforge serve": REPO / "src", **({"baseline src": Path(args.baseline_src)} if args.baseline_src
                                                     else {})}
     rows: dict[str, list[float]] = {"ceiling": [], **{name: [] for name in sources}}
+    cpu: dict[str, list[dict]] = {name: [] for name in sources}
     orders = []
     try:
         assert worker.stdout.readline().strip() == "ready"
         with contextlib.ExitStack() as stack:
-            urls = {name: stack.enter_context(server("torch", args.model, threads=args.threads, src=src))[0]
-                    for name, src in sources.items()}
+            servers = {name: stack.enter_context(server("torch", args.model, threads=args.threads, src=src))
+                       for name, src in sources.items()}
             for r in range(args.rounds):
                 orders.append(round_order(list(rows), r))
                 for name in orders[-1]:
@@ -436,7 +496,12 @@ def cmd_ratio(args) -> dict:
                         worker.stdin.flush()
                         rows["ceiling"].append(float(worker.stdout.readline()))
                         continue
-                    row = asyncio.run(load(urls[name], texts, args.concurrency, args.requests, 600))
+                    url, proc = servers[name]
+                    before, client_start = thread_cpu_seconds(proc.pid), time.process_time()
+                    client = load_raw if args.client == "raw" else load
+                    row = asyncio.run(client(url, texts, args.concurrency, args.requests, 600))
+                    cpu[name].append(cpu_split(before, thread_cpu_seconds(proc.pid),
+                                               time.process_time() - client_start, row["requests"]))
                     rows[name].append(row["rps"])
                     if set(row["statuses"]) != {200}:
                         print(f"round {r + 1}: {name} answered {row['statuses']}", flush=True)
@@ -447,12 +512,25 @@ def cmd_ratio(args) -> dict:
     finally:
         worker.stdin.close()
         worker.wait(60)
+    cpu_ms = {name: {part: round(statistics.median(p[part] for p in passes), 3) for part in passes[0]}
+              for name, passes in cpu.items()}
+    ceiling_ms = 1000 / statistics.median(rows["ceiling"])
     report = {"concurrency": args.concurrency, "requests": args.requests, "threads": args.threads,
-              "rounds": rows, "orders": orders,
+              "client": args.client, "rounds": rows, "orders": orders, "cpu_per_round": cpu,
               "median_per_s": {k: round(statistics.median(v), 1) for k, v in rows.items()},
-              "paired_ratio": {name: paired_ratios(rows[name], rows["ceiling"]) for name in sources}}
-    print(json.dumps({k: report[k] for k in ("median_per_s", "paired_ratio")}), flush=True)
+              "paired_ratio": {name: paired_ratios(rows[name], rows["ceiling"]) for name in sources},
+              "cpu_ms_per_request": cpu_ms, "ceiling_ms_per_sentence": round(ceiling_ms, 3),
+              "second_core_bound": {name: feeding_bound(ms, ceiling_ms) for name, ms in cpu_ms.items()}}
+    print(json.dumps({k: report[k] for k in ("median_per_s", "paired_ratio", "cpu_ms_per_request",
+                                             "ceiling_ms_per_sentence", "second_core_bound")}), flush=True)
     return report
+
+
+def feeding_bound(cpu_ms: dict, ceiling_ms: float) -> dict:
+    """The requests/s the core left to the client and the server's loop can sustain, and that as a fraction of the
+    model alone: the most the served / ceiling ratio can reach while the two share one core."""
+    per_s = 1000 / max(cpu_ms["client_ms"] + cpu_ms["server_other_ms"], 1e-9)
+    return {"per_s": round(per_s, 1), "of_ceiling": round(per_s * ceiling_ms / 1000, 3)}
 
 
 def measure_ceiling(model_dir: str, threads: int, batch: int) -> float:
@@ -545,6 +623,8 @@ def main() -> None:
     q.add_argument("--batch", type=int, default=32, help="batch of the model-alone ceiling")
     q.add_argument("--threads", type=int, default=1)
     q.add_argument("--baseline-src", default=None, help="another checkout's src/ to serve beside this one")
+    q.add_argument("--client", choices=("raw", "httpx"), default="raw",
+                   help="the load client: hand-written HTTP/1.1 on keep-alive connections (light), or httpx")
     q.add_argument("--data", default=str(SST2_DEV))
     q.add_argument("--json", default=None)
     args = parser.parse_args()
