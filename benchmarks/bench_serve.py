@@ -471,7 +471,8 @@ def cmd_ratio(args) -> dict:
     """bertforge serve's requests/s at one concurrency against the model alone, interleaved round by round: each
     round measures the ceiling pass and each server once, in an order that rotates every round (`round_order`),
     so that neither side always runs first on a warming or cooling machine. Reports the per-round paired ratios
-    served / ceiling, their median and spread."""
+    served / ceiling, their median and spread, and where each request's CPU went (`cpu_split`). With
+    `--client raw,httpx` each load client is a side of its own."""
     import statistics
     texts = read_texts(Path(args.data))
     env = {**os.environ, "PYTHONPATH": str(REPO / "src"), "OMP_NUM_THREADS": str(args.threads)}
@@ -480,8 +481,14 @@ def cmd_ratio(args) -> dict:
                               stdout=subprocess.PIPE, text=True)
     sources = {"bertforge serve": REPO / "src", **({"baseline src": Path(args.baseline_src)} if args.baseline_src
                                                     else {})}
-    rows: dict[str, list[float]] = {"ceiling": [], **{name: [] for name in sources}}
-    cpu: dict[str, list[dict]] = {name: [] for name in sources}
+    clients = {"raw": load_raw, "httpx": load}
+    names = [c for c in args.client.split(",") if c]
+    if not names or set(names) - set(clients):
+        raise SystemExit(f"--client {args.client}: expected raw, httpx or both (comma-separated)")
+    # one side per server and load client: "bertforge serve" alone when there is one client
+    sides = {(f"{name} [{c}]" if len(names) > 1 else name): (name, clients[c]) for name in sources for c in names}
+    rows: dict[str, list[float]] = {"ceiling": [], **{side: [] for side in sides}}
+    cpu: dict[str, list[dict]] = {side: [] for side in sides}
     orders = []
     try:
         assert worker.stdout.readline().strip() == "ready"
@@ -496,9 +503,9 @@ def cmd_ratio(args) -> dict:
                         worker.stdin.flush()
                         rows["ceiling"].append(float(worker.stdout.readline()))
                         continue
-                    url, proc = servers[name]
+                    source, client = sides[name]
+                    url, proc = servers[source]
                     before, client_start = thread_cpu_seconds(proc.pid), time.process_time()
-                    client = load_raw if args.client == "raw" else load
                     row = asyncio.run(client(url, texts, args.concurrency, args.requests, 600))
                     cpu[name].append(cpu_split(before, thread_cpu_seconds(proc.pid),
                                                time.process_time() - client_start, row["requests"]))
@@ -508,7 +515,7 @@ def cmd_ratio(args) -> dict:
                 print(f"round {r + 1} ({' -> '.join(orders[-1])}): "
                       + "  ".join(f"{k} {v[-1]:.1f}/s" for k, v in rows.items())
                       + "  " + "  ".join(f"{name}/ceiling {rows[name][-1] / rows['ceiling'][-1]:.1%}"
-                                         for name in sources), flush=True)
+                                         for name in sides), flush=True)
     finally:
         worker.stdin.close()
         worker.wait(60)
@@ -518,7 +525,7 @@ def cmd_ratio(args) -> dict:
     report = {"concurrency": args.concurrency, "requests": args.requests, "threads": args.threads,
               "client": args.client, "rounds": rows, "orders": orders, "cpu_per_round": cpu,
               "median_per_s": {k: round(statistics.median(v), 1) for k, v in rows.items()},
-              "paired_ratio": {name: paired_ratios(rows[name], rows["ceiling"]) for name in sources},
+              "paired_ratio": {name: paired_ratios(rows[name], rows["ceiling"]) for name in sides},
               "cpu_ms_per_request": cpu_ms, "ceiling_ms_per_sentence": round(ceiling_ms, 3),
               "second_core_bound": {name: feeding_bound(ms, ceiling_ms) for name, ms in cpu_ms.items()}}
     print(json.dumps({k: report[k] for k in ("median_per_s", "paired_ratio", "cpu_ms_per_request",
@@ -623,8 +630,9 @@ def main() -> None:
     q.add_argument("--batch", type=int, default=32, help="batch of the model-alone ceiling")
     q.add_argument("--threads", type=int, default=1)
     q.add_argument("--baseline-src", default=None, help="another checkout's src/ to serve beside this one")
-    q.add_argument("--client", choices=("raw", "httpx"), default="raw",
-                   help="the load client: hand-written HTTP/1.1 on keep-alive connections (light), or httpx")
+    q.add_argument("--client", default="raw",
+                   help="the load client: raw (hand-written HTTP/1.1 on keep-alive connections, light), httpx, or "
+                        "raw,httpx (both, interleaved as sides of their own)")
     q.add_argument("--data", default=str(SST2_DEV))
     q.add_argument("--json", default=None)
     args = parser.parse_args()
