@@ -121,6 +121,21 @@ def test_calibrate_on_needs_quantize(tiny_classifier, labelled_file, tmp_path, c
     assert not (tmp_path / "x").exists()
 
 
+def _mean_pooled(model_file, tokenizer, texts):
+    """The graph's token vectors mean-pooled in numpy. int8 quantizes activations per call, so the graph is run
+    on the batches embedding runs on: texts longest first (by characters), 32 at a time."""
+    vectors = None
+    order = np.argsort([-len(t) for t in texts], kind="stable")
+    for start in range(0, len(texts), 32):
+        idx = order[start:start + 32]
+        hidden, mask = _onnx_logits(model_file, tokenizer, [texts[i] for i in idx], name="last_hidden_state")
+        pooled = (hidden * mask[..., None]).sum(1) / mask.sum(1, keepdims=True)
+        if vectors is None:
+            vectors = np.zeros((len(texts), pooled.shape[1]), dtype=np.float32)
+        vectors[idx] = pooled
+    return vectors
+
+
 def test_embedding_spearman_equals_an_independent_evaluation(tiny_model, tmp_path):
     """An encoder folder on scored pairs (JSON Lines text, text_pair, label): the int8 Spearman is scipy's over the
     cosine of the written graph's token vectors mean-pooled in numpy."""
@@ -136,24 +151,38 @@ def test_embedding_spearman_equals_an_independent_evaluation(tiny_model, tmp_pat
                  "--calibrate-on", str(pairs), "--max-drop", "100"]) == 0
     price = json.loads((out / "onnx.json").read_text())["int8_price"]
     tokenizer = transformers.BertTokenizerLegacy(str(tiny_model / "vocab.txt"))
-
-    def vectors(texts):
-        # int8 quantizes activations per call, so the graph is run on the batches embedding runs on: texts
-        # longest first (by characters), 32 at a time
-        out_vectors = np.zeros((len(texts), 0), dtype=np.float32)
-        order = np.argsort([-len(t) for t in texts], kind="stable")
-        for start in range(0, len(texts), 32):
-            idx = order[start:start + 32]
-            hidden, mask = _onnx_logits(out / "model.onnx", tokenizer, [texts[i] for i in idx],
-                                        name="last_hidden_state")
-            pooled = (hidden * mask[..., None]).sum(1) / mask.sum(1, keepdims=True)
-            if out_vectors.shape[1] == 0:
-                out_vectors = np.zeros((len(texts), pooled.shape[1]), dtype=np.float32)
-            out_vectors[idx] = pooled
-        return out_vectors
-
-    a, b = vectors([r["text"] for r in rows]), vectors([r["text_pair"] for r in rows])
+    a, b = (_mean_pooled(out / "model.onnx", tokenizer, [r[k] for r in rows]) for k in ("text", "text_pair"))
     cosine = (a * b).sum(1) / (np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1))
     expected = 100 * spearmanr(cosine, [r["label"] for r in rows]).statistic
     assert price["metric"] == "spearman" and price["examples"] == len(rows)
     assert price["int8"] == pytest.approx(expected, abs=1e-4)
+
+
+def test_embedding_ndcg_on_a_beir_folder_equals_an_independent_evaluation(tiny_model, tmp_path, capsys):
+    """An encoder folder with a BEIR folder: the int8 nDCG@10 is scikit-learn's over the cosine of the written
+    graph's mean-pooled vectors, ranking the whole corpus for every query of qrels/dev.tsv (not test.tsv)."""
+    from sklearn.metrics import ndcg_score
+    transformers = require_module("transformers")
+    docs, queries = _sentences(40, 21), _sentences(12, 22)
+    beir = tmp_path / "beir"
+    (beir / "qrels").mkdir(parents=True)
+    (beir / "corpus.jsonl").write_text("".join(json.dumps({"_id": f"d{i}", "title": "", "text": t}) + "\n"
+                                               for i, t in enumerate(docs)), encoding="utf-8")
+    (beir / "queries.jsonl").write_text("".join(json.dumps({"_id": f"q{i}", "text": t}) + "\n"
+                                                for i, t in enumerate(queries)), encoding="utf-8")
+    relevant = {i: {(3 * i) % 40, (3 * i + 7) % 40} for i in range(len(queries))}  # two relevant documents each
+    (beir / "qrels" / "dev.tsv").write_text("query-id\tcorpus-id\tscore\n" + "".join(
+        f"q{i}\td{d}\t1\n" for i, ds in relevant.items() for d in sorted(ds)), encoding="utf-8")
+    (beir / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\nq0\td0\t1\n", encoding="utf-8")
+    out = tmp_path / "int8"
+    assert main(["export", "--model", str(tiny_model), "--output", str(out), "--quantize", "int8",
+                 "--calibrate-on", str(beir), "--max-drop", "100"]) == 0
+    price = json.loads((out / "onnx.json").read_text())["int8_price"]
+    tokenizer = transformers.BertTokenizerLegacy(str(tiny_model / "vocab.txt"))
+    q = _mean_pooled(out / "model.onnx", tokenizer, queries)
+    d = _mean_pooled(out / "model.onnx", tokenizer, docs)
+    cosine = (q / np.linalg.norm(q, axis=1, keepdims=True)) @ (d / np.linalg.norm(d, axis=1, keepdims=True)).T
+    truth = np.array([[1.0 if j in relevant[i] else 0.0 for j in range(len(docs))] for i in range(len(queries))])
+    assert price["metric"] == "ndcg@10" and price["examples"] == len(queries)
+    assert price["int8"] == pytest.approx(100 * ndcg_score(truth, cosine, k=10), abs=1e-4)
+    assert "(12 queries): ndcg@10" in capsys.readouterr().err

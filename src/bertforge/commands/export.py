@@ -22,12 +22,13 @@ def register(sub) -> None:
     add_output_arguments(p, help="folder for the exported model (new or empty, unless --overwrite)")
     p.add_argument("--quantize", choices=("int8",), default=None,
                    help="int8: dynamic quantization of the matrix products' weights (default: none, fp32)")
-    p.add_argument("--calibrate-on", metavar="FILE", default=None,
+    p.add_argument("--calibrate-on", metavar="FILE|DIR", default=None,
                    help="with --quantize int8: a labelled dev file (a classifier's or regression predictor's task "
-                        "data; scored pairs for an embedding model) to measure the metric and speed int8 costs")
+                        "data; scored pairs for an embedding model) or, for an embedding model, a BEIR folder "
+                        "(nDCG@10 on its dev or test qrels), to measure the metric and speed int8 costs")
     p.add_argument("--max-drop", type=float, default=1.0, metavar="POINTS",
                    help="with --calibrate-on: refuse to write an int8 model that loses more than this many points "
-                        "(accuracy or Spearman x100; default 1.0)")
+                        "(accuracy, Spearman or nDCG@10 x100; default 1.0)")
     p.add_argument("--force", action="store_true", help="write the int8 model even when it loses more than --max-drop")
     p.add_argument("--optimize", action="store_true",
                    help="apply ONNX Runtime's transformer optimizer (fused attention, skip-layer-norm, GELU)")

@@ -6,7 +6,8 @@ measures both graphs on FILE before it keeps the int8 one:
 - a classifier predictor: accuracy on the labelled file (the task's reader: GLUE files or text[,text_pair],label);
 - a regression predictor: Spearman correlation of its scores with the labels;
 - an encoder (sentence embeddings): Spearman correlation of the cosine of the two texts' vectors with the gold
-  score, on scored pairs (GLUE STS-B's sentence1, sentence2, score, or text, text_pair, label).
+  score, on scored pairs (GLUE STS-B's sentence1, sentence2, score, or text, text_pair, label); or, given a BEIR
+  folder (corpus.jsonl, queries.jsonl, qrels/dev.tsv or qrels/test.tsv), nDCG@10 of exact cosine search.
 Metrics are in points (x100); speed is the median seconds per batch of 32 of the file's inputs, the two graphs
 taking turns.
 """
@@ -52,7 +53,8 @@ class Int8Price:
         return {**asdict(self), "drop": self.drop, "speedup": self.speedup}
 
     def summary(self) -> str:
-        return (f"int8 on {Path(self.file).name} ({self.examples} examples): {self.metric} {self.fp32:.2f} -> "
+        unit = "queries" if self.metric == "ndcg@10" else "examples"
+        return (f"int8 on {Path(self.file).name} ({self.examples} {unit}): {self.metric} {self.fp32:.2f} -> "
                 f"{self.int8:.2f} ({-self.drop:+.2f} points); {1e3 * self.fp32_seconds:.1f} -> "
                 f"{1e3 * self.int8_seconds:.1f} ms per batch of {BATCH} ({self.speedup:.2f}x)")
 
@@ -67,7 +69,9 @@ def price_int8(folder: Path, fp32_file: Path, int8_file: Path, data_file: str | 
     fp32 = OnnxModel.from_pretrained(folder, file=fp32_file)
     int8 = OnnxModel.from_pretrained(folder, file=int8_file)
     head = folder_head(folder)
-    if head == "encoder":
+    if head == "encoder" and Path(data_file).is_dir():
+        metric, scores, batches = _retrieval_scores(folder, (fp32, int8), data_file)
+    elif head == "encoder":
         metric, scores, batches = _embedding_scores(folder, (fp32, int8), data_file)
     elif head in ("sequence_classification", "regression"):
         metric, scores, batches = _predictor_scores(folder, (fp32, int8), data_file)
@@ -115,6 +119,27 @@ def _embedding_scores(folder: Path, models, data_file) -> tuple[str, tuple[float
         values.append(100.0 * float(spearmanr(cosine, gold).statistic))
     length = SentenceEncoder(models[0], tokenizer, Pooling.from_folder(folder)).max_length
     return "spearman", (values[0], values[1], len(gold)), _batches(tokenizer, firsts + seconds, None, length)
+
+
+def _retrieval_scores(folder: Path, models, data_dir) -> tuple[str, tuple[float, float, int], list[dict]]:
+    """nDCG@10 (x100) of each graph on a BEIR folder's dev qrels (its test qrels when it has no dev split)."""
+    from bertforge.serving.embeddings import Pooling, SentenceEncoder
+    from bertforge.tasks.embedding.data import read_beir
+    from bertforge.tasks.embedding.evaluation import evaluate_retrieval
+    from bertforge.tokenization import load_tokenizer
+    split = "dev" if (Path(data_dir) / "qrels" / "dev.tsv").is_file() else "test"
+    try:
+        data = read_beir(data_dir, split)
+    except ValueError as err:
+        raise SettingError("{calibrate_on}: {err}", err=err) from None
+    tokenizer = load_tokenizer(folder)
+    values = []
+    for model in models:
+        encoder = SentenceEncoder(model, tokenizer, Pooling.from_folder(folder))
+        values.append(100.0 * evaluate_retrieval(lambda texts: encoder.encode(texts, batch_size=BATCH), data)["ndcg@10"])
+    length = SentenceEncoder(models[0], tokenizer, Pooling.from_folder(folder)).max_length
+    texts = list(data.queries.values()) + list(data.corpus.values())
+    return "ndcg@10", (values[0], values[1], len(data.queries)), _batches(tokenizer, texts, None, length)
 
 
 def read_scored_pairs(path: str | Path) -> tuple[list[str], list[str], list[float]]:
