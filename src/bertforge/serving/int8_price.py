@@ -8,8 +8,8 @@ measures both graphs on FILE before it keeps the int8 one:
 - an encoder (sentence embeddings): Spearman correlation of the cosine of the two texts' vectors with the gold
   score, on scored pairs (GLUE STS-B's sentence1, sentence2, score, or text, text_pair, label); or, given a BEIR
   folder (corpus.jsonl, queries.jsonl, qrels/dev.tsv or qrels/test.tsv), nDCG@10 of exact cosine search.
-Metrics are in points (x100); speed is the median seconds per batch of 32 of the file's inputs, the two graphs
-taking turns.
+Metrics are in points (x100); speed is the mean seconds per batch of 32 over batches that sample the file's
+lengths (the median of three passes), the two graphs taking turns.
 """
 from __future__ import annotations
 
@@ -36,7 +36,7 @@ class Int8Price:
     fp32: float            # points
     int8: float            # points
     examples: int
-    fp32_seconds: float    # median seconds per batch of `BATCH`
+    fp32_seconds: float    # mean seconds per batch of `BATCH` (median of the passes)
     int8_seconds: float
     file: str
 
@@ -175,15 +175,20 @@ def _batches(tokenizer, texts: list[str], pairs: list[str] | None, length: int) 
 
 
 def _time(fp32, int8, batches: list[dict]) -> tuple[float, float]:
-    """Median seconds per batch of each graph; the two take turns batch by batch, after one warm-up pass."""
+    """Seconds per batch of each graph, averaged over the batches (the batches sample the file's lengths, so this
+    is the file's throughput; a median batch would leave out how int8 fares on the long ones), the median of
+    `ROUNDS` passes; the two take turns batch by batch, after one warm-up pass."""
     for batch in batches:
         fp32(**batch)
         int8(**batch)
-    times: dict[int, list[float]] = {0: [], 1: []}
+    passes: dict[int, list[float]] = {0: [], 1: []}
     for r in range(ROUNDS):
-        for batch in batches:
-            for i in ((0, 1) if r % 2 == 0 else (1, 0)):
+        spent = [0.0, 0.0]
+        for b, batch in enumerate(batches):
+            for i in ((0, 1) if (r + b) % 2 == 0 else (1, 0)):
                 start = time.perf_counter()
                 (fp32, int8)[i](**batch)
-                times[i].append(time.perf_counter() - start)
-    return statistics.median(times[0]), statistics.median(times[1])
+                spent[i] += time.perf_counter() - start
+        for i in (0, 1):
+            passes[i].append(spent[i] / len(batches))
+    return statistics.median(passes[0]), statistics.median(passes[1])
