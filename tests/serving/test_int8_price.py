@@ -186,3 +186,15 @@ def test_embedding_ndcg_on_a_beir_folder_equals_an_independent_evaluation(tiny_m
     assert price["metric"] == "ndcg@10" and price["examples"] == len(queries)
     assert price["int8"] == pytest.approx(100 * ndcg_score(truth, cosine, k=10), abs=1e-4)
     assert "(12 queries): ndcg@10" in capsys.readouterr().err
+
+
+def test_a_folder_that_is_not_beir_is_refused_in_one_line_naming_the_flag(tiny_model, tmp_path, capsys):
+    folder = tmp_path / "not-beir"
+    folder.mkdir()
+    (folder / "queries.jsonl").write_text('{"_id": "q0", "text": "a question"}\n', encoding="utf-8")
+    out = tmp_path / "int8"
+    assert main(["export", "--model", str(tiny_model), "--output", str(out), "--quantize", "int8",
+                 "--calibrate-on", str(folder)]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("bertforge export: error: --calibrate-on") and "corpus.jsonl" in err[0]
+    assert not out.exists()
