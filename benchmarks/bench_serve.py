@@ -474,6 +474,10 @@ def cmd_ratio(args) -> dict:
     served / ceiling, their median and spread, and where each request's CPU went (`cpu_split`). With
     `--client raw,httpx` each load client is a side of its own."""
     import statistics
+    clients = {"raw": load_raw, "httpx": load}
+    names = [c for c in args.client.split(",") if c]
+    if not names or set(names) - set(clients):
+        raise SystemExit(f"--client {args.client}: expected raw, httpx or both (comma-separated)")
     texts = read_texts(Path(args.data))
     env = {**os.environ, "PYTHONPATH": str(REPO / "src"), "OMP_NUM_THREADS": str(args.threads)}
     worker = subprocess.Popen([sys.executable, __file__, "ceiling", "--model", args.model, "--batch", str(args.batch),
@@ -481,10 +485,6 @@ def cmd_ratio(args) -> dict:
                               stdout=subprocess.PIPE, text=True)
     sources = {"bertforge serve": REPO / "src", **({"baseline src": Path(args.baseline_src)} if args.baseline_src
                                                     else {})}
-    clients = {"raw": load_raw, "httpx": load}
-    names = [c for c in args.client.split(",") if c]
-    if not names or set(names) - set(clients):
-        raise SystemExit(f"--client {args.client}: expected raw, httpx or both (comma-separated)")
     # one side per server and load client: "bertforge serve" alone when there is one client
     sides = {(f"{name} [{c}]" if len(names) > 1 else name): (name, clients[c]) for name in sources for c in names}
     rows: dict[str, list[float]] = {"ceiling": [], **{side: [] for side in sides}}
