@@ -26,6 +26,10 @@ floor (each task's train-set majority class scored on dev: its accuracy and F1, 
 with every glue.json. Results: OUT/results.json, OUT/results.md (the table) and OUT/glue-vs-budget.png ("GLUE
 average vs CPU-hours").
 
+`--report` runs nothing and writes the table and the plot of what is finished, naming what is not: so the runs
+can be split over several invocations (`--contenders bert --cores 1` beside `--contenders fast --cores 0`) and
+any of them, or `--report` afterwards with every contender and budget, writes the whole table.
+
 Re-running the command skips what is finished (the corpus, the calibration, each run, each held-out evaluation,
 each GLUE suite) and resumes what was interrupted (runs from their checkpoints, GLUE suites unit by unit).
 
@@ -285,6 +289,26 @@ def best_lr(out: Path, sweep: list[Job]) -> float | None:
     return min(losses, key=losses.get) if losses else None
 
 
+def report_jobs(out: Path, jobs: list[Job], sweep: list[Job]) -> tuple[list[Job], list[str]]:
+    """For --report: the jobs whose run and GLUE suite are both finished, and the names of the others. Running
+    nothing, so several invocations (one per core, say) can fill one folder and any of them can draw the table."""
+    lr = best_lr(out, sweep) if sweep and all(finished(out, job) for job in sweep) else None
+    ready, missing = [], []
+    for job in jobs:
+        if job.contender == "transformers" and job.lr is None:
+            if lr is None:
+                missing.append(f"transformers-{job.budget} (its lr sweep is not finished)")
+                continue
+            job.lr = lr
+        path = out / "glue" / job.name / "glue.json"
+        suite_done = path.is_file() and "failed" not in json.loads(path.read_text(encoding="utf-8"))
+        if finished(out, job) and suite_done:
+            ready.append(job)
+        else:
+            missing.append(job.name + (" (its GLUE suite)" if finished(out, job) else ""))
+    return ready, missing
+
+
 def heldout_questions(out: Path, name: str, folder: Path, eval_batches: int) -> dict:
     """recipe_race.py's held-out questions for one checkpoint (cached in OUT/heldout/NAME.json)."""
     path = out / "heldout" / f"{name}.json"
@@ -378,16 +402,22 @@ def plot(rows: list[dict], ceiling: dict, floor: dict, path: Path, args) -> None
 def main() -> None:
     args = parse_args()
     out = Path(args.out)
+    if args.report and not (Path(args.calibration) if args.calibration else out / "calibration.json").is_file():
+        raise SystemExit(f"--report: {out} has no calibration.json; run without --report first")
     out.mkdir(parents=True, exist_ok=True)
     prepare_corpus(out, args)
     cal = calibration(out, args)
     if "transformers" in args.contenders:
         tokenize_for_transformers(out)
     works, jobs, sweep = plan_work(out, cal, args)
-    failures = schedule(works, args.cores)
-    if failures:
-        raise SystemExit("some runs failed (the others are kept; re-run to retry):\n  " +
-                         "\n  ".join(f"{name}: {why}" for name, why in failures.items()))
+    missing: list[str] = []
+    if args.report:
+        jobs, missing = report_jobs(out, jobs, sweep)
+    else:
+        failures = schedule(works, args.cores)
+        if failures:
+            raise SystemExit("some runs failed (the others are kept; re-run to retry):\n  " +
+                             "\n  ".join(f"{name}: {why}" for name, why in failures.items()))
     rows = []
     for job in jobs:
         folder = run_folder(out, job)
@@ -395,13 +425,18 @@ def main() -> None:
                      "seconds_per_step": cal["seconds_per_step"][job.contender],
                      "heldout": heldout_questions(out, job.name, folder, args.eval_batches),
                      "glue": glue(out, job.name, folder, args)})
+    ceiling_path = out / "glue" / "all-MiniLM-L6-v2" / "glue.json"
+    if args.report and not ceiling_path.is_file():
+        raise SystemExit(f"--report: the ceiling's GLUE suite ({ceiling_path}) is not there yet; run without "
+                         "--report first")
     ceiling = glue(out, "all-MiniLM-L6-v2", Path(args.ceiling), args)
     floor = floor_result(ceiling)
     tasks = [t for t in ceiling["tasks"]]
     from bertforge.atomic import atomic_write_text
     swept = {f"{job.lr:g}": json.loads((run_folder(out, job) / "pretrain_result.json").read_text())["heldout_mlm_loss"]
-             for job in sweep}
-    record = {"rows": rows, "sweep": {"budget": args.sweep_budget, "heldout_mlm_loss": swept}, "ceiling": ceiling,
+             for job in sweep if finished(out, job)}
+    record = {"rows": rows, "not_finished": missing,
+              "sweep": {"budget": args.sweep_budget, "heldout_mlm_loss": swept}, "ceiling": ceiling,
               "floor": floor, "calibration": cal, "protocol": args.protocol,
               "glue_args": args.glue_args, "max_steps_cap": args.max_steps_cap, "command": shlex.join(sys.argv)}
     atomic_write_text(out / "results.json", json.dumps(record, indent=2) + "\n")
@@ -409,6 +444,8 @@ def main() -> None:
     atomic_write_text(out / "results.md", table)
     plot(rows, ceiling, floor, out / "glue-vs-budget.png", args)
     print(table)
+    if missing:
+        print("not finished yet (re-run without --report to finish them): " + ", ".join(missing))
     print(f"wrote {out / 'results.md'}, {out / 'results.json'}, {out / 'glue-vs-budget.png'}")
 
 
@@ -433,6 +470,9 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--glue-args", default="", help="more `bertforge glue` flags, e.g. \"--seeds 3\"")
     parser.add_argument("--save-every", type=int, default=500, help="checkpoint every N steps (the resume point)")
     parser.add_argument("--eval-batches", type=int, default=20, help="held-out batches of 32 per checkpoint")
+    parser.add_argument("--report", action="store_true",
+                        help="run nothing: the table, results.json and the plot of the runs whose GLUE suite is "
+                             "finished, naming the others")
     parser.add_argument("--max-steps-cap", type=int, default=None,
                         help="smoke tests only: at most N steps per run (the budgets are then not met)")
     args = parser.parse_args()

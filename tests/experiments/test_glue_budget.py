@@ -73,3 +73,43 @@ def test_a_waiting_work_lets_the_next_take_the_core_and_a_failed_input_stops_its
     failures = glue_budget.schedule([needs_b, b, needs_a, a, c], cores=[0])
     assert order == ["b", "needs-b", "a", "c"]  # one core: b first (needs-b waits), then needs-b once b is done
     assert set(failures) == {"a", "needs-a"} and "broke" in failures["a"]
+
+
+def _finish(out: Path, job, suite: dict | None = None, heldout: float | None = None) -> None:
+    """Plant what a finished run (and optionally its GLUE suite) leaves in OUT."""
+    folder = glue_budget.run_folder(out, job)
+    folder.mkdir(parents=True)
+    if job.contender == "transformers":
+        (folder / "pretrain_result.json").write_text(json.dumps({"heldout_mlm_loss": heldout}))
+    else:
+        (folder / "training_summary.json").write_text("{}")
+        (folder / "model.safetensors").write_bytes(b"")
+    if suite is not None:
+        (out / "glue" / job.name).mkdir(parents=True)
+        (out / "glue" / job.name / "glue.json").write_text(json.dumps(suite))
+
+
+def test_report_keeps_the_rows_whose_run_and_suite_are_finished_and_names_the_rest(tmp_path):
+    sweep = [glue_budget.Job("transformers", "5m", 3, lr, sweep=True) for lr in (5e-4, 1e-3)]
+    _finish(tmp_path, sweep[0], heldout=7.1)
+    _finish(tmp_path, sweep[1], heldout=6.8)
+    done = glue_budget.Job("fast", "1h", 10)
+    _finish(tmp_path, done, suite={"tasks": {}, "average": 40.0})
+    suite_failed = glue_budget.Job("bert", "1h", 10)
+    _finish(tmp_path, suite_failed, suite={"tasks": {}, "failed": {"cola": "boom"}})
+    no_suite = glue_budget.Job("bert", "20m", 5)
+    _finish(tmp_path, no_suite)
+    running = glue_budget.Job("fast", "3h", 30)
+    hf = glue_budget.Job("transformers", "1h", 4)  # gets the sweep's lr, 1e-3
+    _finish(tmp_path, glue_budget.Job("transformers", "1h", 4, 1e-3), suite={"tasks": {}, "average": 36.0}, heldout=7.4)
+
+    ready, missing = glue_budget.report_jobs(tmp_path, [done, suite_failed, no_suite, running, hf], sweep)
+    assert [job.name for job in ready] == ["fast-1h", "transformers-1h-lr0.001"]
+    assert missing == ["bert-1h (its GLUE suite)", "bert-20m (its GLUE suite)", "fast-3h"]
+
+
+def test_report_names_transformers_rows_while_the_sweep_runs(tmp_path):
+    sweep = [glue_budget.Job("transformers", "5m", 3, lr, sweep=True) for lr in (5e-4, 1e-3)]
+    _finish(tmp_path, sweep[0], heldout=7.1)  # the 1e-3 run is still going
+    ready, missing = glue_budget.report_jobs(tmp_path, [glue_budget.Job("transformers", "1h", 4)], sweep)
+    assert ready == [] and missing == ["transformers-1h (its lr sweep is not finished)"]
