@@ -1,5 +1,5 @@
-"""The suite's progress: finished and interrupted units count as done from the start, running units by the steps
-their metrics.jsonl shows; and why a unit failed, in one line."""
+"""The suite's progress: finished units count as done from the start, interrupted ones up to their newest
+checkpoint, running units by the steps their metrics.jsonl shows; and why a unit failed, in one line."""
 from __future__ import annotations
 
 import json
@@ -8,6 +8,7 @@ from pathlib import Path
 from bertforge.evaluation.glue import _jobs
 from bertforge.evaluation.scheduler import ERROR, SuiteProgress, _failure_reason
 from bertforge.evaluation.units import Unit, examples_done
+from bertforge.training.checkpointing import REQUIRED_FILES
 
 
 def unit(tmp_path, task: str, steps: int = 10) -> Unit:
@@ -27,6 +28,7 @@ def test_progress_counts_finished_interrupted_and_running_units(tmp_path):
     done.result_path.write_text("{}")
     log_steps(partial, 1, 2, 3, cut=True)  # killed mid-line: the cut line is not counted
     assert examples_done(partial, batch_size=8) == 24
+    checkpoint(partial, 3)
     suite = SuiteProgress([done, partial, fresh], [partial, fresh], batch_size=8, progress=False)
     assert suite.bar.n == 10 * 8 + 3 * 8 and suite.bar.total == 40 * 8 and suite.description() == "glue: 1/3 units"
     log_steps(partial, 1, 2, 3, 4, 5, 6)
@@ -36,6 +38,31 @@ def test_progress_counts_finished_interrupted_and_running_units(tmp_path):
     suite.finished(partial)
     suite.update([fresh])
     assert suite.bar.n == 80 + 80 + 16 and suite.bar.desc == "glue: 2/3 units"
+    suite.close()
+
+
+def checkpoint(u: Unit, step: int) -> None:
+    """Plant the files that make run/checkpoints/step-N a complete checkpoint."""
+    folder = Path(u.folder) / "run" / "checkpoints" / f"step-{step}"
+    folder.mkdir(parents=True)
+    for name in REQUIRED_FILES:
+        (folder / name).write_bytes(b"")
+
+
+def test_an_interrupted_unit_counts_up_to_the_checkpoint_it_resumes_from(tmp_path):
+    # killed at step 7 with its last checkpoint at step 4: the resumed run does steps 5-7 again
+    killed, fresh = unit(tmp_path, "mrpc"), unit(tmp_path, "rte")
+    log_steps(killed, *range(1, 8))
+    checkpoint(killed, 2)
+    checkpoint(killed, 4)
+    suite = SuiteProgress([killed, fresh], [killed, fresh], batch_size=8, progress=False)
+    assert suite.bar.n == 4 * 8
+    suite.update([killed, fresh])  # running, but its metrics.jsonl is still the killed run's
+    assert suite.bar.n == 4 * 8
+    log_steps(killed, 1, 2, 3, 4, 5)  # the resumed run rewrote it up to its checkpoint and logged step 5
+    log_steps(fresh, 1)
+    suite.update([killed, fresh])
+    assert suite.bar.n == 5 * 8 + 1 * 8
     suite.close()
 
 

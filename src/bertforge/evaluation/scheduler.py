@@ -16,7 +16,8 @@ from multiprocessing.connection import wait
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from bertforge.evaluation.units import LOG, Unit, UnitContext, examples_done, read_result, run_unit
+from bertforge.evaluation.units import (LOG, Unit, UnitContext, examples_done, examples_kept, metrics_path,
+                                        read_result, run_unit)
 
 ERROR = "unit.error"   # the one-line reason a unit's process failed, beside its log
 
@@ -30,14 +31,17 @@ class Failure:
 class SuiteProgress:
     """One line for the whole suite: done/total units, and the training examples all units have been through
     out of all they will go through (a unit's work is its steps x batch size), so the bar's rate and ETA are
-    those of the whole suite. Units finished or partly done before this run count as done from the start."""
+    those of the whole suite. Units finished before this run count as done from the start, interrupted ones up
+    to the checkpoint they resume from; a running unit counts by its metrics.jsonl once its run has written it
+    (before that, the file still shows the killed run's steps past the checkpoint, which are done again)."""
 
     def __init__(self, units: Sequence[Unit], todo: Sequence[Unit], batch_size: int, progress: bool) -> None:
         from bertforge.training.progress import progress as make_bar
         self.units, self.batch_size = units, batch_size
         self.done = len(units) - len(todo)
         self.finished_work = sum(self.work(u) for u in units if u not in todo)
-        self.partial = {u: examples_done(u, batch_size) for u in todo}  # interrupted units resume where they were
+        self.partial = {u: examples_kept(u, batch_size) for u in todo}
+        self.stale = {u: _stamp(metrics_path(u)) for u in todo}
         total = sum(self.work(u) for u in units)
         # smoothing=0: the rate is the average since the start, steadier than tqdm's default over a suite of runs
         self.bar = make_bar(total, bar=progress, initial=self.current([]), desc=self.description(), unit="ex",
@@ -47,7 +51,8 @@ class SuiteProgress:
         return unit.steps * self.batch_size
 
     def current(self, running: Sequence[Unit]) -> int:
-        live = {u: examples_done(u, self.batch_size) for u in running}
+        live = {u: examples_done(u, self.batch_size) for u in running
+                if _stamp(metrics_path(u)) != self.stale.get(u)}
         return self.finished_work + sum(live.get(u, n) for u, n in self.partial.items())
 
     def description(self) -> str:
@@ -64,6 +69,15 @@ class SuiteProgress:
 
     def close(self) -> None:
         self.bar.close()
+
+
+def _stamp(path: Path) -> tuple[int, int] | None:
+    """(modification time, size) of a file, None when it is missing: what tells a rewritten file from the old."""
+    try:
+        stat = path.stat()
+    except OSError:
+        return None
+    return stat.st_mtime_ns, stat.st_size
 
 
 def run_units(units: Sequence[Unit], ctx: UnitContext, *, jobs: int, threads: int, progress: bool = True,

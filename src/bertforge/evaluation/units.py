@@ -21,6 +21,7 @@ from typing import Any
 from bertforge.atomic import atomic_write_text
 from bertforge.evaluation.protocols import Protocol
 from bertforge.evaluation.scores import METRICS, metrics_from_report, task_score
+from bertforge.training.checkpointing import list_checkpoints
 from bertforge.training.metrics_log import METRICS_LOG, last_logged_step
 
 RESULT = "unit.json"
@@ -137,6 +138,17 @@ def read_result(unit: Unit) -> dict[str, Any] | None:
 
 
 def examples_done(unit: Unit, batch_size: int) -> int:
-    """Training examples a running (or interrupted) unit has been through, from its run's metrics.jsonl."""
-    step = last_logged_step(Path(unit.folder) / RUN / METRICS_LOG)
+    """Training examples a running unit has been through, from its run's metrics.jsonl."""
+    step = last_logged_step(metrics_path(unit))
     return 0 if step is None else min(step, unit.steps) * batch_size
+
+
+def examples_kept(unit: Unit, batch_size: int) -> int:
+    """Training examples an interrupted unit will not redo: those up to its newest checkpoint, where it resumes
+    (its metrics.jsonl may show later steps, which the resumed run does again)."""
+    newest = list_checkpoints(Path(unit.folder) / RUN)
+    return min(newest[-1][0], unit.steps) * batch_size if newest else 0
+
+
+def metrics_path(unit: Unit) -> Path:
+    return Path(unit.folder) / RUN / METRICS_LOG
