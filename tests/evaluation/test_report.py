@@ -47,7 +47,9 @@ def test_compare_draws_side_by_side(tmp_path):
     png, md, results = compare([tmp_path / "a" / "glue.json", tmp_path / "b" / "glue.json"], tmp_path / "ab.png")
     assert png.read_bytes().startswith(PNG) and md == tmp_path / "ab.md"
     rows = [line for line in md.read_text().splitlines() if line.startswith(("| a |", "| b |"))]
-    assert rows == ["| a | 80.0 | 80.0/70.0 | 56.3* | 77.5 |", "| b | 90.0 | 80.0/70.0 | 56.3* | 82.5 |"]
+    assert rows == ["| a | 80.0 | 80.0/70.0 | 56.3* | 77.5 |", "| b | 90.0 | 80.0/70.0 | 56.3* | 82.5 |",
+                    "| b | +10.0 | +0.0 | +5.0 |"]  # b − a: SST-2, MRPC, average; one seed each: no interval
+    assert "b: no interval (fewer than 2 scored runs of sst2, mrpc)." in md.read_text()
 
 
 def test_a_broken_glue_json_is_named(tmp_path):

@@ -122,8 +122,10 @@ def _compare(args: argparse.Namespace) -> int:
     png = claim_output_file(args.output, overwrite=args.overwrite, inputs=tuple(args.compare))
     claim_output_file(png.with_suffix(".md"), overwrite=args.overwrite, inputs=tuple(args.compare))
     png, md, results = compare(args.compare, png)
-    from bertforge.evaluation.report import summary_table
+    from bertforge.evaluation.report import difference_table, summary_table
     print("\n".join(summary_table(results)))
+    if len(results) > 1:
+        print("\n" + "\n".join(difference_table(results)))
     print(f"wrote {png} and {md}")
     return 0
 

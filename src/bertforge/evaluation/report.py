@@ -161,7 +161,30 @@ def compare_markdown(results: Sequence[dict[str, Any]]) -> str:
     lines = ["## GLUE dev, side by side", ""] + summary_table(results) + [""]
     lines.append("Protocols: " + ", ".join(f"{n}: `{p}`" for n, p in names.items()) + ". Averages over: "
                  + "; ".join(f"{label(r)}: {', '.join(DISPLAY[t] for t in r['average_over'])}" for r in results) + ".")
+    if len(results) > 1:
+        lines += ["", *difference_table(results)]
     return "\n".join(lines) + "\n"
+
+
+def difference_table(results: Sequence[dict[str, Any]]) -> list[str]:
+    """Each result minus the first, per task and for the average, with the 95 % bootstrap interval over seeds
+    (`bertforge.evaluation.difference`): a difference whose interval holds 0 is within the seeds' noise."""
+    from bertforge.evaluation.difference import difference
+    base = results[0]
+    diffs = [difference(base, r) for r in results[1:]]
+    columns = [t for t in GLUE_TASKS if any(t in d for d in diffs)]
+    lines = [f"Difference from {label(base)} (95 % bootstrap interval over the seeds; an interval holding 0 is "
+             "within their noise):", "",
+             "| model | " + " | ".join(DISPLAY[t] for t in columns) + " | average |",
+             "|---|" + "---:|" * (len(columns) + 1)]
+    notes = []
+    for r, d in zip(results[1:], diffs):
+        cells = [str(d[t]) if t in d else "—" for t in columns + ["average"]]
+        lines.append(f"| {label(r)} | " + " | ".join(cells) + " |")
+        why = next((x.why for x in d.values() if x.why), "")
+        if why:
+            notes.append(f"{label(r)}: no interval ({why}).")
+    return lines + ([""] + notes if notes else [])
 
 
 # ---- pictures ----------------------------------------------------------------------------------------------------
