@@ -460,7 +460,7 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--model", default="mini", help="the size preset of every contender")
     parser.add_argument("--contenders", default=",".join(CONTENDERS))
     parser.add_argument("--budgets", default=",".join(BUDGETS), help=f"of {', '.join(BUDGETS)}")
-    parser.add_argument("--hf-lrs", default="5e-4,1e-3,2e-3", help="transformers' peak lrs, swept")
+    parser.add_argument("--hf-lrs", default="2.5e-4,5e-4,1e-3,2e-3", help="transformers' peak lrs, swept")
     parser.add_argument("--sweep-budget", default="20m", choices=list(BUDGETS),
                         help="the budget of transformers' lr sweep runs")
     parser.add_argument("--cores", default="0,1", help="one run per listed core at a time")
