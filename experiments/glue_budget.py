@@ -300,9 +300,7 @@ def report_jobs(out: Path, jobs: list[Job], sweep: list[Job]) -> tuple[list[Job]
                 missing.append(f"transformers-{job.budget} (its lr sweep is not finished)")
                 continue
             job.lr = lr
-        path = out / "glue" / job.name / "glue.json"
-        suite_done = path.is_file() and "failed" not in json.loads(path.read_text(encoding="utf-8"))
-        if finished(out, job) and suite_done:
+        if finished(out, job) and suite_finished(out, job.name):
             ready.append(job)
         else:
             missing.append(job.name + (" (its GLUE suite)" if finished(out, job) else ""))
@@ -323,12 +321,17 @@ def heldout_questions(out: Path, name: str, folder: Path, eval_batches: int) -> 
     return result
 
 
+def suite_finished(out: Path, name: str) -> bool:
+    """Whether NAME's GLUE suite finished with every task (a suite with a failed task is continued)."""
+    path = out / "glue" / name / "glue.json"
+    return path.is_file() and "failed" not in json.loads(path.read_text(encoding="utf-8"))
+
+
 def glue(out: Path, name: str, model: Path, args, core: int | None = None) -> dict:
     """`bertforge glue` on `model` under the experiment's protocol (one job on `core`, or one per core of --cores);
     a suite that finished with every task is kept, any other is continued (it skips its finished units)."""
     path = out / "glue" / name / "glue.json"
-    done = path.is_file() and "failed" not in json.loads(path.read_text(encoding="utf-8"))
-    if not done:
+    if not suite_finished(out, name):
         print(f"[{time.strftime('%H:%M')}] GLUE ({args.protocol}) for {name}", flush=True)
         run_logged(bertforge("glue", "--model", str(model), "--data", str(args.glue), "--output", str(path.parent),
                              "--protocol", args.protocol, "--jobs", "1" if core is not None else str(len(args.cores)),

@@ -6,6 +6,6 @@ from bertforge.evaluation.protocols import PROTOCOLS, Protocol, get_protocol
 from bertforge.evaluation.report import compare, load_result, write_report
 from bertforge.evaluation.scores import glue_average, majority_baseline, official_metrics, summarize_runs, task_score
 
-__all__ = ["Difference", "GlueSettings", "PROTOCOLS", "Protocol", "assemble", "compare", "difference", "get_protocol", "glue_average",
-           "load_result", "majority_baseline", "model_fingerprint", "official_metrics", "run_glue", "summarize_runs",
-           "task_entry", "task_score", "write_report"]
+__all__ = ["Difference", "GlueSettings", "PROTOCOLS", "Protocol", "assemble", "compare", "difference",
+           "get_protocol", "glue_average", "load_result", "majority_baseline", "model_fingerprint",
+           "official_metrics", "run_glue", "summarize_runs", "task_entry", "task_score", "write_report"]
