@@ -113,3 +113,15 @@ def test_report_names_transformers_rows_while_the_sweep_runs(tmp_path):
     _finish(tmp_path, sweep[0], heldout=7.1)  # the 1e-3 run is still going
     ready, missing = glue_budget.report_jobs(tmp_path, [glue_budget.Job("transformers", "1h", 4)], sweep)
     assert ready == [] and missing == ["transformers-1h (its lr sweep is not finished)"]
+
+
+def test_report_on_a_folder_without_a_calibration_says_so_and_runs_nothing(tmp_path, monkeypatch):
+    for name in ("corpus.txt", "glue", "vocab", "ceiling"):
+        (tmp_path / name).mkdir() if "." not in name else (tmp_path / name).write_text("x\n")
+    out = tmp_path / "budget"
+    monkeypatch.setattr(sys, "argv", ["glue_budget.py", "--out", str(out), "--report", "--corpus",
+                                      str(tmp_path / "corpus.txt"), "--glue", str(tmp_path / "glue"), "--vocab",
+                                      str(tmp_path / "vocab"), "--ceiling", str(tmp_path / "ceiling")])
+    with pytest.raises(SystemExit, match="budget has no calibration.json; run without --report first"):
+        glue_budget.main()
+    assert not out.exists()
