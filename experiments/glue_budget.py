@@ -207,10 +207,12 @@ def plan_work(out: Path, cal: dict, args) -> tuple[list[Work], list[Job], list[J
     jobs, sweep = plan_jobs(cal, args)
     pretrain = {job.name: pretrain_work(out, job, args) for job in jobs}
     sweep_works = [pretrain_work(out, job, args) for job in sweep]
-    hf_rows = [Job("transformers", b, budget_steps(cal, "transformers", b, args.max_steps_cap))
-               for b in sorted(args.budgets, key=lambda b: -BUDGETS[b])] if sweep else []
+    hf_rows = [Job("transformers", b, budget_steps(cal, "transformers", b, args.max_steps_cap), args.hf_lr)
+               for b in sorted(args.budgets, key=lambda b: -BUDGETS[b])] if "transformers" in args.contenders else []
 
     def sweep_done() -> bool | None:
+        if args.hf_lr is not None:
+            return True
         if not all(w.done.is_set() for w in sweep_works):
             return False
         lr = best_lr(out, sweep)
@@ -266,8 +268,11 @@ def calibration(out: Path, args) -> dict:
 
 
 def budget_steps(cal: dict, contender: str, budget: str, cap: int | None) -> int:
-    """The calibrated steps of `contender` in `budget` (at most `cap`, for smoke tests)."""
-    steps = int(BUDGETS[budget] // cal["seconds_per_step"][contender])
+    """The calibrated steps of `contender` in `budget` (at most `cap`, for smoke tests): the calibration's own step
+    count when it has one (so a published calibration gives its table's steps on any machine), else the whole
+    steps of its step time that fit."""
+    steps = cal.get("steps", {}).get(contender, {}).get(budget)
+    steps = int(steps) if steps is not None else int(BUDGETS[budget] // cal["seconds_per_step"][contender])
     return min(steps, cap) if cap else steps
 
 
@@ -277,7 +282,7 @@ def plan_jobs(cal: dict, args) -> tuple[list[Job], list[Job]]:
             for c in args.contenders if c != "transformers"]
     steps = budget_steps(cal, "transformers", args.sweep_budget, args.max_steps_cap)
     sweep = [Job("transformers", args.sweep_budget, steps, lr, sweep=True)
-             for lr in args.hf_lrs] if "transformers" in args.contenders else []
+             for lr in args.hf_lrs] if "transformers" in args.contenders and args.hf_lr is None else []
     return jobs, sweep
 
 
@@ -439,7 +444,7 @@ def main() -> None:
     swept = {f"{job.lr:g}": json.loads((run_folder(out, job) / "pretrain_result.json").read_text())["heldout_mlm_loss"]
              for job in sweep if finished(out, job)}
     record = {"rows": rows, "not_finished": missing,
-              "sweep": {"budget": args.sweep_budget, "heldout_mlm_loss": swept}, "ceiling": ceiling,
+              "sweep": {"budget": args.sweep_budget, "heldout_mlm_loss": swept}, "hf_lr": args.hf_lr, "ceiling": ceiling,
               "floor": floor, "calibration": cal, "protocol": args.protocol,
               "glue_args": args.glue_args, "max_steps_cap": args.max_steps_cap, "command": shlex.join(sys.argv)}
     atomic_write_text(out / "results.json", json.dumps(record, indent=2) + "\n")
@@ -464,6 +469,8 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--contenders", default=",".join(CONTENDERS))
     parser.add_argument("--budgets", default=",".join(BUDGETS), help=f"of {', '.join(BUDGETS)}")
     parser.add_argument("--hf-lrs", default="2.5e-4,5e-4,1e-3,2e-3", help="transformers' peak lrs, swept")
+    parser.add_argument("--hf-lr", type=float, default=None,
+                        help="transformers' peak lr without a sweep (e.g. what an earlier sweep in another folder picked)")
     parser.add_argument("--sweep-budget", default="20m", choices=list(BUDGETS),
                         help="the budget of transformers' lr sweep runs")
     parser.add_argument("--cores", default="0,1", help="one run per listed core at a time")

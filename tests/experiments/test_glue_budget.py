@@ -16,13 +16,37 @@ CALIBRATION = {"seconds_per_step": {"fast": 1.5, "bert": 1.2, "transformers": 7.
 
 def test_each_budget_is_the_whole_steps_of_the_calibrated_step_time():
     args = Namespace(contenders=["fast", "bert", "transformers"], budgets=["20m", "1h", "3h"], hf_lrs=[5e-4, 1e-3],
-                     max_steps_cap=None, sweep_budget="20m")
+                     max_steps_cap=None, sweep_budget="20m", hf_lr=None)
     jobs, sweep = glue_budget.plan_jobs(CALIBRATION, args)
     assert {job.name: job.steps for job in jobs} == {"fast-20m": 800, "fast-1h": 2400, "fast-3h": 7200,
                                                      "bert-20m": 1000, "bert-1h": 3000, "bert-3h": 9000}
     assert {job.name: job.steps for job in sweep} == {"transformers-20m-lr0.0005": 171, "transformers-20m-lr0.001": 171}
     capped, capped_sweep = glue_budget.plan_jobs(CALIBRATION, Namespace(**{**vars(args), "max_steps_cap": 5}))
     assert {job.steps for job in capped + capped_sweep} == {5}
+
+
+def test_the_published_calibration_gives_the_published_tables_steps():
+    """experiments/calibrations/ holds the step budgets of docs/RESULTS.md's table: run with it, every contender
+    gets the table's steps, which the rounded step times it also holds would not give (3600 // 2.39 = 1506)."""
+    cal = json.loads((Path(glue_budget.HERE) / "calibrations" / "epyc-avx2-2026-11-25.json").read_text())
+    args = Namespace(contenders=["fast", "bert", "transformers"], budgets=["20m", "1h", "3h"], hf_lrs=[5e-4],
+                     max_steps_cap=None, sweep_budget="20m", hf_lr=None)
+    jobs, sweep = glue_budget.plan_jobs(cal, args)
+    assert {job.name: job.steps for job in jobs} == {"fast-3h": 4521, "bert-3h": 6020, "fast-1h": 1507,
+                                                     "bert-1h": 2006, "fast-20m": 502, "bert-20m": 668}
+    assert [job.steps for job in sweep] == [149]
+    assert glue_budget.budget_steps(cal, "transformers", "3h", None) == 1342
+    assert glue_budget.budget_steps(cal, "transformers", "3h", 7) == 7
+
+
+def test_a_given_transformers_lr_replaces_the_sweep(tmp_path):
+    args = Namespace(contenders=["transformers"], budgets=["1h", "3h"], hf_lrs=[5e-4, 1e-3], max_steps_cap=None,
+                     sweep_budget="20m", hf_lr=5e-4, save_every=100, model="mini")
+    works, jobs, sweep = glue_budget.plan_work(tmp_path, CALIBRATION, args)
+    assert sweep == [] and [job.name for job in jobs] == ["transformers-3h-lr0.0005", "transformers-1h-lr0.0005"]
+    assert [w.name for w in works] == ["pre-train transformers 3h", "pre-train transformers 1h",
+                                       "GLUE transformers 3h", "GLUE transformers 1h"]
+    assert works[0].ready() is True  # no sweep to wait for
 
 
 def test_transformers_lr_is_the_one_with_the_lowest_heldout_loss(tmp_path):
@@ -44,7 +68,7 @@ def test_floor_is_the_majority_class_averaged_like_glue():
 
 def test_sweep_runs_at_the_sweep_budget():
     args = Namespace(contenders=["fast", "transformers"], budgets=["20m"], hf_lrs=[5e-4, 1e-3], max_steps_cap=None,
-                     sweep_budget="5m")
+                     sweep_budget="5m", hf_lr=None)
     jobs, sweep = glue_budget.plan_jobs(CALIBRATION, args)
     assert {job.name: job.steps for job in jobs} == {"fast-20m": 800}
     assert {job.name: job.steps for job in sweep} == {"transformers-5m-lr0.0005": 42, "transformers-5m-lr0.001": 42}
