@@ -30,6 +30,11 @@ average vs CPU-hours").
 can be split over several invocations (`--contenders bert --cores 1` beside `--contenders fast --cores 0`) and
 any of them, or `--report` afterwards with every contender and budget, writes the whole table.
 
+A published calibration (`experiments/calibrations/`, `--calibration`) gives its table's step counts on any
+machine, and `--include docs/results/glue-budget.json` adds that table's rows where this folder has no run of the
+same contender, budget and lr: so a run made on another day (or machine) joins the published table and plot.
+`--hf-lr` gives transformers' rows an lr without sweeping again (an earlier sweep's pick).
+
 Re-running the command skips what is finished (the corpus, the calibration, each run, each held-out evaluation,
 each GLUE suite) and resumes what was interrupted (runs from their checkpoints, GLUE suites unit by unit).
 
@@ -357,14 +362,46 @@ def results_table(rows: list[dict], ceiling: dict, floor: dict, tasks: list[str]
         return cells + [f"**{result['average']:.1f}**" if result.get("average") is not None else "—"]
 
     for r in rows:
-        lines.append("| " + " | ".join([CONTENDERS[r["contender"]] + (f" (lr {r['lr']:g})" if r.get("lr") else ""),
+        lines.append("| " + " | ".join([CONTENDERS[r["contender"]] + (f" (lr {r['lr']:g})" if r.get("lr") else "")
+                                          + (" *" if r.get("from") else ""),
                                           LABELS[r["budget"]], f"{r['steps']:,}",
                                           f"{r['seconds_per_step']:.3f}", f"{r['heldout']['mlm_loss']:.3f}",
                                           *scores(r["glue"])]) + " |")
     lines.append("| " + " | ".join(["all-MiniLM-L6-v2 (pre-trained, the ceiling)", "—", "—", "—", "—",
                                       *scores(ceiling)]) + " |")
     lines.append("| " + " | ".join(["majority class (the floor)", "—", "—", "—", "—", *scores(floor)]) + " |")
+    sources = sorted({r["from"] for r in rows if r.get("from")})
+    if sources:
+        lines += ["", "\\* included from: " + "; ".join(sources)]
     return "\n".join(lines) + "\n"
+
+
+def include_rows(rows: list[dict], paths: list[str], cal: dict, protocol: str) -> list[dict]:
+    """`rows` and the rows of earlier results.json files (`--include`) that `rows` does not have (same contender,
+    budget and lr), so runs made in other folders or on other days join one table. An earlier row must have been
+    scored under the same protocol and made the steps this calibration gives its budget; else it is refused."""
+    have = {(r["contender"], r["budget"], r.get("lr")) for r in rows}
+    merged = list(rows)
+    for path in paths:
+        try:
+            earlier = json.loads(Path(path).read_text(encoding="utf-8"))
+            found = earlier["rows"]
+        except (OSError, ValueError, KeyError, TypeError) as err:
+            raise SystemExit(f"--include {path}: not a glue_budget.py results.json ({err})") from None
+        if earlier.get("protocol") != protocol:
+            raise SystemExit(f"--include {path}: scored with --protocol {earlier.get('protocol')}, this table with "
+                             f"{protocol}")
+        for row in found:
+            key = (row["contender"], row["budget"], row.get("lr"))
+            if key in have:
+                continue
+            steps = budget_steps(cal, row["contender"], row["budget"], None)
+            if row["steps"] != steps:
+                raise SystemExit(f"--include {path}: {row['contender']} at {row['budget']} made {row['steps']} steps, "
+                                 f"this calibration gives it {steps} (pass the calibration the earlier runs used)")
+            merged.append({**row, "from": row.get("from", str(path))})
+            have.add(key)
+    return sorted(merged, key=lambda r: (-BUDGETS[r["budget"]], list(CONTENDERS).index(r["contender"]), r.get("lr") or 0))
 
 
 def floor_result(glue_result: dict) -> dict:
@@ -382,11 +419,14 @@ def plot(rows: list[dict], ceiling: dict, floor: dict, path: Path, args) -> None
 
     from bertforge.atomic import atomic_path
     fig, ax = plt.subplots(figsize=(6.4, 4.2))
-    for i, contender in enumerate(CONTENDERS):
+    lines = sorted({(list(CONTENDERS).index(r["contender"]), r.get("lr") or 0) for r in rows}, key=lambda k: (k[0], -k[1]))
+    for n, (i, lr) in enumerate(lines):  # one line per contender and lr (transformers' rows may have two lrs)
+        contender = list(CONTENDERS)[i]
         mine = sorted((BUDGETS[r["budget"]] / 3600, r["glue"]["average"]) for r in rows
-                      if r["contender"] == contender and r["glue"].get("average") is not None)
+                      if r["contender"] == contender and (r.get("lr") or 0) == lr and r["glue"].get("average") is not None)
         if mine:
-            ax.plot(*zip(*mine), marker="o", color=f"C{i}", label=CONTENDERS[contender])
+            ax.plot(*zip(*mine), marker="o", color=f"C{n}",
+                    label=CONTENDERS[contender] + (f" (lr {lr:g})" if lr else ""))
     ax.axhline(ceiling["average"], color="black", linestyle="--", linewidth=1,
                label=f"all-MiniLM-L6-v2, pre-trained ({ceiling['average']:.1f})")
     ax.axhline(floor["average"], color="grey", linestyle=":", linewidth=1,
@@ -433,6 +473,7 @@ def main() -> None:
                      "seconds_per_step": cal["seconds_per_step"][job.contender],
                      "heldout": heldout_questions(out, job.name, folder, args.eval_batches),
                      "glue": glue(out, job.name, folder, args)})
+    rows = include_rows(rows, args.include, cal, args.protocol)
     ceiling_path = out / "glue" / "all-MiniLM-L6-v2" / "glue.json"
     if args.report and not ceiling_path.is_file():
         raise SystemExit(f"--report: the ceiling's GLUE suite ({ceiling_path}) is not there yet; run without "
@@ -446,7 +487,9 @@ def main() -> None:
     record = {"rows": rows, "not_finished": missing,
               "sweep": {"budget": args.sweep_budget, "heldout_mlm_loss": swept}, "hf_lr": args.hf_lr, "ceiling": ceiling,
               "floor": floor, "calibration": cal, "protocol": args.protocol,
-              "glue_args": args.glue_args, "max_steps_cap": args.max_steps_cap, "command": shlex.join(sys.argv)}
+              "glue_args": args.glue_args, "max_steps_cap": args.max_steps_cap, "command": shlex.join(sys.argv),
+              "included_sweeps": {path: json.loads(Path(path).read_text(encoding="utf-8")).get("sweep")
+                                  for path in args.include}}
     atomic_write_text(out / "results.json", json.dumps(record, indent=2) + "\n")
     table = results_table(rows, ceiling, floor, tasks)
     atomic_write_text(out / "results.md", table)
@@ -483,6 +526,9 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--report", action="store_true",
                         help="run nothing: the table, results.json and the plot of the runs whose GLUE suite is "
                              "finished, naming the others")
+    parser.add_argument("--include", action="append", default=[], metavar="RESULTS_JSON",
+                        help="rows of an earlier results.json (another folder, another day) to add to the table and "
+                             "the plot where this folder has no run of the same contender, budget and lr; repeatable")
     parser.add_argument("--max-steps-cap", type=int, default=None,
                         help="smoke tests only: at most N steps per run (the budgets are then not met)")
     args = parser.parse_args()

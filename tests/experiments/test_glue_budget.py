@@ -149,3 +149,56 @@ def test_report_on_a_folder_without_a_calibration_says_so_and_runs_nothing(tmp_p
     with pytest.raises(SystemExit, match="budget has no calibration.json; run without --report first"):
         glue_budget.main()
     assert not out.exists()
+
+
+def _row(contender, budget, steps, lr=None, average=40.0):
+    return {"contender": contender, "budget": budget, "steps": steps, "lr": lr, "seconds_per_step": 1.0,
+            "heldout": {"mlm_loss": 7.0}, "glue": {"tasks": {}, "average": average}}
+
+
+def test_include_adds_the_earlier_rows_this_folder_lacks_and_keeps_its_own(tmp_path):
+    earlier = tmp_path / "earlier.json"
+    earlier.write_text(json.dumps({"protocol": "cpu", "rows": [
+        _row("fast", "1h", 2400, average=41.0), _row("fast", "3h", 7200, average=99.0),
+        _row("transformers", "1h", 514, 1e-3), _row("transformers", "1h", 514, 5e-4, average=1.0)]}))
+    here = [_row("fast", "3h", 7200, average=44.0), _row("transformers", "1h", 514, 5e-4, average=36.0)]
+    rows = glue_budget.include_rows(here, [str(earlier)], CALIBRATION, "cpu")
+    assert [(r["contender"], r["budget"], r["lr"], r["glue"]["average"], r.get("from")) for r in rows] == [
+        ("fast", "3h", None, 44.0, None),  # this folder's run, not the earlier 99.0
+        ("fast", "1h", None, 41.0, str(earlier)),
+        ("transformers", "1h", 5e-4, 36.0, None),
+        ("transformers", "1h", 1e-3, 40.0, str(earlier))]
+    table = glue_budget.results_table(rows, {"tasks": {}, "average": 60.0}, {"tasks": {}, "average": 35.0}, [])
+    assert table.count(" * |") == 2 and f"included from: {earlier}" in table
+
+
+def test_include_refuses_another_protocol_or_another_budget(tmp_path):
+    other_protocol = tmp_path / "bert.json"
+    other_protocol.write_text(json.dumps({"protocol": "bert", "rows": [_row("fast", "1h", 2400)]}))
+    with pytest.raises(SystemExit, match="bert.json: scored with --protocol bert, this table with cpu"):
+        glue_budget.include_rows([], [str(other_protocol)], CALIBRATION, "cpu")
+    other_steps = tmp_path / "steps.json"
+    other_steps.write_text(json.dumps({"protocol": "cpu", "rows": [_row("fast", "1h", 1507)]}))
+    with pytest.raises(SystemExit, match="fast at 1h made 1507 steps, this calibration gives it 2400"):
+        glue_budget.include_rows([], [str(other_steps)], CALIBRATION, "cpu")
+    broken = tmp_path / "broken.json"
+    broken.write_text("{")
+    with pytest.raises(SystemExit, match="broken.json: not a glue_budget.py results.json"):
+        glue_budget.include_rows([], [str(broken)], CALIBRATION, "cpu")
+
+
+def test_the_published_rows_agree_with_their_calibration_and_their_averages():
+    """docs/results/glue-budget.json (the table's rows, for --include) made the published calibration's steps, and
+    each average is GLUE's average of its task scores (to the rounding of one decimal on both)."""
+    from bertforge.evaluation.scores import glue_average
+    repo = Path(glue_budget.REPO)
+    published = json.loads((repo / "docs" / "results" / "glue-budget.json").read_text())
+    cal = json.loads((repo / published["calibration_file"]).read_text())
+    rows = glue_budget.include_rows([], [str(repo / "docs" / "results" / "glue-budget.json")], cal, "cpu")
+    assert len(rows) == len(published["rows"])
+    for row in rows:
+        tasks = row["glue"]["tasks"]
+        for name in ("mrpc", "stsb"):  # two-metric tasks: their score is the mean of the two
+            assert tasks[name]["score"] == pytest.approx(sum(tasks[name]["metrics"].values()) / 2, abs=0.01)
+        assert row["glue"]["average"] == pytest.approx(glue_average({t: e["score"] for t, e in tasks.items()})[0],
+                                                       abs=0.1)  # 0.05 from the scores, 0.05 its own
