@@ -189,8 +189,23 @@ def pretrain_work(out: Path, job: Job, args, ready: Callable[[], bool | None] = 
     def run(core: int) -> None:
         if not finished(out, job):
             print(f"[{time.strftime('%H:%M')}] start {job.name}: {job.steps:,} steps on core {core}", flush=True)
+            write_machine(run_folder(out, job))
             run_logged(pretrain_command(out, job, args), out / "logs" / f"{job.name}.log", core)
     return Work(f"pre-train {job.contender} {job.budget}" + (" (lr sweep)" if job.sweep else ""), run, ready)
+
+
+def write_machine(folder: Path) -> None:
+    """Record what a run is made on (its row says so: a published calibration's steps run on any CPU)."""
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    from common import machine_info
+
+    from bertforge.atomic import atomic_write_text
+    from budget_calibration import has_avx512
+    folder.mkdir(parents=True, exist_ok=True)
+    if not (folder / "machine.json").is_file():
+        info = {k: v for k, v in machine_info().items() if k != "torch threads"}  # the run's own is one (OMP_NUM_THREADS)
+        record = {**info, "avx512": has_avx512(), "started": time.strftime("%Y-%m-%d %H:%M")}
+        atomic_write_text(folder / "machine.json", json.dumps(record, indent=2) + "\n")
 
 
 def suite_work(out: Path, job: Job, after: Work, args) -> Work:
@@ -376,6 +391,10 @@ def results_table(rows: list[dict], ceiling: dict, floor: dict, tasks: list[str]
     return "\n".join(lines) + "\n"
 
 
+def run_name(row: dict) -> str:
+    return Job(row["contender"], row["budget"], row["steps"], row.get("lr")).name
+
+
 def include_rows(rows: list[dict], paths: list[str], cal: dict, protocol: str) -> list[dict]:
     """`rows` and the rows of earlier results.json files (`--include`) that `rows` does not have (same contender,
     budget and lr), so runs made in other folders or on other days join one table. An earlier row must have been
@@ -471,9 +490,12 @@ def main() -> None:
         folder = run_folder(out, job)
         rows.append({"contender": job.contender, "budget": job.budget, "steps": job.steps, "lr": job.lr,
                      "seconds_per_step": cal["seconds_per_step"][job.contender],
+                     "machine": json.loads(m.read_text()) if (m := folder / "machine.json").is_file() else None,
                      "heldout": heldout_questions(out, job.name, folder, args.eval_batches),
                      "glue": glue(out, job.name, folder, args)})
     rows = include_rows(rows, args.include, cal, args.protocol)
+    included = {run_name(r) for r in rows if r.get("from")}
+    missing = [m for m in missing if m.split(" ")[0] not in included]
     ceiling_path = out / "glue" / "all-MiniLM-L6-v2" / "glue.json"
     if args.report and not ceiling_path.is_file():
         raise SystemExit(f"--report: the ceiling's GLUE suite ({ceiling_path}) is not there yet; run without "

@@ -168,6 +168,9 @@ def test_include_adds_the_earlier_rows_this_folder_lacks_and_keeps_its_own(tmp_p
         ("fast", "1h", None, 41.0, str(earlier)),
         ("transformers", "1h", 5e-4, 36.0, None),
         ("transformers", "1h", 1e-3, 40.0, str(earlier))]
+    # --report names what is not finished by run name; an included row is not missing
+    missing = glue_budget.report_jobs(tmp_path, [glue_budget.Job("transformers", "1h", 514, 1e-3)], [])[1]
+    assert missing == [glue_budget.run_name(rows[3])] == ["transformers-1h-lr0.001"]
     table = glue_budget.results_table(rows, {"tasks": {}, "average": 60.0}, {"tasks": {}, "average": 35.0}, [])
     assert table.count(" * |") == 2 and f"included from: {earlier}" in table
 
