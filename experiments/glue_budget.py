@@ -189,23 +189,28 @@ def pretrain_work(out: Path, job: Job, args, ready: Callable[[], bool | None] = 
     def run(core: int) -> None:
         if not finished(out, job):
             print(f"[{time.strftime('%H:%M')}] start {job.name}: {job.steps:,} steps on core {core}", flush=True)
-            write_machine(run_folder(out, job))
+            write_machine(out, job.name)
             run_logged(pretrain_command(out, job, args), out / "logs" / f"{job.name}.log", core)
     return Work(f"pre-train {job.contender} {job.budget}" + (" (lr sweep)" if job.sweep else ""), run, ready)
 
 
-def write_machine(folder: Path) -> None:
+def machine_path(out: Path, name: str) -> Path:
+    return out / "machines" / f"{name}.json"  # beside the run: bertforge refuses a run folder holding foreign files
+
+
+def write_machine(out: Path, name: str) -> None:
     """Record what a run is made on (its row says so: a published calibration's steps run on any CPU)."""
     sys.path.insert(0, str(REPO / "benchmarks"))
     from common import machine_info
 
     from bertforge.atomic import atomic_write_text
     from budget_calibration import has_avx512
-    folder.mkdir(parents=True, exist_ok=True)
-    if not (folder / "machine.json").is_file():
+    path = machine_path(out, name)
+    if not path.is_file():
+        path.parent.mkdir(parents=True, exist_ok=True)
         info = {k: v for k, v in machine_info().items() if k != "torch threads"}  # the run's own is one (OMP_NUM_THREADS)
         record = {**info, "avx512": has_avx512(), "started": time.strftime("%Y-%m-%d %H:%M")}
-        atomic_write_text(folder / "machine.json", json.dumps(record, indent=2) + "\n")
+        atomic_write_text(path, json.dumps(record, indent=2) + "\n")
 
 
 def suite_work(out: Path, job: Job, after: Work, args) -> Work:
@@ -423,6 +428,16 @@ def include_rows(rows: list[dict], paths: list[str], cal: dict, protocol: str) -
     return sorted(merged, key=lambda r: (-BUDGETS[r["budget"]], list(CONTENDERS).index(r["contender"]), r.get("lr") or 0))
 
 
+def check_included_tasks(rows: list[dict], ceiling: dict) -> None:
+    """An included row's average must be over this table's tasks (else its GLUE average is another number)."""
+    here = sorted(ceiling.get("average_over", []))
+    for row in rows:
+        if row.get("from") and sorted(row["glue"].get("average_over", [])) != here:
+            raise SystemExit(f"--include: {run_name(row)} ({row['from']}) averages over "
+                             f"{','.join(sorted(row['glue'].get('average_over', []))) or 'unknown tasks'}, this "
+                             f"table over {','.join(here)}")
+
+
 def floor_result(glue_result: dict) -> dict:
     """The majority-class floor as a glue.json-like result (each task's "majority" entry)."""
     from bertforge.evaluation.scores import glue_average
@@ -490,7 +505,7 @@ def main() -> None:
         folder = run_folder(out, job)
         rows.append({"contender": job.contender, "budget": job.budget, "steps": job.steps, "lr": job.lr,
                      "seconds_per_step": cal["seconds_per_step"][job.contender],
-                     "machine": json.loads(m.read_text()) if (m := folder / "machine.json").is_file() else None,
+                     "machine": json.loads(m.read_text()) if (m := machine_path(out, job.name)).is_file() else None,
                      "heldout": heldout_questions(out, job.name, folder, args.eval_batches),
                      "glue": glue(out, job.name, folder, args)})
     rows = include_rows(rows, args.include, cal, args.protocol)
@@ -501,6 +516,7 @@ def main() -> None:
         raise SystemExit(f"--report: the ceiling's GLUE suite ({ceiling_path}) is not there yet; run without "
                          "--report first")
     ceiling = glue(out, "all-MiniLM-L6-v2", Path(args.ceiling), args)
+    check_included_tasks(rows, ceiling)
     floor = floor_result(ceiling)
     tasks = [t for t in ceiling["tasks"]]
     from bertforge.atomic import atomic_write_text

@@ -184,6 +184,11 @@ def test_include_refuses_another_protocol_or_another_budget(tmp_path):
     other_steps.write_text(json.dumps({"protocol": "cpu", "rows": [_row("fast", "1h", 1507)]}))
     with pytest.raises(SystemExit, match="fast at 1h made 1507 steps, this calibration gives it 2400"):
         glue_budget.include_rows([], [str(other_steps)], CALIBRATION, "cpu")
+    included = {**_row("fast", "1h", 2400), "from": "earlier.json"}
+    included["glue"]["average_over"] = ["rte", "sst2"]
+    glue_budget.check_included_tasks([included, _row("bert", "1h", 3000)], {"average_over": ["sst2", "rte"]})
+    with pytest.raises(SystemExit, match=r"fast-1h \(earlier.json\) averages over rte,sst2, this table over cola,rte,sst2"):
+        glue_budget.check_included_tasks([included], {"average_over": ["cola", "sst2", "rte"]})
     broken = tmp_path / "broken.json"
     broken.write_text("{")
     with pytest.raises(SystemExit, match="broken.json: not a glue_budget.py results.json"):
@@ -199,9 +204,20 @@ def test_the_published_rows_agree_with_their_calibration_and_their_averages():
     cal = json.loads((repo / published["calibration_file"]).read_text())
     rows = glue_budget.include_rows([], [str(repo / "docs" / "results" / "glue-budget.json")], cal, "cpu")
     assert len(rows) == len(published["rows"])
+    glue_budget.check_included_tasks(rows, {"average_over": ["cola", "sst2", "mrpc", "stsb", "rte"]})
     for row in rows:
         tasks = row["glue"]["tasks"]
         for name in ("mrpc", "stsb"):  # two-metric tasks: their score is the mean of the two
             assert tasks[name]["score"] == pytest.approx(sum(tasks[name]["metrics"].values()) / 2, abs=0.01)
         assert row["glue"]["average"] == pytest.approx(glue_average({t: e["score"] for t, e in tasks.items()})[0],
                                                        abs=0.1)  # 0.05 from the scores, 0.05 its own
+
+
+def test_the_machine_record_stays_out_of_the_run_folder(tmp_path):
+    """bertforge refuses an --output folder holding files of no run of its own, so the record of the machine a
+    run is made on lives beside the run folders, and says whether the CPU has AVX-512."""
+    job = glue_budget.Job("fast", "1h", 10)
+    glue_budget.write_machine(tmp_path, job.name)
+    assert not glue_budget.run_folder(tmp_path, job).exists()
+    record = json.loads(glue_budget.machine_path(tmp_path, job.name).read_text())
+    assert isinstance(record["avx512"], bool) and record["cpu"] and "torch threads" not in record
