@@ -428,6 +428,25 @@ def include_rows(rows: list[dict], paths: list[str], cal: dict, protocol: str) -
     return sorted(merged, key=lambda r: (-BUDGETS[r["budget"]], list(CONTENDERS).index(r["contender"]), r.get("lr") or 0))
 
 
+def export_record(record: dict) -> dict:
+    """The rows of `record` (a results.json) without paths or commands: what a repository can keep and `--include`
+    reads elsewhere."""
+    def slim_glue(result: dict) -> dict:
+        tasks = {t: {"score": e.get("score"), "metrics": e.get("metrics"), "in_average": e.get("in_average", True),
+                     "runs": [{k: run.get(k) for k in ("seed", "lr", "score", "metrics", "steps")}
+                              for run in e.get("runs", [])]}
+                 for t, e in result["tasks"].items()}
+        model = {k: v for k, v in (result.get("model") or {}).items() if k != "path"}
+        return {"tasks": tasks, "average": result.get("average"), "average_over": result.get("average_over", []),
+                "protocol": result.get("protocol"), "model": model, "created": result.get("created"),
+                "software": result.get("software")}
+
+    rows = [{**{k: v for k, v in row.items() if k != "glue"}, "glue": slim_glue(row["glue"])} for row in record["rows"]]
+    return {"rows": rows, "protocol": record["protocol"], "sweep": record.get("sweep"),
+            "hf_lr": record.get("hf_lr"), "calibration_steps": record["calibration"].get("steps"),
+            "ceiling": slim_glue(record["ceiling"])}
+
+
 def check_included_tasks(rows: list[dict], ceiling: dict) -> None:
     """An included row's average must be over this table's tasks (else its GLUE average is another number)."""
     here = sorted(ceiling.get("average_over", []))
@@ -529,13 +548,16 @@ def main() -> None:
               "included_sweeps": {path: json.loads(Path(path).read_text(encoding="utf-8")).get("sweep")
                                   for path in args.include}}
     atomic_write_text(out / "results.json", json.dumps(record, indent=2) + "\n")
+    if args.export:
+        atomic_write_text(Path(args.export), json.dumps(export_record(record), indent=1) + "\n")
     table = results_table(rows, ceiling, floor, tasks)
     atomic_write_text(out / "results.md", table)
     plot(rows, ceiling, floor, out / "glue-vs-budget.png", args)
     print(table)
     if missing:
         print("not finished yet (re-run without --report to finish them): " + ", ".join(missing))
-    print(f"wrote {out / 'results.md'}, {out / 'results.json'}, {out / 'glue-vs-budget.png'}")
+    print(f"wrote {out / 'results.md'}, {out / 'results.json'}, {out / 'glue-vs-budget.png'}"
+          + (f", {args.export}" if args.export else ""))
 
 
 def parse_args() -> argparse.Namespace:
@@ -567,6 +589,8 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--include", action="append", default=[], metavar="RESULTS_JSON",
                         help="rows of an earlier results.json (another folder, another day) to add to the table and "
                              "the plot where this folder has no run of the same contender, budget and lr; repeatable")
+    parser.add_argument("--export", metavar="FILE",
+                        help="also write the rows without paths or commands (for a repository, and --include)")
     parser.add_argument("--max-steps-cap", type=int, default=None,
                         help="smoke tests only: at most N steps per run (the budgets are then not met)")
     args = parser.parse_args()

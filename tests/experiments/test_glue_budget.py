@@ -221,3 +221,25 @@ def test_the_machine_record_stays_out_of_the_run_folder(tmp_path):
     assert not glue_budget.run_folder(tmp_path, job).exists()
     record = json.loads(glue_budget.machine_path(tmp_path, job.name).read_text())
     assert isinstance(record["avx512"], bool) and record["cpu"] and "torch threads" not in record
+
+
+def test_export_keeps_the_scores_and_drops_every_path_and_command(tmp_path):
+    """--export writes what a repository may keep (no machine paths) and what --include reads back."""
+    glue = {"tasks": {"rte": {"score": 47.7, "metrics": {"accuracy": 47.7}, "in_average": True,
+                              "runs": [{"seed": 42, "lr": 1e-4, "score": 47.7, "metrics": {"accuracy": 47.7},
+                                        "steps": 27, "seconds": 3.0, "train_examples": 2000}]}},
+            "average": 47.7, "average_over": ["rte"], "protocol": "cpu", "created": "2026-11-26T23:00:00+00:00",
+            "model": {"path": str(tmp_path / "runs" / "fast-1h"), "fingerprint": "sha256:ab"},
+            "command": f"bertforge glue --model {tmp_path}/runs/fast-1h --data {tmp_path}/glue"}
+    record = {"rows": [{**_row("fast", "1h", 2400), "glue": glue}], "protocol": "cpu", "sweep": None, "hf_lr": 5e-4,
+              "calibration": {"seconds_per_step": {"fast": 1.5}, "steps": {"fast": {"1h": 2400}}},
+              "ceiling": {**glue, "average": 60.0}, "command": f"glue_budget.py --out {tmp_path}"}
+    exported = glue_budget.export_record(record)
+    text = json.dumps(exported)
+    assert str(tmp_path) not in text and "command" not in text
+    assert exported["rows"][0]["glue"]["tasks"]["rte"]["runs"][0]["score"] == 47.7
+    assert exported["rows"][0]["glue"]["model"] == {"fingerprint": "sha256:ab"}
+    path = tmp_path / "exported.json"
+    path.write_text(text)
+    rows = glue_budget.include_rows([], [str(path)], CALIBRATION, "cpu")
+    assert [(r["contender"], r["glue"]["average"], r["from"]) for r in rows] == [("fast", 47.7, str(path))]
