@@ -444,7 +444,7 @@ def export_record(record: dict) -> dict:
     rows = [{**{k: v for k, v in row.items() if k != "glue"}, "glue": slim_glue(row["glue"])} for row in record["rows"]]
     return {"rows": rows, "protocol": record["protocol"], "sweep": record.get("sweep"),
             "hf_lr": record.get("hf_lr"), "calibration_steps": record["calibration"].get("steps"),
-            "ceiling": slim_glue(record["ceiling"])}
+            "ceiling": slim_glue(record["ceiling"]) if record.get("ceiling") else None}
 
 
 def check_included_tasks(rows: list[dict], ceiling: dict) -> None:
