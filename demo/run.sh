@@ -4,6 +4,13 @@
 set -euo pipefail
 OUT=${DEMO_OUT:-demo-output}
 PRETRAIN_BUDGET=${DEMO_PRETRAIN_BUDGET:-4m}
+# a step count instead of the budget: the same training on any machine, only slower on a busy one
+PRETRAIN_STEPS=${DEMO_PRETRAIN_STEPS:-}
+if [[ -n "$PRETRAIN_STEPS" ]]; then
+    PRETRAIN_LENGTH=(--max-steps "$PRETRAIN_STEPS"); PRETRAIN_SPAN="$PRETRAIN_STEPS steps"
+else
+    PRETRAIN_LENGTH=(--time-budget "$PRETRAIN_BUDGET"); PRETRAIN_SPAN=$PRETRAIN_BUDGET
+fi
 ADAPT_STEPS=${DEMO_ADAPT_STEPS:-150}
 mkdir -p "$OUT"
 export PYTHONWARNINGS=ignore
@@ -21,7 +28,7 @@ step "3/7 pre-training data: sentences -> memory-mapped shards"
 bertforge prepare --input "$OUT/data/reviews.txt" --vocab "$OUT/vocab" --output "$OUT/shards" \
     --format sentences --heldout-documents 30 --overwrite
 
-step "4/7 pre-train a tiny encoder from scratch with --recipe fast (ModernBERT layout, MLM): 60 steps, then $PRETRAIN_BUDGET"
+step "4/7 pre-train a tiny encoder from scratch with --recipe fast (ModernBERT layout, MLM): 60 steps, then $PRETRAIN_SPAN"
 PROBES=("the movie was [MASK] and the acting was great ." "he is one of the best [MASK] of his generation ."
         "the [MASK] of the film is set in new york .")
 # --recipe bert would train the paper's recipe; in a few CPU-minutes it stays on the unigram plateau (docs/RESULTS.md)
@@ -30,11 +37,11 @@ PRETRAIN=(--data "$OUT/shards" --vocab "$OUT/vocab" --recipe fast --model tiny -
 bertforge pretrain "${PRETRAIN[@]}" --output "$OUT/tiny-fast-60-steps" --max-steps 60 --eval-batches 5
 echo; echo "fill-mask after 60 steps:"
 bertforge fill-mask --model "$OUT/tiny-fast-60-steps" --top-k 5 "${PROBES[@]}"
-python demo/pretrain_report.py --model "$OUT/tiny-fast-60-steps" --corpus "$OUT/data/reviews.txt" "${PROBES[@]}" \
+python demo/pretrain_report.py --baseline --model "$OUT/tiny-fast-60-steps" --corpus "$OUT/data/reviews.txt" "${PROBES[@]}" \
     | tail -n 1
 bertforge pretrain "${PRETRAIN[@]}" --output "$OUT/tiny-fast" \
-    --time-budget "$PRETRAIN_BUDGET" --save-every 1000 --eval-every 500 --eval-batches 10
-echo; echo "after $PRETRAIN_BUDGET of pre-training:"
+    "${PRETRAIN_LENGTH[@]}" --save-every 1000 --eval-every 500 --eval-batches 10
+echo; echo "after $PRETRAIN_SPAN of pre-training:"
 python demo/pretrain_report.py --model "$OUT/tiny-fast" --corpus "$OUT/data/reviews.txt" "${PROBES[@]}"
 echo "(a from-scratch model this small and this quick is far from a real BERT: step 5 starts from one)"
 

@@ -21,6 +21,7 @@ if str(Path(__file__).resolve().parent) not in sys.path:  # `from needs import .
     sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 __all__ = ["in_ci", "missing", "require_module", "require_path"]
+pytest_plugins = ["fixture_folders"]  # the folders of module fixtures and tests go when they are done with
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 SHARED_DATA = REPO_ROOT.parent / "shared" / "data"

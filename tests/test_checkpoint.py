@@ -320,3 +320,68 @@ def test_shard_index_naming_a_file_outside_the_folder_is_refused(saved):
     (folder / "shard.safetensors").unlink()
     outside.rename(folder / "shard.safetensors")  # the same shard inside the folder loads
     assert isinstance(BertForPreTraining.from_pretrained(folder), BertForPreTraining)
+
+
+# ---- orientation: a loaded tensor is the file's own, never a transposed copy -----------------------------------
+# A square matrix stored transposed has the shape it should have: no loader can tell from the file alone (only a
+# reference implementation reading the same file can, as the transformers parity tests do). What a test can
+# pin is that loading itself is faithful: every tensor comes back bit for bit under its own name, through every
+# path that loads weights — from_pretrained, the engine's resume and keep-best (`Stage.load_weights`), and the
+# ELECTRA pair — on models whose random square matrices are not symmetric.
+def _square_2d(state: dict[str, torch.Tensor]) -> list[str]:
+    return [k for k, v in state.items() if v.dim() == 2 and v.shape[0] == v.shape[1] and not torch.equal(v, v.T)]
+
+
+def _assert_same_files(a: Path, b: Path) -> None:
+    first, second = load_file(str(a / "model.safetensors")), load_file(str(b / "model.safetensors"))
+    assert sorted(first) == sorted(second)
+    assert _square_2d(first), "the test needs square matrices to mean anything"
+    for key in first:
+        assert torch.equal(first[key], second[key]), key
+
+
+@pytest.mark.parametrize("name", ["bert", "roberta", "albert", "distilbert", "electra", "modernbert"])
+def test_every_family_loads_each_tensor_as_saved(tmp_path, name):
+    from bertforge.checkpoint import load_hf_state_dict, read_state_dict
+    from bertforge.model.auto import family, preset_config
+    cls = family(name).model_class("masked_lm")
+    config = preset_config("tiny" if name == "bert" else f"{name}-tiny")
+    torch.manual_seed(0)
+    model = cls(config)
+    model.save_pretrained(tmp_path / "a")
+    torch.manual_seed(1)
+    fresh = cls(config)
+    load_hf_state_dict(fresh, read_state_dict(tmp_path / "a")[0], source=tmp_path / "a")
+    for key, tensor in model.state_dict().items():
+        assert torch.equal(fresh.state_dict()[key], tensor), key
+    fresh.save_pretrained(tmp_path / "b")
+    _assert_same_files(tmp_path / "a", tmp_path / "b")
+
+
+def test_resume_and_keep_best_load_each_tensor_as_saved(tmp_path):
+    """The engine's Stage.load_weights: what a resumed run and keep=best put back into the model."""
+    from bertforge.training.engine import Stage
+    torch.manual_seed(0)
+    model = BertForMaskedLM(BertConfig.preset("tiny", vocab_size=99))
+    model.save_pretrained(tmp_path / "a")
+    torch.manual_seed(1)
+    stage = Stage()
+    stage.model = BertForMaskedLM(BertConfig.preset("tiny", vocab_size=99))
+    stage.load_weights(tmp_path / "a")
+    stage.model.save_pretrained(tmp_path / "b")
+    _assert_same_files(tmp_path / "a", tmp_path / "b")
+
+
+def test_electra_pair_loads_each_tensor_as_saved(tmp_path):
+    from bertforge.model.electra import ElectraConfig
+    from bertforge.model.electra_pretraining import build_electra_pretraining
+    config = ElectraConfig.preset("tiny", vocab_size=99, hidden_size=64, intermediate_size=128, embedding_size=32)
+    torch.manual_seed(0)
+    pair = build_electra_pretraining(config)
+    pair.save_pretrained(tmp_path / "a")
+    torch.manual_seed(1)
+    fresh = build_electra_pretraining(config)
+    fresh.load_weights(tmp_path / "a")
+    fresh.save_pretrained(tmp_path / "b")
+    _assert_same_files(tmp_path / "a", tmp_path / "b")
+    _assert_same_files(tmp_path / "a" / "generator", tmp_path / "b" / "generator")

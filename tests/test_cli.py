@@ -74,3 +74,28 @@ def test_prepare_without_progress_bar(tmp_path, capsys):
     captured = capsys.readouterr()
     assert "prepared 30 documents" in captured.out and "prepare (text)" not in captured.err
     assert (tmp_path / "s" / "manifest.json").is_file()
+
+
+@pytest.mark.parametrize("argv, line", [
+    (["finetune", "--modle", "m"], "bertforge finetune: error: --modle is not a flag of bertforge finetune; did you "
+                                   "mean --model?"),
+    (["finetune", "--model", "m", "--output", "o", "--task", "sst2", "--lrr", "3e-5"],
+     "bertforge finetune: error: --lrr is not a flag of bertforge finetune; did you mean --lr?"),
+    (["distill", "task", "--teacherr", "t"], "bertforge distill task: error: --teacherr is not a flag of bertforge "
+                                             "distill task; did you mean --teacher?"),
+    (["finetnue", "--model", "m"], "bertforge: error: 'finetnue' is not a verb of bertforge; did you mean finetune?"),
+    (["finetune", "--zzzqqq", "1"], "bertforge finetune: error: --zzzqqq is not a flag of bertforge finetune "),
+])
+def test_a_mistyped_flag_or_verb_is_named_with_the_nearest_one(argv, line, capsys):
+    """Named before argparse's complaint about missing flags (which would send the user after the wrong one)."""
+    with pytest.raises(SystemExit) as exit_:
+        main(argv)
+    assert exit_.value.code == 2
+    err = capsys.readouterr().err
+    assert err.startswith(line) and len(err.strip().splitlines()) == 1, err
+
+
+def test_an_abbreviated_flag_is_not_called_mistyped(capsys):
+    with pytest.raises(SystemExit):
+        main(["finetune", "--mod", "m", "--output", "o"])  # --mod is argparse's prefix of --model
+    assert "required: --task" in capsys.readouterr().err

@@ -80,20 +80,24 @@ def _start_server(env: dict[str, str]) -> str:
         time.sleep(0.05)
     _server.update(proc=proc, address=address)
     import atexit
-    atexit.register(_stop_server, proc, address)
+    atexit.register(_stop_server, proc, address, log)
     return address
 
 
-def _stop_server(proc: subprocess.Popen, address: str) -> None:
+def _stop_server(proc: subprocess.Popen, address: str, log) -> None:
+    """Stop the server and remove its socket and its log, unless it had died by itself (the log says why)."""
+    crashed = proc.poll() not in (None, 0)
     proc.terminate()
     try:
         proc.wait(timeout=10)
     except subprocess.TimeoutExpired:
         proc.kill()
-    try:
-        os.unlink(address)
-    except OSError:
-        pass
+    log.close()
+    for path in (address, *([] if crashed else [log.name])):
+        try:
+            os.unlink(path)
+        except OSError:
+            pass
 
 
 # ---- the server ---------------------------------------------------------------------------------------------------

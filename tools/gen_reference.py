@@ -26,6 +26,7 @@ from bertforge.model.electra import ELECTRA_PRESETS
 from bertforge.model.flops import count_flops
 from bertforge.model.modernbert import HF_RENAMES as MODERNBERT_HF_NAMES
 from bertforge.model.modernbert import MODERNBERT_PRESETS
+from bertforge.model.xlnet import HF_FIELDS as XLNET_HF_NAMES
 
 __all__ = ["render", "preset_rows", "main", "SEQ_LEN"]
 
@@ -88,12 +89,24 @@ MEANINGS = {
     "embedding_dropout": "dropout on the embeddings",
     "initializer_cutoff_factor": "initial weights are truncated at this many standard deviations",
     "classifier_pooling": "how a sequence head pools the tokens: cls or mean",
+    "attn_type": "XLNet: bi (every token sees every other) or uni (itself and those before it)",
+    "clamp_len": "XLNet: relative offsets beyond this share one position encoding (-1: no clamping)",
+    "same_length": "XLNet with attn_type uni: every token sees the same number of tokens",
+    "bi_data": "XLNet: two-direction pre-training data (not supported; always false)",
+    "sep_token_id": "Longformer: the separator id; question answering's default global tokens end at the first",
+    "attention_window": "Longformer: tokens each token attends to around itself (one even width, or one per layer)",
+    "attention_type": "BigBird: block_sparse (window, global and random blocks) or original_full (dense)",
+    "use_bias": "BigBird: biases on the query, key and value projections (only true is supported)",
+    "rescale_embeddings": "BigBird: scale the embeddings by sqrt(hidden_size) (only false is supported)",
+    "block_size": "BigBird: tokens per attention block",
+    "num_random_blocks": "BigBird: random key blocks each query block attends to",
 }
 
 # config.json names that differ from bertforge's field names, per family (transformers' names)
 HF_NAMES = {
     "distilbert": {ours: hf for hf, ours in DISTILBERT_HF_NAMES.items()},
     "modernbert": {ours: hf for hf, ours in MODERNBERT_HF_NAMES.items()},
+    "xlnet": {ours: hf for hf, ours in XLNET_HF_NAMES.items()},
     "albert": {"classifier_dropout": "classifier_dropout_prob", "layer_sharing": "num_hidden_groups"},
 }
 

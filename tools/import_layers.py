@@ -32,7 +32,8 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("model",),
     ("tokenization",),
     ("checkpoint", "config"),
-    ("atomic", "outputs", "settings", "device", "textio", "folder_files", "allocator", "version"),
+    ("atomic", "outputs", "settings", "device", "textio", "folder_files", "allocator", "version",
+     "lifeline"),
 )
 
 

@@ -12,6 +12,7 @@ _LAZY = {
     "BertTokenizer": "bertforge.tokenization",
     "load_tokenizer": "bertforge.tokenization",
     "Predictor": "bertforge.tasks.predictor",
+    **{name: "bertforge.tasks.lr_find" for name in ("lr_find", "LrFindSettings", "LrFindResult")},
     **{name: "bertforge.model.auto" for name in (
         "AutoConfig", "AutoModel", "AutoModelForMaskedLM", "AutoModelForPreTraining",
         "AutoModelForSequenceClassification", "AutoModelForTokenClassification", "AutoModelForQuestionAnswering",
@@ -32,6 +33,15 @@ _LAZY = {
     **{name: "bertforge.model.modernbert" for name in (
         "ModernBertConfig", "ModernBertModel", "ModernBertForMaskedLM", "ModernBertForSequenceClassification",
         "ModernBertForTokenClassification", "ModernBertForQuestionAnswering", "ModernBertForMultipleChoice")},
+    **{name: "bertforge.model.longformer" for name in (
+        "LongformerConfig", "LongformerModel", "LongformerForMaskedLM", "LongformerForSequenceClassification",
+        "LongformerForTokenClassification", "LongformerForQuestionAnswering", "LongformerForMultipleChoice")},
+    **{name: "bertforge.model.big_bird" for name in (
+        "BigBirdConfig", "BigBirdModel", "BigBirdForMaskedLM", "BigBirdForSequenceClassification",
+        "BigBirdForTokenClassification", "BigBirdForQuestionAnswering", "BigBirdForMultipleChoice")},
+    **{name: "bertforge.model.xlnet" for name in (
+        "XLNetConfig", "XLNetModel", "XLNetLMHeadModel", "XLNetForSequenceClassification",
+        "XLNetForTokenClassification", "XLNetForQuestionAnsweringSimple", "XLNetForMultipleChoice")},
     **{name: "bertforge.model.encoder_decoder" for name in (
         "EncoderDecoderConfig", "EncoderDecoderModel", "BertLMHeadModel")},
     "Kernels": "bertforge.model.kernels",
@@ -41,6 +51,7 @@ _LAZY = {
     "generate_conditional": "bertforge.generation",
     "RobertaTokenizer": "bertforge.tokenization.bpe",
     "AlbertTokenizer": "bertforge.tokenization.sentencepiece",
+    "XLNetTokenizer": "bertforge.tokenization.xlnet",
 }
 
 __all__ = ["BertConfig", "BertModel", "BertForMaskedLM", "BertForPreTraining", "CheckpointError", "__version__",

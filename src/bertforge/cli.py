@@ -10,7 +10,10 @@ import argparse
 import importlib
 import logging
 import os
+import re
+import signal
 import sys
+import threading
 
 from bertforge.allocator import keep_freed_memory
 from bertforge.commands import add_common
@@ -23,6 +26,7 @@ VERBS = {
     "pretrain": "pretrain",
     "fill-mask": "fill_mask",
     "finetune": "finetune",
+    "lr-find": "lr_find",
     "distill": "distill",
     "seq2seq": "seq2seq",
     "train-embeddings": "train_embeddings",
@@ -41,10 +45,43 @@ VERBS = {
 
 
 class _Parser(argparse.ArgumentParser):
-    """argparse, but a mistake in the flags is one line (and where to look), not the whole usage first."""
+    """argparse, but a mistake in the flags is one line (and where to look), not the whole usage first; a
+    mistyped flag or verb is named, with the nearest one, before any complaint about what is missing."""
+
+    def parse_known_args(self, args=None, namespace=None):  # type: ignore[override]
+        self._given = list(sys.argv[1:] if args is None else args)
+        return super().parse_known_args(args, namespace)
 
     def error(self, message: str):  # type: ignore[override]
-        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+        parser, mistake = _mistyped(self, getattr(self, "_given", []))
+        if mistake:
+            parser, message = parser, mistake
+        self.exit(2, f"{parser.prog}: error: {message} (see {parser.prog} --help)\n")
+
+
+def _mistyped(parser: argparse.ArgumentParser, given: list[str]) -> tuple[argparse.ArgumentParser, str | None]:
+    """(the parser the mistake belongs to, `--modle is not a flag of bertforge finetune; did you mean --model?`),
+    or (parser, None): the first unknown verb or flag in `given`, looked up in the (sub-)parser it was given to."""
+    import difflib
+    subs = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    known = set(parser._option_string_actions)
+    for i, token in enumerate(given):
+        if token == "--":
+            break
+        if subs and not token.startswith("-"):
+            choices = subs[0].choices
+            if token in choices:
+                return _mistyped(choices[token], given[i + 1:])
+            close = difflib.get_close_matches(token, sorted(choices), n=1)
+            if close:
+                return parser, f"{token!r} is not a verb of {parser.prog}; did you mean {close[0]}?"
+            return parser, None
+        name = token.split("=", 1)[0]
+        if name.startswith("--") and not any(flag.startswith(name) for flag in known):  # prefixes are argparse's
+            close = difflib.get_close_matches(name, sorted(f for f in known if f.startswith("--")), n=1)
+            hint = f"; did you mean {close[0]}?" if close else ""
+            return parser, f"{name} is not a flag of {parser.prog}{hint}"
+    return parser, None
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -67,6 +104,7 @@ def build_parser() -> argparse.ArgumentParser:
             add_common(verb_parser)
         for each in _with_subcommands(verb_parser):
             _show_defaults(each)
+            _show_bounds(each)
     return parser
 
 
@@ -87,6 +125,19 @@ def _show_defaults(parser: argparse.ArgumentParser) -> None:
         action.help += f" (default: {shown})".replace("%", "%%")
 
 
+def _show_bounds(parser: argparse.ArgumentParser) -> None:
+    """Every number flag's help ends with its upper bound (what its `type=` refuses above, `upper_bound`), unless the
+    help already says it."""
+    from bertforge.commands.options import bound_text
+    for action in parser._actions:
+        high = getattr(action.type, "upper_bound", None)
+        if high is None or not action.help or action.help == argparse.SUPPRESS:
+            continue
+        shown = getattr(action.type, "upper_text", None) or bound_text(high)
+        if not re.search(rf"(at most |\d-|to ){re.escape(shown)}(?![\d./]|,\d)", action.help):
+            action.help += f" (at most {shown})".replace("%", "%%")
+
+
 def _version() -> str:
     from bertforge.version import __version__
     return f"bertforge {__version__}"
@@ -103,6 +154,27 @@ def _reported_by_rank_zero(err: Exception) -> bool:
     return distributed is not None and isinstance(err, distributed.FailedOnRankZero)
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM (what kill, systemd, docker and torchrun send), raised like Ctrl-C's KeyboardInterrupt so that a
+    verb's `finally` blocks run — worker processes stopped, files closed — instead of Python's default of ending
+    on the spot, which leaves the workers running."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+def _raise_terminated(signum: int, frame) -> None:
+    raise Terminated(signum)
+
+
+def _on_sigterm(handler):
+    """Install `handler` for SIGTERM (from the main thread only, as Python requires); returns the previous one."""
+    if threading.current_thread() is not threading.main_thread():
+        return None
+    return signal.signal(signal.SIGTERM, handler)
+
+
 def main(argv: list[str] | None = None, hooks=None) -> int:
     """Run one verb. Every error a user can cause ends as one line on stderr and exit status 1 (argparse's own
     errors: 2); `--debug` shows the traceback instead. `hooks` (a `training.options.FaultHooks`) reaches the
@@ -112,6 +184,7 @@ def main(argv: list[str] | None = None, hooks=None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     verb = next((a for a in argv if a in VERBS), None)
     args = parser = None
+    previous = _on_sigterm(_raise_terminated)
     try:
         parser = build_parser()
         args = parser.parse_args(argv)
@@ -122,9 +195,10 @@ def main(argv: list[str] | None = None, hooks=None) -> int:
             return 2
         keep_freed_memory()  # large temporaries (model steps, corpora) are reused, not page-faulted in each time
         return int(args.run(args) or 0)
-    except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt as stop:
+        signum = getattr(stop, "signum", signal.SIGINT)
+        print("terminated" if signum == signal.SIGTERM else "interrupted", file=sys.stderr)
+        return 128 + int(signum)
     except BrokenPipeError:  # `bertforge ... | head`: the reader left; say nothing more
         try:
             sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - stays open until exit, Python flushes it
@@ -147,6 +221,9 @@ def main(argv: list[str] | None = None, hooks=None) -> int:
         prog = f"bertforge {verb}" if verb else "bertforge"
         print(f"{prog}: error: {described.message}", file=sys.stderr)
         return 1
+    finally:
+        if previous is not None:
+            _on_sigterm(previous)
 
 
 if __name__ == "__main__":  # pragma: no cover

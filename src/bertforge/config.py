@@ -314,6 +314,18 @@ class BertConfig:
         """Whether layer `index` attends over the whole sequence (False: within the local window)."""
         return self.local_attention is None or index % self.global_attn_every_n_layers == 0
 
+    @property
+    def sliding_windows(self) -> list[int] | None:
+        """Longformer's window width per layer (keys within width // 2 either side, plus the global tokens; the
+        layers then also hold global projections), or None: attention as above. Set by `LongformerConfig`."""
+        return None
+
+    @property
+    def block_sparse(self) -> tuple[int, int] | None:
+        """BigBird's block-sparse attention in every layer: (block_size, num_random_blocks), or None. Set by
+        `BigBirdConfig`."""
+        return None
+
     # Where dropout goes. BERT drops the embeddings, each sub-block's output, and (attention_probs_dropout_prob)
     # the attention probabilities; a family with another placement (ModernBERT) overrides these.
     @property

@@ -12,6 +12,11 @@ A field's metadata (all keys optional):
   metavar      what --help calls the flag's value
   positive, non_negative, choices
                the values it takes, checked when a command line is parsed and by `check_settings`
+  maximum, minimum
+               the largest (smallest) value a number takes (each value of a list), likewise checked; every count,
+               size, rate and duration has a maximum, so that a slip such as `--epochs 1e12` stops before any work
+               instead of running until killed (--help shows it)
+  inf_means    what an infinite value means to code that passes one (the flag keeps its maximum)
   kind         a value the command line parses specially: "duration" (90s, 30m, 2h), "probability" ([0, 1)),
                "existing_file", "existing_dir"
   parse        a callable text -> value raising ValueError, for values of the field's own domain
@@ -24,12 +29,25 @@ keyword), and what a field means for this verb when the part's own help would be
 from __future__ import annotations
 
 import functools
+import math
 import string
 from dataclasses import MISSING, Field, asdict, field, fields, replace
 from typing import Any, Callable, Iterable, Mapping
 
-__all__ = ["SettingError", "check_settings", "field_flag", "flag_of", "flat_keywords", "flatten", "part",
+__all__ = ["MAX_BATCH", "MAX_EPOCHS", "MAX_INTERVAL", "MAX_LENGTH", "MAX_LR", "MAX_SAMPLES", "MAX_SEED", "MAX_STEPS",
+           "SettingError", "check_settings", "field_flag", "flag_of", "flat_keywords", "flatten", "part",
            "part_fields", "route_keywords", "setting", "settings_record"]
+
+# Upper bounds that the settings (and the flags) of several verbs share, as `maximum=` in a field's metadata: far
+# beyond any real run, so that they only stop slips (`--epochs 1e12`, a batch of a billion) before any work.
+MAX_STEPS = 100_000_000          # optimizer steps
+MAX_INTERVAL = 1_000_000_000     # steps between checkpoints, evaluations, log lines: beyond the run means never
+MAX_EPOCHS = 1_000.0             # passes over a train set
+MAX_BATCH = 65_536               # examples, texts or sequences in one batch
+MAX_LENGTH = 32_768              # tokens of one sequence
+MAX_SAMPLES = 1_000_000_000      # examples a cap keeps
+MAX_SEED = 2 ** 32 - 1           # what every random generator takes
+MAX_LR = 1.0                     # a peak learning rate (AdamW and LAMB; above it, only divergence)
 
 
 class SettingError(ValueError):
@@ -156,9 +174,24 @@ def check_settings(settings: Any) -> None:
             raise SettingError(name + " must be positive, got {got}", owner=type(settings), got=value)
         if meta.get("non_negative") and value < 0:
             raise SettingError(name + " must be 0 or more, got {got}", owner=type(settings), got=value)
+        _check_range(settings, f, value)
         if meta.get("choices") and value not in meta["choices"]:
             raise SettingError(name + " must be one of {choices}, got {got!r}", owner=type(settings),
                                choices=", ".join(meta["choices"]), got=value)
+
+
+def _check_range(settings: Any, f: Field, value: Any) -> None:
+    """Each number of `value` (one, or a list's) within the field's `minimum` and `maximum`."""
+    low, high = f.metadata.get("minimum"), f.metadata.get("maximum")
+    for each in value if isinstance(value, (list, tuple)) else (value,):
+        if not isinstance(each, (int, float)) or isinstance(each, bool):
+            continue
+        if each == math.inf and "inf_means" in f.metadata:
+            continue
+        if (high is not None and not each <= high) or (low is not None and not each >= low):
+            bounds = (f"at least {low:,}" if high is None else f"at most {high:,}" if low is None
+                      else f"from {low:,} to {high:,}")
+            raise SettingError("{" + f.name + "} must be " + bounds + ", got {got}", owner=type(settings), got=each)
 
 
 def settings_record(settings: Any) -> dict[str, Any]:

@@ -8,6 +8,7 @@ import pytest
 
 from bertforge.cli import main
 from bertforge.tasks.predictor import Predictor
+from needs import require_module
 from predictor_folders import tiny_predictor
 
 ROWS = [("a gripping , funny film", "pos"), ("it 's a bore", "neg"), ("not bad at all", "pos"),
@@ -73,6 +74,58 @@ def test_an_onnx_export_is_named_with_the_verbs_that_run_it(predictor, tmp_path,
     assert err.startswith(f"bertforge {verb}: error: {onnx_dir} is an ONNX export (model.onnx, no PyTorch weights)")
     assert f"`bertforge serve --model {onnx_dir} --backend onnx` runs it" in err
     assert f"(its onnx.json names {predictor.name!r})" in err
+
+
+# ---- the per-class report and confusion matrix ----------------------------------------------------------------------
+THREE = ["pos", "neu", "neg"]  # the task's label order, not sorted: a report in sorted order would differ
+
+
+def test_evaluate_writes_the_per_class_report_of_the_predictors_own_answers(tmp_path, minilm_dir, capsys):
+    """classification_report.json and confusion_matrix.csv equal plain counting over `Predictor.predict`'s answers
+    on the same texts (rows = gold, columns = predicted, names in the task's order), a class never predicted is
+    there with precision 0, and the printed table is sklearn's text report of those answers."""
+    import csv
+
+    import numpy as np
+    sk = require_module("sklearn.metrics")
+    folder = tiny_predictor(tmp_path / "three", minilm_dir, "classification", "sequence_classification", THREE,
+                            seed=3)
+    rows = [(t, THREE[i % 3]) for i, (t, _) in enumerate(ROWS * 3)]
+    dev = tmp_path / "dev.csv"
+    dev.write_text("text,label\n" + "".join(f'"{t}",{lab}\n' for t, lab in rows))
+    out = tmp_path / "out"
+    assert main(["evaluate", "--model", str(folder), "--eval", str(dev), "--device", "cpu", "--output", str(out)]) == 0
+    printed = capsys.readouterr().out
+    predicted = [r["label"] for r in Predictor.load(folder, device="cpu").predict([t for t, _ in rows])]
+    gold = [lab for _, lab in rows]
+    counted = np.array([[sum(g == a and p == b for g, p in zip(gold, predicted)) for b in THREE] for a in THREE])
+    table = list(csv.reader((out / "confusion_matrix.csv").open(encoding="utf-8")))
+    assert table[0][1:] == THREE and [r[0] for r in table[1:]] == THREE
+    np.testing.assert_array_equal(np.array([[int(c) for c in r[1:]] for r in table[1:]]), counted)
+    report = json.loads((out / "classification_report.json").read_text())
+    assert list(report["per_class"]) == THREE
+    for i, name in enumerate(THREE):
+        hits, said, support = counted[i, i], counted[:, i].sum(), counted[i].sum()
+        assert report["per_class"][name]["support"] == support
+        assert report["per_class"][name]["precision"] == pytest.approx(hits / said if said else 0.0)
+        assert report["per_class"][name]["recall"] == pytest.approx(hits / support)
+    assert report["accuracy"] == pytest.approx(np.trace(counted) / len(rows))
+    assert any(counted[:, i].sum() == 0 for i in range(3)), "the random head should leave a class unpredicted"
+    expected = sk.classification_report(gold, predicted, labels=THREE, digits=4, zero_division=0)
+    assert f"eval:\n{expected}" in printed
+    assert (out / "confusion_matrix.png").stat().st_size > 1000
+
+
+def test_a_regression_evaluation_writes_no_report(tmp_path, minilm_dir, capsys):
+    folder = tiny_predictor(tmp_path / "reg", minilm_dir, "regression", "regression")
+    dev = tmp_path / "dev.csv"
+    dev.write_text("text,label\n" + "".join(f'"{t}",{i / 2}\n' for i, (t, _) in enumerate(ROWS)))
+    out = tmp_path / "out"
+    assert main(["evaluate", "--model", str(folder), "--eval", str(dev), "--device", "cpu", "--output", str(out)]) == 0
+    assert "precision" not in capsys.readouterr().out
+    assert (out / "metrics.json").is_file() and (out / "predictions.csv").is_file()
+    assert not any((out / name).exists() for name in ("classification_report.json", "confusion_matrix.csv",
+                                                      "confusion_matrix.png"))
 
 
 # ---- --task sts / retrieval: sentence embeddings of any encoder folder ---------------------------------------------

@@ -76,3 +76,48 @@ def test_a_setting_out_of_range_says_what_it_must_be(encoder, tmp_path, capsys):
                  "--output", str(tmp_path / "out"), "--lr", "3e-5,0", "--no-progress", "--device", "cpu"]) == 1
     assert capsys.readouterr().err.strip().splitlines()[-1] == (
         "bertforge finetune: error: --lr must be one or more rates above 0, got 3e-05,0")
+
+
+EMOTIONS = ["anger", "fear", "joy", "love", "sadness", "surprise"]  # the label order fine-tuning gives them (sorted)
+
+
+@pytest.mark.parametrize("delimiter", [[], ["--delimiter", ";"]], ids=["sniffed", "told"])
+def test_the_emotion_tutorial_files_fine_tune_as_they_are(encoder, shared_data, tmp_path, capsys, delimiter):
+    """`text;label_name` .txt files train and evaluate unchanged; the predictor folder's per-class report and
+    matrix are those of the saved predictor's own answers on the eval rows, counted here from a plain split of
+    val.txt and `Predictor.predict`, in the task's label order."""
+    import csv
+
+    import numpy as np
+
+    from bertforge.tasks.predictor import Predictor
+    from needs import require_path
+    emotion = require_path(shared_data / "emotion", "the emotion data set ../shared/data/emotion")
+    out = tmp_path / "out"
+    assert main(["finetune", "--model", str(encoder), "--task", "classification", "--train",
+                 str(emotion / "train.txt"), "--eval", str(emotion / "val.txt"), *delimiter, "--output", str(out),
+                 "--max-train-samples", "32", "--max-eval-samples", "60", "--epochs", "1", "--batch-size", "16",
+                 "--max-seq-length", "32", "--no-progress", "--device", "cpu"]) == 0
+    printed = capsys.readouterr().out
+    rows = [line.rsplit(";", 1) for line in (emotion / "val.txt").read_text(encoding="utf-8").splitlines()[1:61]]
+    predicted = [r["label"] for r in Predictor.load(out, device="cpu").predict([t for t, _ in rows])]
+    counted = np.array([[sum(g == a and p == b for (_, g), p in zip(rows, predicted)) for b in EMOTIONS]
+                        for a in EMOTIONS])
+    table = list(csv.reader((out / "confusion_matrix.csv").open(encoding="utf-8")))
+    assert table[0][1:] == EMOTIONS == [r[0] for r in table[1:]]
+    np.testing.assert_array_equal(np.array([[int(c) for c in r[1:]] for r in table[1:]]), counted)
+    report = json.loads((out / "classification_report.json").read_text())
+    assert list(report["per_class"]) == EMOTIONS
+    assert [report["per_class"][n]["support"] for n in EMOTIONS] == counted.sum(1).tolist()
+    assert report["accuracy"] == pytest.approx(json.loads((out / "metrics.json").read_text())["eval"]["accuracy"])
+    assert "weighted avg" in printed and all(name in printed for name in EMOTIONS)
+
+
+def test_a_wrong_delimiter_is_one_line_naming_the_file(encoder, shared_data, tmp_path, capsys):
+    from needs import require_path
+    train = require_path(shared_data / "emotion" / "train.txt", "the emotion data set ../shared/data/emotion")
+    assert main(["finetune", "--model", str(encoder), "--task", "classification", "--train", str(train),
+                 "--delimiter", ",", "--output", str(tmp_path / "out"), "--no-progress", "--device", "cpu"]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1].startswith(f"bertforge finetune: error: {train}, line 1, field 'text': expected a column named "
+                              "one of"), err

@@ -221,3 +221,64 @@ def test_prepare_rerun_and_other_settings(vocab_dir, tmp_path, capsys):
     assert code == 0 and "already holds this finished prepare run" in said and snapshot(out) == before
     code, _, err = run(capsys, *args, "--max-seq-length", "64")
     assert code == 1 and "max_seq_length: 128 there, 64 now" in err and snapshot(out) == before
+
+
+def test_glue_overwrite_never_empties_the_model_or_the_data(base_model, shared_data, tmp_path, capsys):
+    """An --output equal to --model, to --data, or to a folder holding either is refused before any unit runs."""
+    model = tmp_path / "models" / "model"
+    tiny_predictor(model, base_model, "sst2", "sequence_classification", ["0", "1"])
+    data = tmp_path / "glue"
+    (data / "SST-2").mkdir(parents=True)
+    for name in ("train.tsv", "dev.tsv"):
+        lines = (shared_data / "glue" / "SST-2" / name).read_text(encoding="utf-8").splitlines(keepends=True)
+        (data / "SST-2" / name).write_text("".join(lines[:21]), encoding="utf-8")
+    before = {folder: snapshot(folder) for folder in (model, data)}
+    for output in (model, model.parent, data, data / "SST-2", tmp_path):
+        code, _, err = run(capsys, "glue", "--model", str(model), "--data", str(data), "--output", str(output),
+                           "--tasks", "sst2", "--protocol", "cpu", "--overwrite", "--no-progress")
+        assert code == 1 and str(output) in err and "input" in err, err
+        assert len(err.strip().splitlines()) == 1, err
+        assert {folder: snapshot(folder) for folder in (model, data)} == before, f"--output {output} emptied an input"
+
+
+def test_overwrite_never_empties_an_input_read_indirectly(train_data, vocab_dir, tmp_path, capsys):
+    """The vocabulary a prepared corpus names (pretrain without --vocab) and the files a prepare glob matches
+    are inputs too: --overwrite refuses to empty them, and the message names the output, not the victim."""
+    import shutil
+    vocab = tmp_path / "vocab"
+    vocab.mkdir()
+    shutil.copy(vocab_dir / "vocab.txt", vocab / "vocab.txt")
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    for i in range(2):
+        (corpus / f"part-{i}.txt").write_text("".join(f"Sentence {j} of document {d} of part {i}.\n"
+                                                      + ("\n" if j == 4 else "") for d in range(10) for j in range(5)))
+    prepared = tmp_path / "prepared"
+    prepare = ["prepare", "--input", str(corpus / "*.txt"), "--vocab", str(vocab), "--output", str(prepared),
+               "--workers", "0", "--no-progress"]
+    assert run(capsys, *prepare)[0] == 0
+    kept = {folder: snapshot(folder) for folder in (vocab, corpus, prepared)}
+
+    # pretrain without --vocab reads the vocab prepare recorded: OUTPUT may not be it, nor hold it
+    for output in (vocab, tmp_path):
+        code, _, err = run(capsys, "pretrain", "--data", str(prepared), "--output", str(output), "--overwrite",
+                           "--batch-size", "4", "--max-steps", "2", "--eval-batches", "0", "--no-progress",
+                           "--device", "cpu")
+        assert code == 1 and "input" in err and str(output) in err, err
+    # prepare's pattern matches the files inside corpus/: OUTPUT may not be that folder
+    code, _, err = run(capsys, *prepare[:5], "--output", str(corpus), "--workers", "0", "--no-progress", "--overwrite")
+    assert code == 1 and "input" in err and str(corpus) in err, err
+    assert {folder: snapshot(folder) for folder in (vocab, corpus, prepared)} == kept
+
+
+def test_seq2seq_overwrite_never_empties_its_init_from_folder(tmp_path, capsys):
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "generation"))
+    from seq2seq_task import reversal_pairs, tiny_bert, train, write_jsonl
+    pairs = write_jsonl(tmp_path / "pairs.jsonl", reversal_pairs(64, seed=0))
+    first = tmp_path / "first"
+    train(first, tiny_bert(tmp_path / "bert"), pairs, steps=2)
+    before = snapshot(first)
+    code, _, err = run(capsys, "seq2seq", "--init-from", str(first), "--train", str(pairs), "--output", str(first),
+                       "--overwrite", "--max-steps", "2", "--no-progress", "--device", "cpu")
+    assert code == 1 and "input" in err and str(first) in err, err
+    assert snapshot(first) == before

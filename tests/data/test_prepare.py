@@ -223,3 +223,33 @@ def test_columnar_errors_name_the_file_and_column(tmp_path, tokenizer):
     (tmp_path / "c.parquet").write_bytes(data[:len(data) // 2])  # cut short: no footer
     with pytest.raises(RecordError, match=r"c.parquet: expected a readable Parquet file, got ArrowInvalid"):
         prepare(tmp_path / "c.parquet", tokenizer, tmp_path / "out")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGKILL], ids=["SIGTERM", "SIGKILL"])
+def test_no_tokenizer_process_outlives_a_killed_prepare(signum, tmp_path, minilm_dir, wiki_path):
+    """`bertforge prepare --workers 2` on the whole Wikipedia file, its own process killed (not its group) while
+    its tokenizer processes work: within seconds none of them is left (before, a SIGTERM left them tokenizing
+    the chunk they held, and fed by nobody)."""
+    from processes import descendants, kill_leftovers, left_alive, need_proc, wait_for
+    need_proc()
+    out = tmp_path / "shards"
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[2] / "src"), OMP_NUM_THREADS="1")
+    driver = subprocess.Popen([sys.executable, "-m", "bertforge", "prepare", "--input", str(wiki_path), "--vocab",
+                               str(minilm_dir), "--output", str(out), "--workers", "2", "--no-progress"], env=env,
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    started: set[int] = set()
+    try:
+        wait_for(lambda: len(descendants(driver.pid)) >= 2 and (tmp_path / ".shards.partial").exists(), 300,
+                 "tokenizer processes at work", driver)
+        started = descendants(driver.pid)
+        driver.send_signal(signum)
+        output, _ = driver.communicate(timeout=120)
+        assert left_alive(started) == set(), f"tokenizer processes outlived prepare killed by {signum.name}"
+        if signum == signal.SIGTERM:
+            assert driver.returncode == 128 + signal.SIGTERM and "terminated" in output, output
+    finally:
+        kill_leftovers(started)
+        if driver.poll() is None:
+            driver.kill()
+            driver.wait()

@@ -60,3 +60,41 @@ def test_arrow_ipc_file_and_stream_are_read_in_batches(tmp_path, monkeypatch):
         rows = list(iter_rows(tmp_path / name, "arrow", ["text"], progress=seen.append))
         assert rows == [(f"row {i + 1}", {"text": f"row {i}"}) for i in range(10)]
         assert sum(seen) == (tmp_path / name).stat().st_size
+
+
+@pytest.mark.parametrize("kind", ["csv", "tsv", "jsonl", "parquet"])
+def test_a_column_named_twice_is_refused_not_read_as_the_last(tmp_path, kind):
+    """Two `text` columns: taking either silently reads the wrong one (prepare once made 400 one-token documents
+    of a table's second `text`); the file is refused naming the column, or for JSON Lines the row."""
+    path = tmp_path / f"docs.{kind}"
+    if kind == "csv":
+        path.write_text("text,id,text\na whole paragraph of text,1,x\n")
+    elif kind == "tsv":
+        path.write_text("text\tid\ttext\na whole paragraph of text\t1\tx\n")
+    elif kind == "jsonl":
+        path.write_text('{"text": "a whole paragraph of text", "id": 1, "text": "x"}\n')
+    else:
+        pa = require_module("pyarrow")
+        pq = require_module("pyarrow.parquet")
+        pq.write_table(pa.table([pa.array(["a whole paragraph of text"]), pa.array([1]), pa.array(["x"])],
+                                names=["text", "id", "text"]), path)
+    if kind == "jsonl":
+        [(place, row)] = list(iter_rows(path, kind, ["text"]))
+        assert isinstance(row, RecordError) and str(row) == (f"{path}, line 1, field 'text': expected each key once in "
+                                                             "an object, got 'text' twice")
+        return
+    with pytest.raises(RecordError, match=r"field 'text': expected each column name once in the (header|schema), "
+                                          r"got 'text' as columns 1 and 3 \(rename one of them\)"):
+        list(iter_rows(path, kind, ["text"]))
+
+
+def test_a_dataset_dict_json_that_is_no_object_is_named(tmp_path):
+    folder = tmp_path / "dd"
+    (folder / "train").mkdir(parents=True)
+    (folder / "dataset_dict.json").write_text('["train", "test"]')
+    with pytest.raises(RecordError, match=r"dataset_dict.json: expected a JSON object \{\"splits\": \[\.\.\.\]\}, got "
+                                          r"list"):
+        input_kind(folder)
+    (folder / "dataset_dict.json").write_text('{"splits": ["train", "test"]}')
+    with pytest.raises(RecordError, match=r"a DatasetDict with splits \['train', 'test'\]: give one of them"):
+        input_kind(folder)

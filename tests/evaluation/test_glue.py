@@ -67,7 +67,9 @@ def test_a_changed_protocol_model_or_data_is_refused_and_named(glue_folder, tiny
         run_glue(settings(tiny_model, moved, out, tasks=["wnli"]))
     # another verb's folder is not taken over
     with pytest.raises(ValueError, match="holds a model, not a `bertforge glue` run"):
-        run_glue(settings(tiny_model, data, tiny_model, tasks=["wnli"]))
+        run_glue(settings(tiny_model, data, other, tasks=["wnli"]))
+    with pytest.raises(ValueError, match="is the input"):  # and the model itself is an input, never emptied
+        run_glue(settings(tiny_model, data, tiny_model, tasks=["wnli"], overwrite=True))
     run_glue(settings(tiny_model, moved, out, tasks=["wnli"], overwrite=True))
 
 

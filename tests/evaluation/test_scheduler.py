@@ -3,7 +3,10 @@ checkpoint, running units by the steps their metrics.jsonl shows; and why a unit
 from __future__ import annotations
 
 import json
+import signal
 from pathlib import Path
+
+import pytest
 
 from bertforge.evaluation.glue import _jobs
 from bertforge.evaluation.scheduler import ERROR, SuiteProgress, _failure_reason
@@ -111,3 +114,120 @@ def test_the_longest_runs_start_first(tmp_path, monkeypatch):
     from bertforge.evaluation.units import UnitContext
     scheduler.run_units(units, UnitContext("m", "d", get_protocol("cpu")), jobs=1, threads=1, progress=False)
     assert started == ["cola", "rte", "sst2"]
+
+
+# ---- a killed suite leaves no worker behind -------------------------------------------------------------------
+def _suite_command(tiny_model, data, out) -> list[str]:
+    import sys
+    return [sys.executable, "-m", "bertforge", "glue", "--model", str(tiny_model), "--data", str(data),
+            "--output", str(out), "--tasks", "rte", "--seeds", "1", "--epochs", "1", "--batch-size", "4",
+            "--max-train-samples", "320", "--max-eval-samples", "16", "--save-every", "20", "--jobs", "1",
+            "--no-progress"]
+
+
+def _src_env() -> dict[str, str]:
+    import os
+    return {**os.environ, "OMP_NUM_THREADS": "1",
+            "PYTHONPATH": os.pathsep.join([str(Path(__file__).parents[2] / "src"), os.environ.get("PYTHONPATH", "")])}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGKILL], ids=["SIGTERM", "SIGKILL"])
+def test_no_worker_outlives_a_killed_suite_and_the_rerun_completes_it(signum, glue_folder, tiny_model, tmp_path):
+    """The suite's process is killed (only it: not its process group, as `kill PID` or an OOM killer would) while
+    its worker trains RTE (80 steps, checkpoints every 20). Within seconds no process it started is left — the
+    worker, the fork server, the resource tracker — and the same command then finishes the suite: one run of all
+    its steps, logged once each (a worker left writing beside the resumed one would log steps twice)."""
+    import subprocess
+
+    from processes import descendants, kill_leftovers, left_alive, need_proc, wait_for
+    need_proc()
+    data, out = glue_folder(tmp_path / "glue", "RTE"), tmp_path / "suite"
+    command = _suite_command(tiny_model, data, out)
+    driver = subprocess.Popen(command, env=_src_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    started: set[int] = set()
+    try:
+        wait_for(lambda: any(out.glob("units/rte/*/run/metrics.jsonl")), 300, "training worker", driver)
+        started = descendants(driver.pid)
+        assert len(started) >= 2  # the worker and the fork server (and its resource tracker)
+        driver.send_signal(signum)
+        output, _ = driver.communicate(timeout=120)
+        assert left_alive(started) == set(), f"processes outlived the suite killed by {signum.name}"
+        if signum == signal.SIGTERM:  # ended as Ctrl-C ends it: stopped its workers, said how to go on
+            assert driver.returncode == 128 + signal.SIGTERM and "run the same command again" in output, output
+        assert not any(out.glob("units/rte/*/unit.json"))
+    finally:
+        kill_leftovers(started)
+        if driver.poll() is None:
+            driver.kill()
+            driver.wait()
+    rerun = subprocess.run(command, env=_src_env(), capture_output=True, text=True, timeout=600)
+    assert rerun.returncode == 0, rerun.stdout + rerun.stderr
+    result = json.loads((out / "glue.json").read_text())
+    assert [r["steps"] for r in result["tasks"]["rte"]["runs"]] == [80]
+    (metrics,) = out.glob("units/rte/*/run/metrics.jsonl")
+    steps = [json.loads(line)["step"] for line in metrics.read_text().splitlines()
+             if json.loads(line)["split"] == "train"]
+    assert steps == sorted(set(steps)) and steps[-1] == 80
+
+
+def test_a_suite_refuses_its_output_while_workers_of_an_earlier_one_live(glue_folder, tiny_model, tmp_path, capsys):
+    """A process holding the workers' lock (as a worker of a killed suite does until it ends) keeps a second
+    suite on that output from starting: one line, status 1; once it is gone the suite runs."""
+    import subprocess
+    import sys
+
+    from bertforge.cli import main
+    from bertforge.evaluation.scheduler import WORKERS_LOCK
+    data, out = glue_folder(tmp_path / "glue", "WNLI"), tmp_path / "suite"
+    flags = ["glue", "--model", str(tiny_model), "--data", str(data), "--output", str(out), "--tasks", "wnli",
+             "--no-progress"]
+    assert main(flags) == 0
+    capsys.readouterr()
+    holder = subprocess.Popen([sys.executable, "-c", "import fcntl, sys, time\n"
+                               "handle = open(sys.argv[1], 'a+')\nfcntl.flock(handle, fcntl.LOCK_SH)\n"
+                               "print('held', flush=True)\ntime.sleep(120)", str(out / WORKERS_LOCK)],
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        assert main(flags) == 1
+        err = capsys.readouterr().err.strip()
+        assert err.startswith("bertforge glue: error: ") and "still has fine-tuning processes" in err
+        assert "\n" not in err and "--output" in err
+        before = sorted(p.name for p in out.rglob("*"))
+        assert main([*flags, "--overwrite"]) == 1, "--overwrite must not empty a folder workers still write into"
+        assert "still has fine-tuning processes" in capsys.readouterr().err
+        assert sorted(p.name for p in out.rglob("*")) == before
+    finally:
+        holder.kill()
+        holder.wait()
+    assert main(flags) == 0
+
+
+def test_overwrite_refuses_the_output_of_a_running_suite(glue_folder, tiny_model, tmp_path, capsys):
+    """A suite holding OUTPUT (its .glue.lock) is not emptied under it by a second one's --overwrite."""
+    import subprocess
+    import sys
+
+    from bertforge.cli import main
+    data, out = glue_folder(tmp_path / "glue", "WNLI"), tmp_path / "suite"
+    flags = ["glue", "--model", str(tiny_model), "--data", str(data), "--output", str(out), "--tasks", "wnli",
+             "--no-progress"]
+    assert main(flags) == 0
+    capsys.readouterr()
+    holder = subprocess.Popen([sys.executable, "-c", "import fcntl, sys, time\n"
+                               "handle = open(sys.argv[1], 'a+')\nfcntl.flock(handle, fcntl.LOCK_EX)\n"
+                               "handle.seek(0); handle.truncate(); handle.write('pid 4242'); handle.flush()\n"
+                               "print('held', flush=True)\n"
+                               "time.sleep(120)", str(out / ".glue.lock")], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        before = sorted(p.name for p in out.rglob("*"))
+        assert main([*flags, "--overwrite"]) == 1
+        err = capsys.readouterr().err.strip()
+        assert "in use by another bertforge glue (pid 4242)" in err and "--overwrite" in err and "\n" not in err
+        assert sorted(p.name for p in out.rglob("*")) == before
+    finally:
+        holder.kill()
+        holder.wait()
+    assert main([*flags, "--overwrite"]) == 0

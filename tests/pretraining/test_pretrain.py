@@ -37,7 +37,11 @@ def test_latest_checkpoint_ignores_incomplete_folders(tmp_path):
             (folder / f).write_text("x")
     (tmp_path / "checkpoints" / ".step-8.abc.tmp").mkdir()
     assert ckpt.latest_checkpoint(tmp_path) == ckpt.checkpoint_dir(tmp_path, 4)
-    assert [p.name for p in ckpt.sweep_partial_saves(tmp_path)] == [".step-8.abc.tmp", "step-6"]
+    # the hidden temporary of an unfinished save is swept; step-6 (a file missing: not something a save or a
+    # prune of ours leaves) is neither resumed from nor deleted
+    assert [p.name for p in ckpt.sweep_partial_saves(tmp_path)] == [".step-8.abc.tmp"]
+    assert (ckpt.checkpoint_dir(tmp_path, 6) / "config.json").read_text() == "x"
+    assert ckpt.incomplete_checkpoints(tmp_path) == [ckpt.checkpoint_dir(tmp_path, 6)]
     assert ckpt.latest_checkpoint(tmp_path / "nowhere") is None
 
 

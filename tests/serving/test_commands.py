@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 
 from bertforge.cli import main
+from bertforge.serving.limits import ServeSettings
 
 TEXTS = ["A man is playing a guitar.", "The new movie is awesome!"]
 SRC = Path(__file__).resolve().parents[2] / "src"
@@ -124,3 +125,17 @@ def test_bad_server_flags_stop_at_parse_time_in_one_line(flag, value, expected, 
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) <= 2 and flag in err[-1] and expected in err[-1], err  # usage line + the error
     assert "Traceback" not in "\n".join(err)
+
+
+@pytest.mark.parametrize("key, expected", [("", "--api-key is empty"), ("  \t", "--api-key is empty"),
+                                           (" secret", "--api-key starts or ends with whitespace")])
+def test_a_key_no_request_can_pass_is_refused_before_the_model_loads(key, expected, tmp_path, capsys):
+    """`--api-key "$KEY"` with KEY unset gives an empty key: a server that would answer 401 to every request.
+    Refused in one line naming the flag, status 1, before the (here unreadable) model folder is opened."""
+    not_a_model = tmp_path / "not-a-model"
+    not_a_model.mkdir()
+    assert main(["serve", "--model", str(not_a_model), "--api-key", key]) == 1
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("bertforge serve: error: " + expected) and "\n" not in err, err
+    with pytest.raises(ValueError, match="--api-key is empty"):
+        ServeSettings(api_key="")

@@ -159,5 +159,5 @@ def test_cli_output_folder(tmp_path, minilm_dir, shared_data, capsys):
 def test_unlabelled_rows_are_refused(tmp_path, minilm_dir):
     folder = tiny_predictor(tmp_path / "sst2", minilm_dir, "sst2", "sequence_classification", ["0", "1"])
     (tmp_path / "test.tsv").write_text("index\tsentence\n0\ta fine film\n1\tdull\n")
-    with pytest.raises(ValueError, match="test.tsv: has rows without a label"):
+    with pytest.raises(ValueError, match=r"test.tsv, line 1, field 'label': expected a labeled file"):
         Predictor.load(folder).evaluate(eval_file=str(tmp_path / "test.tsv"))

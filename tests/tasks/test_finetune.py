@@ -46,7 +46,19 @@ def test_glue_runs_restarts_and_writes_a_predictor(tiny_model, shared_data, tmp_
     accuracy, f1 = sk.accuracy_score(gold, predicted), sk.f1_score(gold, predicted, zero_division=0)
     assert report["eval"]["accuracy"] == pytest.approx(accuracy) and report["eval"]["f1"] == pytest.approx(f1)
     assert report["eval"]["acc_and_f1"] == pytest.approx((accuracy + f1) / 2)
-    for name in ("config.json", "model.safetensors", "vocab.txt", "task.json", "metrics.json", "curves.png"):
+    # the per-class report is of the same answers: sklearn's per-class numbers, the matrix counted here
+    per_class = json.loads((out / "classification_report.json").read_text())["per_class"]
+    precision, recall, f1s, support = sk.precision_recall_fscore_support(gold, predicted, labels=[0, 1],
+                                                                         zero_division=0)
+    assert list(per_class) == ["0", "1"]
+    for i, name in enumerate(per_class):
+        assert per_class[name] == pytest.approx({"precision": precision[i], "recall": recall[i], "f1": f1s[i],
+                                                 "support": support[i]})
+    matrix = [line.split(",") for line in (out / "confusion_matrix.csv").read_text().splitlines()]
+    assert [row[1:] for row in matrix[1:]] == [[str(sum(g == a and p == b for g, p in zip(gold, predicted)))
+                                                for b in (0, 1)] for a in (0, 1)]
+    for name in ("config.json", "model.safetensors", "vocab.txt", "task.json", "metrics.json", "curves.png",
+                 "confusion_matrix.png"):
         assert (out / name).is_file(), name
     saved = json.loads((out / "metrics.json").read_text())
     assert saved["main_metric"] == "f1" and saved["eval"]["n_examples"] == 24
@@ -66,6 +78,8 @@ def test_stsb_regression(tiny_model, shared_data, tmp_path):
     scores = [r["score"] for r in Predictor.load(tmp_path / "o").predict([(r[7], r[8]) for r in rows])]
     assert report["eval"]["spearman"] == pytest.approx(stats.spearmanr(scores, gold)[0], abs=1e-6)
     assert report["eval"]["pearson"] == pytest.approx(stats.pearsonr(scores, gold)[0], abs=1e-6)
+    assert not any((tmp_path / "o" / name).exists() for name in ("classification_report.json",
+                                                                 "confusion_matrix.csv", "confusion_matrix.png"))
 
 
 def test_squad_article_split_end_to_end(tiny_model, shared_data, tmp_path):
@@ -117,6 +131,13 @@ def test_conll_end_to_end(tiny_model, shared_data, tmp_path):
     sentences = [[line.split()[-1] for line in b.strip().splitlines()] for b in blocks
                  if b.strip() and "-DOCSTART-" not in b][:40]
     assert m["n_gold"] == sum(len(seqeval.get_entities(tags)) for tags in sentences) > 0
+    # the report counts the same gold entities per type, in CoNLL's tag order; its matrix counts every word
+    per_class = json.loads((tmp_path / "o" / "classification_report.json").read_text())["per_class"]
+    assert sum(row["support"] for row in per_class.values()) == m["n_gold"]
+    order = ["PER", "ORG", "LOC", "MISC"]
+    assert list(per_class) == [t for t in order if t in per_class]
+    matrix = [line.split(",") for line in (tmp_path / "o" / "confusion_matrix.csv").read_text().splitlines()]
+    assert sum(int(c) for row in matrix[1:] for c in row[1:]) == sum(len(tags) for tags in sentences)
 
 
 @pytest.mark.slow

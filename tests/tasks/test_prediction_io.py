@@ -42,3 +42,15 @@ def test_qa_inputs_from_the_squad_layout(tmp_path: Path) -> None:
             "answers": [{"text": ["1889"], "answer_start": [26]}]}
     for path in record_copies(tmp_path, rows):
         assert read_inputs(path, "question_answering") == [("When was it finished?", "The tower was finished in 1889.")]
+
+
+def test_a_txt_table_is_read_as_a_table_and_plain_lines_stay_texts(tmp_path: Path) -> None:
+    """The emotion layout (`text;label_name` header): the texts, not the header line nor `text;label` lines; a
+    .txt of sentences with `;` and `,` in them is still one input per line (and a tab still makes a pair)."""
+    table = tmp_path / "val.txt"
+    table.write_text('text;label_name\ni feel fine;joy\n"tired; sad";sadness\n', encoding="utf-8")
+    assert read_inputs(table, "sequence_classification") == ["i feel fine", "tired; sad"]
+    lines = tmp_path / "lines.txt"
+    lines.write_text("i feel great; really\nwell, fine\nfirst\tsecond\n", encoding="utf-8")
+    assert read_inputs(lines, "sequence_classification") == ["i feel great; really", "well, fine",
+                                                             ("first", "second")]

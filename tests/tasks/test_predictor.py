@@ -271,6 +271,16 @@ def test_bad_task_json_is_refused_in_one_line(tiny_sst2, capsys, task_json, mess
     assert message in _one_line_error(tiny_sst2, capsys)
 
 
+def test_a_classifier_whose_task_json_says_ner_is_refused(tiny_sst2, capsys):
+    """A sequence classifier's weights have the shapes a 2-tag token tagger's would: only config.json's
+    architectures (the class that saved them) tells; the unedited folder still loads."""
+    assert Predictor.load(tiny_sst2).head == "sequence_classification"
+    (tiny_sst2 / "task.json").write_text('{"task": "ner", "head": "token_classification", "labels": ["O", "B-X"]}')
+    err = _one_line_error(tiny_sst2, capsys)
+    assert "field 'head' is 'token_classification' but config.json says the weights are a " \
+           "BertForSequenceClassification head" in err, err
+
+
 def test_labels_as_id_object_or_from_config_are_handled(tiny_sst2):
     want = Predictor.load(tiny_sst2).predict(["a fine film"])[0]
     (tiny_sst2 / "task.json").write_text('{"task": "sst2", "head": "sequence_classification", '

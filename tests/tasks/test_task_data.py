@@ -62,7 +62,7 @@ def test_flags_come_from_the_dataclass() -> None:
     assert by_dest["eval_file"].option_strings == ["--eval"]
     assert by_dest["text_pair_column"].option_strings == ["--text-pair-column"]
     assert by_dest["regression"].option_strings == ["--regression", "--no-regression"]
-    assert by_dest["split_seed"].type is int and by_dest["task"].required
+    assert by_dest["split_seed"].type("7") == 7 and by_dest["task"].required
     args = parser.parse_args(["--task", "SST-2", "--train", "t.csv", "--eval", "d.csv", "--text-column", "review",
                               "--label-column", "stars", "--eval-fraction", "0.25", "--split-seed", "7",
                               "--skip-bad-rows", "--no-regression"])
@@ -92,7 +92,7 @@ def test_flag_subsets_and_overrides() -> None:
 @pytest.mark.parametrize("argv,message", [
     (["--task", "imdb"], "argument --task: unknown task 'imdb'"),
     (["--task", "sst2", "--eval-fraction", "1.5"], "argument --eval-fraction: expected a fraction"),
-    (["--task", "sst2", "--split-seed", "x"], "argument --split-seed: invalid int value"),
+    (["--task", "sst2", "--split-seed", "x"], "argument --split-seed: expected a whole number of at least 0, got 'x'"),
 ])
 def test_bad_flags_are_one_line_errors(argv: list[str], message: str, capsys) -> None:
     with pytest.raises(SystemExit) as info:
@@ -534,3 +534,22 @@ def test_train_and_eval_from_parquet_and_a_datasets_folder(tmp_path: Path) -> No
     assert data.labels == ["neg", "pos"]
     found = load("classification", data=str(tmp_path), text_column="review", label_column="stars")  # by its name
     assert data.files["train"] == found.files["train"] == str(tmp_path / "train.parquet")
+
+
+@pytest.mark.parametrize("unlabeled", ["train", "dev"])
+def test_an_unlabeled_glue_split_to_train_or_score_on_is_refused_before_training(tmp_path: Path, unlabeled) -> None:
+    """A GLUE test-format file (index, sentence: no label column) given as train or dev data would train on
+    labels that are None and fail with a TypeError after training: refused at once, naming the file and column."""
+    from bertforge.tasks.readers import DataError
+    folder = tmp_path / "SST-2"
+    folder.mkdir()
+    sentences = ["a gripping , funny film", "it 's a bore", "not bad at all", "the plot goes nowhere"]
+    labeled = "sentence\tlabel\n" + "".join(f"{s}\t{i % 2}\n" for i, s in enumerate(sentences))
+    bare = "index\tsentence\n" + "".join(f"{i}\t{s}\n" for i, s in enumerate(sentences))
+    (folder / "train.tsv").write_text(bare if unlabeled == "train" else labeled)
+    (folder / "dev.tsv").write_text(bare if unlabeled == "dev" else labeled)
+    with pytest.raises(DataError, match=rf"{unlabeled}.tsv, line 1, field 'label': expected a labeled file"):
+        load_task_data(None, DataOptions(task="sst2", data=str(folder)))
+    (folder / f"{unlabeled}.tsv").write_text(labeled)
+    data = load_task_data(None, DataOptions(task="sst2", data=str(folder)))
+    assert [ex.label for ex in data.train] == ["0", "1", "0", "1"]

@@ -5,6 +5,7 @@ the optimizer is handed at the first step:
 
 writes the run to OUT/run and each rank's optimizer input to OUT/optimizer-input-rank{R}.safetensors.
 """
+import math
 import os
 import sys
 from pathlib import Path
@@ -21,6 +22,6 @@ if __name__ == "__main__":
     rank, world_size = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
     stage = ToyStage(rows=2, rank=rank, world_size=world_size)
     with optimizer_inputs() as steps:
-        run(stage, out / "run", grad_accum=2, max_steps=1, max_grad_norm=1e9)
+        run(stage, out / "run", grad_accum=2, max_steps=1, max_grad_norm=math.inf)
     by_name = {name: steps[0][id(p)].contiguous() for name, p in stage.model.named_parameters()}
     save_file(by_name, str(out / f"optimizer-input-rank{rank}.safetensors"))

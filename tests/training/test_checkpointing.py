@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import math
+from pathlib import Path
 import pickle
 import random
 
@@ -142,13 +143,13 @@ class _CreatesFile:
         return open, (self.path, "w")
 
 
-def _saved(tmp_path, step: int = 2):
+def _saved(tmp_path, step: int = 2, keep: int = 3):
     torch.manual_seed(0)
     model, optimizer, scheduler = _fresh()
     _step(model, optimizer, scheduler)
     state = {"step": step, "optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict(),
              "stage": {"index": 0}, "rng": ckpt.capture_rng(), "run": {}, "world_size": 1}
-    return ckpt.save_checkpoint(tmp_path, step, model, None, state)
+    return ckpt.save_checkpoint(tmp_path, step, model, None, state, keep=keep)
 
 
 def _one_line_error(folder, match: str) -> str:
@@ -257,3 +258,27 @@ def test_a_tensor_reference_retargeted_or_files_broken_give_one_line_errors(tmp_
     _one_line_error(folder, "not a readable safetensors file")
     tensors.unlink()
     _one_line_error(folder, "missing")
+
+
+def test_a_kill_while_pruning_leaves_only_a_hidden_folder(tmp_path, monkeypatch):
+    """Pruning renames an old checkpoint out of sight before deleting it: a kill mid-delete leaves a hidden
+    folder the next start sweeps, never a visible step folder with files missing (which is the user's, and kept)."""
+    import shutil
+    for step in (2, 4):
+        _saved(tmp_path, step)
+    deleted = []
+
+    def killed_midway(path, ignore_errors=False):  # the kill: the first file is gone, the rest never will be
+        path = Path(path)
+        deleted.append(path.name)
+        next(p for p in sorted(path.iterdir()) if p.is_file()).unlink()
+
+    monkeypatch.setattr(shutil, "rmtree", killed_midway)
+    folder = _saved(tmp_path, 6, keep=2)
+    monkeypatch.undo()
+    assert deleted == [".step-2.pruned"]
+    root = tmp_path / ckpt.CHECKPOINTS
+    assert sorted(p.name for p in root.iterdir()) == [".step-2.pruned", "step-4", "step-6"]
+    assert ckpt.incomplete_checkpoints(tmp_path) == [] and ckpt.latest_checkpoint(tmp_path) == folder
+    assert [p.name for p in ckpt.sweep_partial_saves(tmp_path)] == [".step-2.pruned"]
+    assert sorted(p.name for p in root.iterdir()) == ["step-4", "step-6"]

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import os
 import subprocess
 import sys
@@ -153,7 +154,7 @@ def test_accumulated_gradient_is_the_gradient_of_the_whole_batch_mean(tmp_path, 
     # a step cannot tell a mean from a sum over micro-batches.
     stage = ToyStage(rows=8 // accum)
     with optimizer_inputs() as steps:
-        run(stage, tmp_path / "run", grad_accum=accum, max_steps=1, max_grad_norm=1e9)
+        run(stage, tmp_path / "run", grad_accum=accum, max_steps=1, max_grad_norm=math.inf)
     _, loss, expected = reference_step(rows=8)
     got = {name: steps[0][id(p)] for name, p in stage.model.named_parameters()}
     for name, grad in expected.items():
@@ -204,7 +205,7 @@ def test_one_lamb_step_of_a_real_run_is_the_papers_update(tmp_path):
     # the matrix, none on the bias; each tensor's update is rescaled by ||w|| / ||r|| (1 when a norm is 0).
     stage, lr, decay = ToyStage(rows=8), 0.05, 0.01
     start = {name: p.detach().clone() for name, p in stage.model.named_parameters()}
-    run(stage, tmp_path / "lamb", optimizer="lamb", lr=lr, weight_decay=decay, max_steps=1, max_grad_norm=1e9)
+    run(stage, tmp_path / "lamb", optimizer="lamb", lr=lr, weight_decay=decay, max_steps=1, max_grad_norm=math.inf)
     _, _, grads = reference_step(rows=8)
     got, trusts = weights(tmp_path / "lamb"), {}
     for name, w in start.items():
@@ -224,7 +225,7 @@ def test_one_adamw_step_uses_the_adam_epsilon_setting(tmp_path):
     # large as the gradients makes the step far from the default 1e-6's sign-like step
     stage, lr, decay, eps = ToyStage(rows=8), 0.05, 0.01, 0.5
     start = {name: p.detach().clone() for name, p in stage.model.named_parameters()}
-    run(stage, tmp_path / "adamw", lr=lr, weight_decay=decay, adam_epsilon=eps, max_steps=1, max_grad_norm=1e9)
+    run(stage, tmp_path / "adamw", lr=lr, weight_decay=decay, adam_epsilon=eps, max_steps=1, max_grad_norm=math.inf)
     _, _, grads = reference_step(rows=8)
     got = weights(tmp_path / "adamw")
     for name, w in start.items():
@@ -292,18 +293,93 @@ def test_keep_best_restores_the_best_evaluation_and_patience_stops(tmp_path):
     assert torch.equal(weights(tmp_path / "last")["1.weight"], last.model.state_dict()["1.weight"])
 
 
-def test_resume_from_a_checkpoint_is_bitwise_equal(tmp_path):
-    ref = run(ToyStage(dropout=0.3), tmp_path / "ref", max_steps=8, save_every=3, keep_checkpoints=5)
+@pytest.mark.parametrize("schedule", ["linear", "onecycle"])
+def test_resume_from_a_checkpoint_is_bitwise_equal(tmp_path, schedule):
+    ref = run(ToyStage(dropout=0.3), tmp_path / "ref", max_steps=8, save_every=3, keep_checkpoints=5,
+              schedule=schedule)
     assert ref.step == 8 and [s for s, _ in ckpt.list_checkpoints(tmp_path / "ref")] == [3, 6, 8]
     resumed = tmp_path / "resumed"
     copy_as_interrupted(tmp_path / "ref", resumed, 3)
     torch.manual_seed(12345)  # whatever the global RNG holds now, the checkpoint's RNG state wins
-    again = run(ToyStage(dropout=0.3), resumed, max_steps=8, save_every=3, keep_checkpoints=5)
+    again = run(ToyStage(dropout=0.3), resumed, max_steps=8, save_every=3, keep_checkpoints=5, schedule=schedule)
     assert again.resumed_from is not None and again.step == 8
     a, b = weights(tmp_path / "ref"), weights(resumed)
     assert all(torch.equal(a[k], b[k]) for k in a)
+    logged = {name: {r["step"]: (r["lr"], r.get("beta1")) for r in train_records(name)}
+              for name in (tmp_path / "ref", resumed)}
+    assert sorted(logged[resumed]) == [4, 5, 6, 7, 8]
+    assert logged[resumed] == {s: logged[tmp_path / "ref"][s] for s in range(4, 9)}, "the lr and beta1 of each step"
     with pytest.raises(ValueError, match=r"lr: 0\.05 there, 0\.01 now"):
-        run(ToyStage(), resumed, max_steps=8, save_every=3, lr=0.01)
+        run(ToyStage(), resumed, max_steps=8, save_every=3, lr=0.01, schedule=schedule)
+    other = "cosine" if schedule == "linear" else "linear"
+    with pytest.raises(ValueError, match=rf"schedule: '{schedule}' there, '{other}' now"):
+        run(ToyStage(), resumed, max_steps=8, save_every=3, schedule=other)
+
+
+@pytest.mark.parametrize("damage, field", [
+    (lambda state: state["scheduler"].pop("lr_lambdas"), "field 'scheduler' does not fit this run (KeyError"),
+    (lambda state: state["scheduler"].update(base_lrs="0.05"), "field 'scheduler/base_lrs' must be a list of 2"),
+    (lambda state: state["optimizer"]["param_groups"][0].update(lr=[1]), "field 'optimizer/param_groups/0/lr' must "
+                                                                          "be a number, got [1]"),
+], ids=["no-lr_lambdas", "base_lrs-a-string", "lr-a-list"])
+def test_a_tampered_optimizer_or_scheduler_state_is_one_line_naming_the_field(tmp_path, damage, field):
+    """torch's load_state_dict would raise a KeyError, or accept the value and fail with a TypeError a step
+    later: both are refused at the resume, naming the file and the field."""
+    ref = run(ToyStage(), tmp_path / "ref", max_steps=6, save_every=3, keep_checkpoints=5)
+    assert ref.step == 6
+    resumed = copy_as_interrupted(tmp_path / "ref", tmp_path / "resumed", 3)
+    state_file = resumed / "checkpoints" / "step-3" / "training_state.json"
+    doc = json.loads(state_file.read_text())
+    damage(doc["state"])
+    state_file.write_text(json.dumps(doc))
+    from bertforge.checkpoint import CheckpointError
+    with pytest.raises(CheckpointError) as err:
+        run(ToyStage(), resumed, max_steps=6, save_every=3, keep_checkpoints=5)
+    assert str(err.value).startswith(f"{state_file}: {field}") and "\n" not in str(err.value), str(err.value)
+
+
+def test_a_onecycle_run_logs_the_lr_and_beta1_of_torchs_one_cycle_policy(tmp_path):
+    peak, total, warmup = 0.05, 10, 4
+    run(ToyStage(), tmp_path / "run", lr=peak, max_steps=total, warmup_steps=warmup, schedule="onecycle")
+    records = train_records(tmp_path / "run")
+    opt = torch.optim.AdamW(torch.nn.Linear(2, 1).parameters(), lr=peak)
+    sched = torch.optim.lr_scheduler.OneCycleLR(
+        opt, max_lr=peak, total_steps=total, pct_start=warmup / total, anneal_strategy="cos", cycle_momentum=True,
+        base_momentum=0.85, max_momentum=0.95, div_factor=25, final_div_factor=1e4)
+    for record in records:
+        assert (record["lr"], record["beta1"]) == pytest.approx((opt.param_groups[0]["lr"],
+                                                                 opt.param_groups[0]["betas"][0]), rel=1e-9)
+        opt.step()
+        if record["step"] < total:
+            sched.step()
+    assert len(records) == total
+
+
+def test_a_run_recorded_before_schedule_existed_resumes_as_linear_and_refuses_another(tmp_path):
+    run(ToyStage(), tmp_path / "ref", max_steps=6, save_every=3, keep_checkpoints=5)
+
+    def as_recorded_before_schedule(folder: Path) -> Path:
+        """The interrupted run with neither its checkpoint nor its run_config.json naming a schedule."""
+        copy_as_interrupted(tmp_path / "ref", folder, 3)
+        for path, record in ((ckpt.checkpoint_dir(folder, 3) / ckpt.TRAINING_STATE, lambda d: d["state"]["run"]),
+                             (folder / "run_config.json", lambda d: d)):
+            data = json.loads(path.read_text())
+            assert record(data).pop("schedule") == "linear"
+            path.write_text(json.dumps(data))
+        return folder
+
+    again = run(ToyStage(), as_recorded_before_schedule(tmp_path / "resumed"), max_steps=6, save_every=3,
+                keep_checkpoints=5)
+    assert again.resumed_from is not None
+    a, b = weights(tmp_path / "ref"), weights(tmp_path / "resumed")
+    assert all(torch.equal(a[k], b[k]) for k in a)
+    with pytest.raises(ValueError, match=r"schedule: 'linear' there, 'onecycle' now"):
+        run(ToyStage(), as_recorded_before_schedule(tmp_path / "other"), max_steps=6, save_every=3, keep_checkpoints=5,
+            schedule="onecycle")
+    # the refused attempt left the run's record as it was: the run's own settings still resume it
+    assert "schedule" not in json.loads((tmp_path / "other" / "run_config.json").read_text())
+    resumed = run(ToyStage(), tmp_path / "other", max_steps=6, save_every=3, keep_checkpoints=5)
+    assert resumed.resumed_from is not None and resumed.step == 6
 
 
 def test_non_finite_steps_are_skipped_then_abort(tmp_path):
@@ -313,6 +389,25 @@ def test_non_finite_steps_are_skipped_then_abort(tmp_path):
     with pytest.raises(NonFiniteLossError, match="3 steps in a row"):
         run(ToyStage(), tmp_path / "diverged", hooks=FaultHooks(nan_at=lambda step: step >= 2), max_bad_steps=3)
     assert not (tmp_path / "diverged").exists(), "a run that fails before its first checkpoint leaves nothing"
+
+
+def test_a_run_that_ends_diverged_fails_instead_of_saving_its_weights(tmp_path):
+    """Too few bad steps to reach --max-bad-steps, but the run ends inside them; or a finite loss that has
+    exploded: either way the run fails naming --lr, and writes no model."""
+    from bertforge.training.engine import NonFiniteLossError
+    with pytest.raises(NonFiniteLossError, match=r"the run diverged: its last 2 steps had a non-finite loss .* lower "
+                                                 r"--lr"):
+        run(ToyStage(), tmp_path / "nan-at-end", hooks=FaultHooks(nan_at=lambda step: step >= 5))
+    assert not (tmp_path / "nan-at-end").exists()
+    class Exploding(ToyStage):  # targets ten times larger every step: the squared error grows a hundredfold
+        def next_batch(self):
+            batch = super().next_batch()
+            return {**batch, "y": batch["y"] * 10.0 ** self.index}
+
+    with pytest.raises(NonFiniteLossError, match=r"the run diverged: the loss rose from \S+ to \S+e\+\d+ \(step 6\)"):
+        run(Exploding(), tmp_path / "exploded")
+    assert not (tmp_path / "exploded").exists()
+    assert run(ToyStage(), tmp_path / "fine").step == 6  # the same run at a sane lr ends as before
 
 
 def test_bf16_autocast_on_cpu_and_fp16_refused(tmp_path):
@@ -352,3 +447,38 @@ def test_an_output_holding_something_else_is_refused(tmp_path):
     file.write_text("x")
     with pytest.raises(ValueError, match="is a file"):
         run(ToyStage(), file)
+
+
+class PaddedToyStage(ToyStage):
+    """ToyStage whose batches carry an attention mask: rows of 1 to 6 real tokens, the rest padding."""
+
+    def next_batch(self):
+        index = self.index
+        batch = super().next_batch()
+        lengths = torch.tensor([1 + (index * 3 + r) % 6 for r in range(len(batch["x"]))])
+        batch["attention_mask"] = (torch.arange(6)[None, :] < lengths[:, None]).long()
+        return batch
+
+
+def tokens_of_first_batches(steps: int) -> int:
+    """The non-padding tokens of a fresh stage's first `steps` batches, counted from the masks themselves."""
+    stage = PaddedToyStage()
+    return sum(int((stage.next_batch()["attention_mask"] == 1).sum()) for _ in range(steps))
+
+
+def test_tokens_seen_counts_every_batch_when_a_run_ends_or_saves_between_log_lines(tmp_path):
+    """An early stop at step 4 with a log line every 5 steps, and a run resumed from a step-3 checkpoint: both
+    count the tokens of every step they trained (counting only at log lines gave 0 and lost steps 1-3); the
+    stopped run's last steps get their log line, so its curves have a point."""
+    stopped = run(PaddedToyStage(scores=[0.9, 0.5]), tmp_path / "stopped", max_steps=20, log_every=5,
+                  eval_every=2, patience=1)
+    assert (stopped.step, stopped.stopped_by) == (4, "early-stopping")
+    summary = json.loads((tmp_path / "stopped" / "training_summary.json").read_text())
+    assert stopped.tokens_seen == summary["tokens_seen"] == tokens_of_first_batches(4) > 4
+    assert [r["step"] for r in train_records(tmp_path / "stopped")] == [4]
+
+    ref = run(PaddedToyStage(), tmp_path / "ref", max_steps=8, log_every=5, save_every=3)
+    assert ref.tokens_seen == tokens_of_first_batches(8)
+    resumed = copy_as_interrupted(tmp_path / "ref", tmp_path / "resumed", 3)
+    again = run(PaddedToyStage(), resumed, max_steps=8, log_every=5, save_every=3)
+    assert again.step == 8 and again.tokens_seen == tokens_of_first_batches(8)

@@ -4,8 +4,9 @@ from __future__ import annotations
 import argparse
 
 from bertforge.commands import add_common
-from bertforge.commands.options import (add_output_arguments, duration, existing_dir, non_negative_int, positive_float,
-                                        positive_int)
+from bertforge.commands.options import (add_output_arguments, at_most, duration, existing_dir, non_negative_int,
+                                        positive_float, positive_int)
+from bertforge.settings import MAX_BATCH, MAX_EPOCHS, MAX_LR, MAX_SAMPLES, MAX_SEED, MAX_STEPS
 
 
 def register(sub) -> None:
@@ -20,28 +21,34 @@ def register(sub) -> None:
     p.add_argument("--data", required=True, type=existing_dir, metavar="DIR",
                    help="a corpus folder written by `bertforge prepare`")
     add_output_arguments(p, help="folder for the table; an earlier run of the same table there is continued")
-    p.add_argument("--budget", type=duration, default="10m", help="pre-training wall-clock per row (e.g. 90s, 10m, 1h)")
-    p.add_argument("--steps", type=positive_int, default=None,
+    p.add_argument("--budget", type=at_most(duration, 86400.0, "24h"), default="10m",
+                   help="pre-training wall-clock per row (e.g. 90s, 10m, 1h)")
+    p.add_argument("--steps", type=at_most(positive_int, MAX_STEPS), default=None,
                    help="pre-training steps per row instead of a wall-clock budget (fair on a busy machine)")
     p.add_argument("--model", default=None, help="size for every row instead of the table's own (tiny, mini...)")
     p.add_argument("--glue", default=None, metavar="DIR",
                    type=existing_dir,
                    help="folder holding SST-2/ and MRPC/ (e.g. ../shared/data/glue); omit to skip fine-tuning")
     p.add_argument("--tasks", default="sst2,mrpc", help="comma-separated fine-tuning tasks")
-    p.add_argument("--finetune-samples", type=positive_int, default=4000, help="train examples per task")
-    p.add_argument("--finetune-epochs", type=positive_float, default=2.0, help="epochs of each probe fine-tuning")
-    p.add_argument("--finetune-lr", type=positive_float, default=1e-4, help="learning rate of each probe fine-tuning")
-    p.add_argument("--finetune-seeds", type=positive_int, default=1,
+    p.add_argument("--finetune-samples", type=at_most(positive_int, MAX_SAMPLES), default=4000,
+                   help="train examples per task")
+    p.add_argument("--finetune-epochs", type=at_most(positive_float, MAX_EPOCHS), default=2.0,
+                   help="epochs of each probe fine-tuning")
+    p.add_argument("--finetune-lr", type=at_most(positive_float, MAX_LR), default=1e-4,
+                   help="learning rate of each probe fine-tuning")
+    p.add_argument("--finetune-seeds", type=at_most(positive_int, 100), default=1,
                    help="fine-tuning runs per task and row (seeds --seed, --seed+1, ...); the table shows medians")
-    p.add_argument("--batch-size", type=positive_int, default=64, help="pre-training batch size of every row")
+    p.add_argument("--batch-size", type=at_most(positive_int, MAX_BATCH), default=64,
+                   help="pre-training batch size of every row")
     p.add_argument("--recipe", choices=("bert", "fast"), default="bert",
                    help="fast: every row in the ModernBERT layout (pre-LN, GeGLU, rotary, no biases; BERT's "
                    "segment embeddings and NSP head kept where a row asks for them), 30 %% masking, dropout 0")
-    p.add_argument("--lr", type=positive_float, default=None, help="peak lr (default: 1e-3; 2e-3 with --recipe fast)")
-    p.add_argument("--warmup-steps", type=non_negative_int, default=None,
+    p.add_argument("--lr", type=at_most(positive_float, MAX_LR), default=None,
+                   help="peak lr (default: 1e-3; 2e-3 with --recipe fast)")
+    p.add_argument("--warmup-steps", type=at_most(non_negative_int, MAX_STEPS), default=None,
                    help="default: 200; with --recipe fast, 6 %% of --steps (100 under a time budget)")
-    p.add_argument("--eval-batches", type=positive_int, default=20, help="held-out batches per probe")
-    p.add_argument("--seed", type=non_negative_int, default=0, help="seed of every row's pre-training")
+    p.add_argument("--eval-batches", type=at_most(positive_int, 1_000_000), default=20, help="held-out batches per probe")
+    p.add_argument("--seed", type=at_most(non_negative_int, MAX_SEED), default=0, help="seed of every row's pre-training")
     p.add_argument("--rows", default=None, metavar="ROW[,ROW]",
                    help="run only these rows (slugs as in the output folder, e.g. mlm-nsp); other rows finished "
                    "there still appear in the table, so one process per core can each take different rows")

@@ -5,7 +5,7 @@ import argparse
 
 from bertforge.commands import add_common
 from bertforge.commands.flags import add_settings_arguments, settings_from_args
-from bertforge.commands.options import add_output_arguments
+from bertforge.commands.options import add_output_arguments, at_most
 from bertforge.pretraining.distill import DistillConfig
 from bertforge.tasks.distill import TaskDistillSettings
 
@@ -33,7 +33,8 @@ def register(sub) -> None:
                                         "teacher's tokenizer.")
     init.add_argument("--teacher", required=True, metavar="DIR", help="BERT or DistilBERT checkpoint folder")
     add_output_arguments(init, help="folder for the student (new or empty, unless --overwrite)")
-    init.add_argument("--layers", type=_layers, metavar="I,J,...", help="teacher layers to keep (default 0,2,4,...)")
+    init.add_argument("--layers", type=at_most(_layers, 1_000), metavar="I,J,...",
+                      help="teacher layers to keep (default 0,2,4,...)")
     add_common(init)
     init.set_defaults(run=run_init)
 

@@ -8,8 +8,10 @@ from pathlib import Path
 
 from bertforge.commands import add_common
 from bertforge.commands.flags import add_settings_arguments
-from bertforge.commands.options import add_text_argument, check_plain_text, positive_int
+from bertforge.commands.options import add_text_argument, check_plain_text
 from bertforge.device import DeviceOptions
+from bertforge.commands.options import at_most, positive_int
+from bertforge.settings import MAX_BATCH
 
 OUTPUT_KINDS = (".npy", ".jsonl")
 
@@ -32,7 +34,7 @@ def register(sub) -> None:
                    help="override the folder's pooling")
     p.add_argument("--normalize", action=argparse.BooleanOptionalAction, default=None,
                    help="unit-length vectors (default: what the folder declares)")
-    p.add_argument("--batch-size", type=positive_int, default=32, help="texts per model call")
+    p.add_argument("--batch-size", type=at_most(positive_int, MAX_BATCH), default=32, help="texts per model call")
     p.add_argument("--backend", choices=("torch", "onnx"), default="torch",
                    help="run the model with PyTorch, or the model.onnx of an exported folder with ONNX Runtime")
     add_settings_arguments(p, DeviceOptions)

@@ -6,8 +6,10 @@ import json
 import sys
 
 from bertforge.commands import add_common
-from bertforge.commands.predict import add_inference_flags, positive_int
+from bertforge.commands.predict import add_inference_flags
 from bertforge.tasks.embedding.evaluation import CORPUS_CHUNK
+from bertforge.commands.options import MAX_BATCH_TOKENS, at_most, positive_int
+from bertforge.settings import MAX_SAMPLES
 
 EMBEDDING_TASKS = ("sts", "retrieval")
 
@@ -16,8 +18,10 @@ def register(sub) -> None:
     from bertforge.tasks.predictor import DEFAULT_MAX_BATCH_TOKENS
     p = sub.add_parser("evaluate", help="score a fine-tuned predictor, or sentence embeddings, on a task split",
                        description="Run a predictor folder (from `bertforge finetune`) on a labelled split and "
-                                   "print the task's official metrics as JSON. With --output DIR, also write "
-                                   "metrics.json and the per-example predictions: SQuAD predictions.json (+ "
+                                   "print the task's official metrics as JSON (classification and NER: after a "
+                                   "per-class table). With --output DIR, also write metrics.json and the per-example "
+                                   "predictions (classification and NER also classification_report.json, "
+                                   "confusion_matrix.csv and confusion_matrix.png): SQuAD predictions.json (+ "
                                    "null_odds.json for v2) as the official scripts read them, NER "
                                    "predictions.conll (word gold predicted), others predictions.csv. "
                                    "--task sts and --task retrieval score the sentence embeddings of any encoder "
@@ -33,7 +37,7 @@ def register(sub) -> None:
     p.add_argument("--eval", metavar="FILE", help="a labelled file to score (overrides --data)")
     p.add_argument("--split", default=None, choices=("dev", "test", "train"),
                    help="the split of a --data folder (default: dev; retrieval: test)")
-    p.add_argument("--max-eval-samples", type=positive_int, default=None,
+    p.add_argument("--max-eval-samples", type=at_most(positive_int, MAX_SAMPLES), default=None,
                    help="score only the first N examples (default: all)")
     p.add_argument("--skip-bad-rows", action="store_true",
                    help="skip (and count) malformed rows instead of stopping at the first")
@@ -41,13 +45,13 @@ def register(sub) -> None:
                    help="retrieval: write the corpus vectors to a memory-mapped .npy file in DIR (removed "
                         "afterwards) and search them --corpus-chunk documents at a time, for corpora whose vectors "
                         "do not fit in memory (the same exact ranking)")
-    p.add_argument("--corpus-chunk", type=positive_int, default=CORPUS_CHUNK, metavar="N",
+    p.add_argument("--corpus-chunk", type=at_most(positive_int, 16_777_216), default=CORPUS_CHUNK, metavar="N",
                    help=f"retrieval with --vectors-dir: documents embedded and searched per chunk (default "
                         f"{CORPUS_CHUNK})")
     p.add_argument("--output", metavar="DIR", help="write metrics.json and per-example predictions here")
     p.add_argument("--overwrite", action="store_true", help="empty --output first if it holds something else")
     add_inference_flags(p, 64)
-    p.add_argument("--max-batch-tokens", type=positive_int, default=DEFAULT_MAX_BATCH_TOKENS,
+    p.add_argument("--max-batch-tokens", type=at_most(positive_int, MAX_BATCH_TOKENS), default=DEFAULT_MAX_BATCH_TOKENS,
                    help=f"most padded tokens per batch (default {DEFAULT_MAX_BATCH_TOKENS})")
     add_common(p)
     p.set_defaults(run=run)
@@ -57,6 +61,7 @@ def run(args: argparse.Namespace) -> int:
     if args.task and args.task.lower() in EMBEDDING_TASKS:
         return run_embeddings(args)
     args.split = args.split or "dev"
+    from bertforge.tasks.metrics.report import evaluation_reports, report_tables, write_reports
     from bertforge.tasks.prediction_files import write_eval_outputs
     from bertforge.tasks.predictor import Predictor
     from bertforge.tasks.registry import get_task
@@ -67,24 +72,31 @@ def run(args: argparse.Namespace) -> int:
         raise ValueError(f"--output {args.output}: expected a folder (metrics.json and the per-example "
                          "predictions are written inside it)")
     if args.output:
+        from bertforge.data.identity import INPUT_CONTENT, check_input_content
         from bertforge.outputs import claim_output, write_run_config
         settings = {k: getattr(args, k) for k in ("model", "task", "data", "eval", "split", "max_eval_samples",
                                                   "skip_bad_rows", "precision")}
+        content = check_input_content(args.output, "evaluate", (args.model, args.data, args.eval), args.overwrite)
         claim_output(args.output, verb="evaluate", overwrite=args.overwrite, settings=settings,
                      inputs=(args.model, args.data, args.eval))
-        write_run_config(args.output, "evaluate", settings)
+        write_run_config(args.output, "evaluate", {**settings, INPUT_CONTENT: content})
     predictor = Predictor.load(args.model, args.device, args.precision, max_batch_tokens=args.max_batch_tokens)
     predictor.settings.eval_batch_size = args.batch_size
-    kept: dict = {} if args.output else None
+    kept: dict = {}
     report = predictor.evaluate(data=args.data, eval_file=args.eval, split=args.split,
                                 max_samples=args.max_eval_samples, task=args.task, skip_bad_rows=args.skip_bad_rows,
                                 keep=kept, progress=sys.stderr.isatty())
     if report.get("note"):
         print(f"NOTE: {report['note']}")
+    spec = get_task(report["task"])
+    class_reports = evaluation_reports(spec.head, kept, predictor.labels)
+    for name, table in report_tables(class_reports).items():  # before the JSON, which ends the output
+        print(f"{name}:\n{table}")
     print(json.dumps(report, indent=2, default=float))
     if args.output:
         from bertforge.outputs import mark_finished
-        files = write_eval_outputs(args.output, get_task(report["task"]), report, kept, predictor.labels)
+        files = write_eval_outputs(args.output, spec, report, kept, predictor.labels)
+        files += write_reports(args.output, class_reports)
         mark_finished(args.output)
         print("wrote " + ", ".join(str(f) for f in files))
     return 0
@@ -107,12 +119,14 @@ def run_embeddings(args: argparse.Namespace) -> int:
     if task == "sts" and not (args.eval or args.data):
         raise ValueError("--task sts needs --eval FILE (sentence1, sentence2, score) or --data DIR with SPLIT.tsv")
     if args.output:
+        from bertforge.data.identity import INPUT_CONTENT, check_input_content
         from bertforge.outputs import claim_output, write_run_config
         settings = {"model": args.model, "task": task, "data": args.data, "eval": args.eval, "split": split,
                     "max_eval_samples": args.max_eval_samples, "precision": args.precision}
+        content = check_input_content(args.output, "evaluate", (args.model, args.data, args.eval), args.overwrite)
         claim_output(args.output, verb="evaluate", overwrite=args.overwrite, settings=settings,
                      inputs=(args.model, args.data, args.eval))
-        write_run_config(args.output, "evaluate", settings)
+        write_run_config(args.output, "evaluate", {**settings, INPUT_CONTENT: content})
     limit = args.max_eval_samples
     if task == "sts":
         source = args.eval or split_file(args.data, split)

@@ -6,6 +6,7 @@ import sys
 
 from bertforge.commands import add_common
 from bertforge.commands.options import add_output_arguments
+from bertforge.commands.options import bounded_float, bounded_int
 
 
 def register(sub) -> None:
@@ -26,18 +27,19 @@ def register(sub) -> None:
                    help="with --quantize int8: a labelled dev file (a classifier's or regression predictor's task "
                         "data; scored pairs for an embedding model) or, for an embedding model, a BEIR folder "
                         "(nDCG@10 on its dev or test qrels), to measure the metric and speed int8 costs")
-    p.add_argument("--max-drop", type=float, default=1.0, metavar="POINTS",
+    p.add_argument("--max-drop", type=bounded_float(-100.0, 100.0), default=1.0, metavar="POINTS",
                    help="with --calibrate-on: refuse to write an int8 model that loses more than this many points "
                         "(accuracy, Spearman or nDCG@10 x100; default 1.0)")
     p.add_argument("--force", action="store_true", help="write the int8 model even when it loses more than --max-drop")
     p.add_argument("--optimize", action="store_true",
                    help="apply ONNX Runtime's transformer optimizer (fused attention, skip-layer-norm, GELU)")
-    p.add_argument("--opset", type=int, default=17, help="ONNX opset version")
+    p.add_argument("--opset", type=bounded_int(7, 30), default=17, help="ONNX opset version")
     add_common(p)
     p.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:
+    from bertforge.data.identity import check_input_content, record_input_content
     from bertforge.outputs import fresh_output
     from bertforge.serving.onnx_backend import read_info
     from bertforge.serving.onnx_export import export_onnx
@@ -46,8 +48,10 @@ def run(args: argparse.Namespace) -> int:
                 "force": args.force}
     if args.calibrate_on is not None and args.quantize is None:
         raise ValueError("--calibrate-on measures what int8 costs: it needs --quantize int8")
+    content = check_input_content(args.output, "export", (args.model, args.calibrate_on), args.overwrite)
     with fresh_output(args.output, verb="export", overwrite=args.overwrite, settings=settings,
                       inputs=(args.model, args.calibrate_on)) as output:
+        record_input_content(output, content)
         path = export_onnx(args.model, output, quantize=args.quantize, opset=args.opset, optimize=args.optimize,
                            calibrate_on=args.calibrate_on, max_drop=args.max_drop, force=args.force)
     size = path.stat().st_size / 2**20

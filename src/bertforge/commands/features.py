@@ -7,8 +7,10 @@ import re
 import sys
 
 from bertforge.commands import add_common
-from bertforge.commands.options import add_text_argument, check_plain_text
-from bertforge.commands.predict import add_inference_flags, positive_int
+from bertforge.commands.options import add_text_argument, at_most, check_plain_text
+from bertforge.commands.predict import add_inference_flags
+from bertforge.commands.options import MAX_BATCH_TOKENS, MAX_CHARS, positive_int
+from bertforge.settings import MAX_LENGTH
 
 DEFAULT_LAYERS = [-1, -2, -3, -4]  # the paper's best feature-based choice: the last four layers, concatenated
 
@@ -36,17 +38,18 @@ def register(sub) -> None:
     add_text_argument(p, "texts given on the command line (repeatable)")
     # let "--layers -1,-2,-3,-4" read as a value, not as an option (argparse only knows plain "-1")
     p._negative_number_matcher = re.compile(r"^-\d+(,-?\d+)*$")
-    p.add_argument("--layers", type=_layers, default=None,
+    p.add_argument("--layers", type=at_most(_layers, 1_000), default=None,
                    help="hidden-state indices: 0 = embeddings, 1..L = layers, negative from the top "
                         "(default -1,-2,-3,-4)")
     p.add_argument("--combine", default="concat", choices=("concat", "sum", "last", "second-to-last"),
                    help="how the chosen layers make one vector per word")
-    p.add_argument("--max-seq-length", type=positive_int, default=512, help="tokens per input, longer ones truncated")
-    p.add_argument("--max-chars", type=positive_int, default=DEFAULT_MAX_CHARS,
+    p.add_argument("--max-seq-length", type=at_most(positive_int, MAX_LENGTH), default=512,
+                   help="tokens per input, longer ones truncated")
+    p.add_argument("--max-chars", type=at_most(positive_int, MAX_CHARS), default=DEFAULT_MAX_CHARS,
                    help=f"characters kept of each line before splitting into words (default "
                         f"{DEFAULT_MAX_CHARS:,}); the rest of a longer line is dropped")
     add_inference_flags(p, 32)
-    p.add_argument("--max-batch-tokens", type=positive_int, default=DEFAULT_MAX_BATCH_TOKENS,
+    p.add_argument("--max-batch-tokens", type=at_most(positive_int, MAX_BATCH_TOKENS), default=DEFAULT_MAX_BATCH_TOKENS,
                    help=f"most padded tokens per batch (default {DEFAULT_MAX_BATCH_TOKENS})")
     p.add_argument("--output", required=True, metavar="FILE.safetensors", help="where to write the features")
     p.add_argument("--overwrite", action="store_true", help="replace --output if it exists")

@@ -5,7 +5,7 @@ import argparse
 
 from bertforge.commands import add_common
 from bertforge.commands.flags import add_settings_arguments
-from bertforge.commands.options import add_text_argument, bounded_int, existing_dir, positive_int
+from bertforge.commands.options import add_text_argument, at_most, bounded_int, existing_dir, positive_int
 from bertforge.device import DeviceOptions
 
 # A sentence to fill is short; a megabyte of text is a mistake (a file pasted as an argument) that would only
@@ -31,7 +31,7 @@ def register(sub) -> None:
     p.add_argument("--targets", metavar="WORD,...", default="",
                    help="comma-separated words to rank at every mask (a word that splits into several "
                         "pieces is ranked by its first piece, as transformers' fill-mask pipeline does)")
-    p.add_argument("--max-chars", type=positive_int, default=MAX_CHARS, metavar="N",
+    p.add_argument("--max-chars", type=at_most(positive_int, 10_000_000), default=MAX_CHARS, metavar="N",
                    help="refuse a text longer than this many characters (checked before tokenizing)")
     add_settings_arguments(p, DeviceOptions, hide=("precision",))  # fill-mask ranks in fp32
     add_common(p)

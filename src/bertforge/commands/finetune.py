@@ -13,7 +13,9 @@ def register(sub) -> None:
                        description="Fine-tune with the BERT paper's recipe (AdamW, 10% warmup, linear decay, "
                                    "weight decay 0.01): one run per learning rate and restart, each evaluated after "
                                    "every epoch; keeps the run that scores best on the eval set and writes a "
-                                   "predictor folder (model, tokenizer, task.json, metrics.json, curves.png). "
+                                   "predictor folder (model, tokenizer, task.json, metrics.json, curves.png; classification "
+                                   "and NER also classification_report.json, confusion_matrix.csv and .png, and the "
+                                   "per-class table printed). "
                                    "Running the same command again resumes an interrupted run (with --save-every).")
     add_settings_arguments(p, FinetuneSettings)
     add_common(p)

@@ -12,8 +12,8 @@ import typing
 from dataclasses import MISSING, fields, replace
 from typing import Any, Callable, Iterable, Mapping
 
-from bertforge.commands.options import (duration, existing_dir, existing_file, non_negative_float, non_negative_int,
-                                        positive_float, positive_int, probability)
+from bertforge.commands.options import (at_most, duration, existing_dir, existing_file, non_negative_float,
+                                        non_negative_int, positive_float, positive_int, probability)
 from bertforge.settings import field_flag
 
 UNSET = argparse.SUPPRESS  # a deferred flag the user did not give is absent from the parsed namespace
@@ -93,17 +93,35 @@ def _shown(value: Any) -> str:
 
 
 def _converter(f, kind: Any) -> Callable[[str], Any]:
-    """What turns the flag's text into the field's value, refusing what the field's metadata does not allow."""
+    """What turns the flag's text into the field's value, refusing what the field's metadata does not allow
+    (its `maximum` included, which the converter carries for --help as `upper_bound`)."""
+    high = f.metadata.get("maximum")
+    if high is None:
+        return _unbounded(f, kind)
+    shown = _duration_text(high) if f.metadata.get("kind") == "duration" else None
+    return at_most(_unbounded(f, kind), high, shown)
+
+
+def _duration_text(seconds: float) -> str:
+    """A duration bound as the duration flags are written: 720h, 90m, 45s."""
+    for unit, size in (("h", 3600), ("m", 60)):
+        if seconds % size == 0:
+            return f"{seconds / size:g}{unit}"
+    return f"{seconds:g}s"
+
+
+def _unbounded(f, kind: Any) -> Callable[[str], Any]:
     meta = f.metadata
     if meta.get("parse"):
         return _parsing(meta["parse"])
     if meta.get("kind"):
         return KINDS[meta["kind"]]
     scalar = _scalar(kind, f.name)
+    non_negative = meta.get("non_negative") or meta.get("minimum") == 0
     if scalar is int:
-        return positive_int if meta.get("positive") else non_negative_int if meta.get("non_negative") else int
+        return positive_int if meta.get("positive") else non_negative_int if non_negative else int
     if scalar is float:
-        return positive_float if meta.get("positive") else non_negative_float if meta.get("non_negative") else float
+        return positive_float if meta.get("positive") else non_negative_float if non_negative else float
     return str
 
 

@@ -8,8 +8,9 @@ from collections.abc import Iterator
 
 from bertforge.commands import add_common
 from bertforge.commands.flags import add_settings_arguments
-from bertforge.commands.options import add_text_argument, bounded_int, existing_file, non_negative_float
+from bertforge.commands.options import add_text_argument, bounded_int, existing_file
 from bertforge.device import PRECISION_HELP, DeviceOptions
+from bertforge.commands.options import at_most, non_negative_float
 
 # Upper bounds of the counts, checked at parse time: each is far beyond any useful run (mask-predict uses T=10,
 # Gibbs sampling a few hundred sweeps), and a slip of the keyboard past it would otherwise run for days or
@@ -61,7 +62,7 @@ def register(sub) -> None:
                    help=f"samples run together (default 8; 1-{MAX_BATCH:,})")
     p.add_argument("--seed", type=bounded_int(0, MAX_SEED), default=0,
                    help=f"the same seed gives the same samples (default 0; 0-{MAX_SEED:,})")
-    p.add_argument("--temperature", type=non_negative_float, help="default 0 (greedy) for mask-predict and "
+    p.add_argument("--temperature", type=at_most(non_negative_float, 100.0), help="default 0 (greedy) for mask-predict and "
                                                                  "left-to-right, 1 for gibbs and mh")
     p.add_argument("--top-k", type=bounded_int(0, MAX_TOP_K), default=0,
                    help=f"sample from the k most likely tokens (default 0: all; at most {MAX_TOP_K:,})")

@@ -7,8 +7,10 @@ import shlex
 
 from bertforge.commands import add_common
 from bertforge.commands.flags import add_settings_arguments
-from bertforge.commands.options import existing_file, non_negative_int, positive_float, positive_int
+from bertforge.commands.options import existing_file
 from bertforge.device import DeviceOptions
+from bertforge.commands.options import at_most, non_negative_int, positive_float, positive_int
+from bertforge.settings import MAX_BATCH, MAX_EPOCHS, MAX_LENGTH, MAX_LR, MAX_SAMPLES, MAX_SEED, MAX_STEPS
 
 
 def _rates(text: str) -> list[float]:
@@ -42,19 +44,22 @@ def register(sub) -> None:
                    help="only these tasks (cola, sst2, mrpc, stsb, qqp, mnli, qnli, rte, wnli); each must have its "
                         "files (default: every task found)")
     p.add_argument("--protocol", default="sane", choices=sorted(PROTOCOLS), help="fine-tuning protocol (default: sane)")
-    p.add_argument("--seeds", type=positive_int, default=None, help="runs per task and lr (default: the protocol's)")
-    p.add_argument("--seed", type=int, default=42, help="the first seed; the others follow it")
-    p.add_argument("--jobs", type=positive_int, default=None,
+    p.add_argument("--seeds", type=at_most(positive_int, 100), default=None,
+                   help="runs per task and lr (default: the protocol's)")
+    p.add_argument("--seed", type=at_most(non_negative_int, MAX_SEED), default=42,
+                   help="the first seed; the others follow it")
+    p.add_argument("--jobs", type=at_most(positive_int, 1_024), default=None,
                    help="runs at once, each in its own process (default: one per core, or per GPU), with cores / jobs "
                         "threads each")
     over = p.add_argument_group("protocol overrides (recorded in glue.json and glue.md)")
-    over.add_argument("--lr", type=_rates, default=None, metavar="LR[,LR]", help="learning rate(s) to try")
-    over.add_argument("--epochs", type=positive_float, default=None, help="passes over each train set")
-    over.add_argument("--batch-size", type=positive_int, default=None, help="examples per step")
-    over.add_argument("--max-seq-length", type=positive_int, default=None, help="tokens per example")
-    over.add_argument("--max-train-samples", type=positive_int, default=None,
+    over.add_argument("--lr", type=at_most(_rates, MAX_LR), default=None, metavar="LR[,LR]", help="learning rate(s) to try")
+    over.add_argument("--epochs", type=at_most(positive_float, MAX_EPOCHS), default=None,
+                      help="passes over each train set")
+    over.add_argument("--batch-size", type=at_most(positive_int, MAX_BATCH), default=None, help="examples per step")
+    over.add_argument("--max-seq-length", type=at_most(positive_int, MAX_LENGTH), default=None, help="tokens per example")
+    over.add_argument("--max-train-samples", type=at_most(positive_int, MAX_SAMPLES), default=None,
                       help="train on a seeded sample of at most N examples per task (quick and smoke runs)")
-    over.add_argument("--max-eval-samples", type=positive_int, default=None,
+    over.add_argument("--max-eval-samples", type=at_most(positive_int, MAX_SAMPLES), default=None,
                       help="score only the first N dev examples of each task: smoke runs only, the numbers are then "
                            "not GLUE dev numbers")
     over.add_argument("--wnli", choices=("majority", "finetune"), default=None,
@@ -65,7 +70,7 @@ def register(sub) -> None:
     run_group = p.add_argument_group("running")
     add_settings_arguments(run_group, DeviceOptions, help={
         "device": "where the runs train: auto (CUDA when present, the jobs sharing the GPUs), cpu or cuda"})
-    run_group.add_argument("--save-every", type=non_negative_int, default=100,
+    run_group.add_argument("--save-every", type=at_most(non_negative_int, MAX_STEPS), default=100,
                            help="steps between checkpoints of a run, so an interrupted run resumes (0: it restarts)")
     run_group.add_argument("--keep-predictors", action="store_true",
                            help="keep every run's fine-tuned predictor (units/<task>/<run>/run/; the weights are "

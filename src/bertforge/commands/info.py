@@ -6,8 +6,9 @@ import json
 from pathlib import Path
 
 from bertforge.commands import add_common
-from bertforge.commands.options import positive_int
 from bertforge.config import config_file
+from bertforge.commands.options import at_most, positive_int
+from bertforge.settings import MAX_LENGTH
 
 
 def register(sub) -> None:
@@ -16,7 +17,8 @@ def register(sub) -> None:
                        "training FLOPs per token of a model preset (tiny ... large, or with a family: bert-base, "
                        "albert-base, albert-xxlarge, roberta-mini ...), a config.json or a checkpoint folder.")
     p.add_argument("--model", required=True, help="preset name, config.json or checkpoint folder")
-    p.add_argument("--seq-len", type=positive_int, default=128, help="sequence length for the FLOPs figure")
+    p.add_argument("--seq-len", type=at_most(positive_int, MAX_LENGTH), default=128,
+                   help="sequence length for the FLOPs figure")
     add_common(p)
     p.set_defaults(run=run)
 

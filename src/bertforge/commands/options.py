@@ -11,11 +11,16 @@ import argparse
 import math
 import re
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
 __all__ = [
+    "MAX_BATCH_TOKENS",
+    "MAX_CHARS",
     "add_output_arguments",
     "add_text_argument",
+    "at_most",
+    "bound_text",
+    "bounded_float",
     "bounded_int",
     "check_plain_text",
     "duration",
@@ -32,6 +37,10 @@ __all__ = [
 ]
 
 _INT = re.compile(r"[+-]?\d+")
+
+# Bounds of the inference flags (the training settings' are in bertforge.settings): far beyond any real use
+MAX_BATCH_TOKENS = 1 << 20     # padded tokens in one model call
+MAX_CHARS = 100_000_000        # characters of one input text
 
 
 def _int(text: str, what: str) -> int:
@@ -80,7 +89,44 @@ def bounded_int(low: int, high: int) -> Callable[[str], int]:
         return value
 
     parse.__name__ = f"int {low}..{high}"  # what argparse shows if it ever names the type
+    parse.upper_bound = high  # type: ignore[attr-defined] # the bound --help shows (cli adds it where the help has not)
     return parse
+
+
+def bounded_float(low: float, high: float) -> Callable[[str], float]:
+    """A finite number from `low` to `high` (NaN and infinities refused)."""
+    what = f"a number from {low:g} to {high:g}"
+
+    def parse(text: str) -> float:
+        value = _float(text, what)
+        if not low <= value <= high:
+            raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}")
+        return value
+
+    parse.__name__ = f"float {low:g}..{high:g}"
+    parse.upper_bound = high  # type: ignore[attr-defined] # the bound --help shows
+    return parse
+
+
+def at_most(convert: Callable[[str], Any], high: float, shown: str | None = None) -> Callable[[str], Any]:
+    """`convert`, refusing a value (each value of a list) above `high`; `shown` is how --help writes the bound
+    (a duration's in hours, say)."""
+    shown = shown or bound_text(high)
+
+    def parse(text: str) -> Any:
+        value = convert(text)
+        if any(not v <= high for v in (value if isinstance(value, (list, tuple)) else [value])):  # NaN too
+            raise argparse.ArgumentTypeError(f"expected at most {shown}, got {text!r}")
+        return value
+
+    parse.__name__ = getattr(convert, "__name__", "value")
+    parse.upper_bound, parse.upper_text = high, shown  # type: ignore[attr-defined]
+    return parse
+
+
+def bound_text(high: float) -> str:
+    """A bound as --help writes it: 1,000,000 or 0.5."""
+    return f"{int(high):,}" if float(high).is_integer() and abs(high) >= 1 else f"{high:g}"
 
 
 def positive_float(text: str) -> float:
@@ -200,3 +246,6 @@ def check_plain_text(path: str | None, verb: str, flag: str = "--input") -> None
     if path and path != "-" and str(path).lower().removesuffix(".gz").endswith(TABLE_SUFFIXES):
         raise ValueError(f"{flag} {path}: {verb} reads plain text, one text per line; this is a table "
                          "(.csv/.tsv/.jsonl/.parquet/.arrow): give its text column as a .txt file, or the texts with --text")
+
+
+probability.upper_bound = fraction.upper_bound = 1.0  # type: ignore[attr-defined] # the bound --help shows

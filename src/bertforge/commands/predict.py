@@ -7,6 +7,8 @@ import sys
 from bertforge.commands import add_common
 from bertforge.commands.flags import add_settings_arguments
 from bertforge.device import DeviceOptions
+from bertforge.commands.options import MAX_BATCH_TOKENS, MAX_CHARS, at_most
+from bertforge.settings import MAX_BATCH
 
 
 def positive_int(text: str) -> int:
@@ -18,7 +20,7 @@ def positive_int(text: str) -> int:
 def add_inference_flags(p: argparse.ArgumentParser, batch_size: int) -> None:
     """--device, --precision and --batch-size, shared by predict, evaluate and features."""
     add_settings_arguments(p, DeviceOptions)
-    p.add_argument("--batch-size", type=positive_int, default=batch_size, help="most inputs per batch")
+    p.add_argument("--batch-size", type=at_most(positive_int, MAX_BATCH), default=batch_size, help="most inputs per batch")
 
 
 def register(sub) -> None:
@@ -39,9 +41,9 @@ def register(sub) -> None:
     p.add_argument("--output", metavar="FILE", help="write records here (.csv for CSV, else JSON lines)")
     p.add_argument("--overwrite", action="store_true", help="replace --output if it exists")
     add_inference_flags(p, 64)
-    p.add_argument("--max-batch-tokens", type=positive_int, default=DEFAULT_MAX_BATCH_TOKENS,
+    p.add_argument("--max-batch-tokens", type=at_most(positive_int, MAX_BATCH_TOKENS), default=DEFAULT_MAX_BATCH_TOKENS,
                    help=f"most padded tokens per batch (rows x longest row; default {DEFAULT_MAX_BATCH_TOKENS})")
-    p.add_argument("--max-chars", type=positive_int, default=DEFAULT_MAX_CHARS,
+    p.add_argument("--max-chars", type=at_most(positive_int, MAX_CHARS), default=DEFAULT_MAX_CHARS,
                    help=f"characters kept of each input text before tokenization (default {DEFAULT_MAX_CHARS:,}); "
                         "longer inputs are cut and their record says \"truncated\": true")
     add_common(p)

@@ -6,8 +6,9 @@ import json
 from pathlib import Path
 
 from bertforge.commands import add_common
-from bertforge.commands.options import (add_output_arguments, existing_dir, non_negative_int, path_or_glob, positive_int,
-                                        probability)
+from bertforge.commands.options import (add_output_arguments, existing_dir, path_or_glob, probability)
+from bertforge.commands.options import at_most, non_negative_int, positive_int
+from bertforge.settings import MAX_LENGTH, MAX_SAMPLES
 
 
 def register(sub) -> None:
@@ -35,15 +36,15 @@ def register(sub) -> None:
                    help="tokenizer folder: vocab.txt (WordPiece), vocab.json + merges.txt (byte BPE), spiece.model "
                    "(SentencePiece) or a transformers tokenizer.json")
     add_output_arguments(p, help="folder for the shards (new or empty, unless --overwrite)")
-    p.add_argument("--max-seq-length", type=positive_int, default=128,
+    p.add_argument("--max-seq-length", type=at_most(positive_int, MAX_LENGTH), default=128,
                    help="tokens per pre-training example, [CLS] and [SEP] included")
-    p.add_argument("--workers", type=non_negative_int, default=None,
+    p.add_argument("--workers", type=at_most(non_negative_int, 1_024), default=None,
                    help="tokenizer processes (default: all cores; 0: tokenize in this process)")
     p.add_argument("--format", dest="input_format", default="auto", choices=["auto", "sentences", "paragraphs"],
                    help="what a line of the corpus holds: one sentence, or a paragraph to split into sentences "
                    "(auto: decided from a sample of the lines)")
     p.add_argument("--heldout-fraction", type=probability, default=0.01, help="documents kept for evaluation")
-    p.add_argument("--heldout-documents", type=non_negative_int, default=None,
+    p.add_argument("--heldout-documents", type=at_most(non_negative_int, MAX_SAMPLES), default=None,
                    help="exact number of held-out documents")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     add_common(p)
@@ -52,6 +53,8 @@ def register(sub) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from bertforge.data import prepare_corpus
+    from bertforge.data.records import expand_inputs
+    from bertforge.data.identity import check_input_content, record_input_content
     from bertforge.outputs import fresh_output
     for path in map(Path, args.input):
         if path.is_dir() and (path / "manifest.json").is_file():
@@ -62,8 +65,13 @@ def run(args: argparse.Namespace) -> int:
                 "heldout_fraction": args.heldout_fraction, "heldout_documents": args.heldout_documents,
                 "text_column": args.text_column, "document_column": args.document_column,
                 "skip_bad_rows": args.skip_bad_rows}
+    # every input resolved (globs expanded, folders walked) before OUTPUT is claimed: --overwrite must not empty
+    # a file a pattern matches
+    inputs = (*[p for p in map(Path, args.input) if p.exists()], *[p for p, _ in expand_inputs(args.input)], args.vocab)
+    content = check_input_content(args.output, "prepare", inputs, args.overwrite)
     with fresh_output(args.output, verb="prepare", overwrite=args.overwrite, settings=settings,
-                      inputs=(*[p for p in map(Path, args.input) if p.exists()], args.vocab)) as output:
+                      inputs=inputs) as output:
+        record_input_content(output, content)
         manifest = prepare_corpus(args.input, args.vocab, output, max_seq_length=args.max_seq_length,
                                   workers=args.workers, input_format=args.input_format,
                                   heldout_fraction=args.heldout_fraction, heldout_documents=args.heldout_documents,

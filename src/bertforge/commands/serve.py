@@ -6,16 +6,21 @@ import logging
 import signal
 
 from bertforge.commands import add_common
-from bertforge.commands.options import non_negative_float, positive_float, positive_int
+from bertforge.commands.options import non_negative_float, positive_float
 from bertforge.commands.flags import add_settings_arguments
 from bertforge.device import DeviceOptions
 from bertforge.serving.limits import MAX_WAIT_MS_LIMIT
+from bertforge.commands.options import MAX_BATCH_TOKENS, at_most, positive_int
+from bertforge.settings import MAX_BATCH
 
 
 def _port(text: str) -> int:
     if not text.strip().isdigit() or not 1 <= int(text) <= 65535:
         raise argparse.ArgumentTypeError(f"expected a port number from 1 to 65535, got {text!r}")
     return int(text)
+
+
+_port.upper_bound = 65535  # type: ignore[attr-defined] # the bound --help shows
 
 
 def _up_to(limit: float, unit: str, zero_ok: bool = True):
@@ -25,6 +30,7 @@ def _up_to(limit: float, unit: str, zero_ok: bool = True):
         if value > limit:
             raise argparse.ArgumentTypeError(f"expected at most {limit:g} {unit}, got {text!r}")
         return value
+    check.upper_bound = limit  # type: ignore[attr-defined] # the bound --help shows
     return check
 
 
@@ -42,17 +48,18 @@ def register(sub) -> None:
     p.add_argument("--backend", choices=("torch", "onnx"), default="torch",
                    help="run the model with PyTorch, or the model.onnx of an exported folder with ONNX Runtime")
     add_settings_arguments(p, DeviceOptions)
-    p.add_argument("--max-batch-tokens", type=positive_int, default=16384,
+    p.add_argument("--max-batch-tokens", type=at_most(positive_int, MAX_BATCH_TOKENS), default=16384,
                    help="padded tokens (longest input x inputs) per model call")
     p.add_argument("--max-wait-ms", type=_up_to(MAX_WAIT_MS_LIMIT, "milliseconds"), default=0.0,
                    help="how long a batch waits for more requests once it has one (0: it takes what is queued; "
                         "requests that arrive while the model runs join the next batch anyway)")
-    p.add_argument("--max-client-batch-size", type=positive_int, default=64,
+    p.add_argument("--max-client-batch-size", type=at_most(positive_int, MAX_BATCH), default=64,
                    help="inputs per request (texts, sentences, pairs)")
-    p.add_argument("--max-concurrent-requests", type=positive_int, default=512,
+    p.add_argument("--max-concurrent-requests", type=at_most(positive_int, 100_000), default=512,
                    help="requests waiting for or inside the model; more are answered 429")
-    p.add_argument("--payload-limit", type=positive_int, default=2_000_000, help="request body bytes (413 above)")
-    p.add_argument("--max-input-chars", type=positive_int, default=20_000,
+    p.add_argument("--payload-limit", type=at_most(positive_int, 100_000_000), default=2_000_000,
+                   help="request body bytes (413 above)")
+    p.add_argument("--max-input-chars", type=at_most(positive_int, 10_000_000), default=20_000,
                    help="characters of one input text (413 above), checked before tokenizing")
     p.add_argument("--body-timeout", type=_up_to(3600, "seconds", zero_ok=False), default=10.0,
                    help="seconds a request body may take to arrive (408 after)")

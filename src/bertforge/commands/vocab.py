@@ -5,7 +5,9 @@ from __future__ import annotations
 import argparse
 
 from bertforge.commands import add_common
-from bertforge.commands.options import add_output_arguments, existing_file, non_negative_int, positive_int
+from bertforge.commands.options import add_output_arguments, existing_file
+from bertforge.commands.options import at_most, non_negative_int, positive_int
+from bertforge.settings import MAX_SAMPLES
 
 # the vocabulary size of the original model of each kind, used when --vocab-size is not given
 DEFAULT_SIZES = {"wordpiece": 30522, "bpe": 50265, "sentencepiece": 30000}
@@ -23,13 +25,13 @@ def register(sub) -> None:
     add_output_arguments(p, help="folder for the tokenizer files (new or empty, unless --overwrite)")
     p.add_argument("--type", dest="kind", choices=sorted(DEFAULT_SIZES), default="wordpiece",
                    help="tokenizer kind (default: wordpiece)")
-    p.add_argument("--vocab-size", type=positive_int, default=None,
+    p.add_argument("--vocab-size", type=at_most(positive_int, 1_000_000), default=None,
                    help=f"default: the original's ({', '.join(f'{k} {v}' for k, v in DEFAULT_SIZES.items())})")
     p.add_argument("--cased", action="store_true",
                    help="keep case and accents (wordpiece, sentencepiece; default: lowercase as uncased BERT and "
                    "ALBERT). Byte-level BPE is always cased")
-    p.add_argument("--min-frequency", type=non_negative_int, default=2, help="wordpiece and bpe")
-    p.add_argument("--unused", type=non_negative_int, default=99, metavar="N",
+    p.add_argument("--min-frequency", type=at_most(non_negative_int, MAX_SAMPLES), default=2, help="wordpiece and bpe")
+    p.add_argument("--unused", type=at_most(non_negative_int, 10_000), default=99, metavar="N",
                    help="wordpiece: [unusedN] placeholders before [UNK] (99 gives the original ids 0/100/101/102/103)")
     p.add_argument("--skip-bad-lines", action="store_true",
                    help="leave out (and count) lines that are not UTF-8; by default the first one stops the run, "
@@ -55,6 +57,7 @@ def check_size(kind: str, size: int, unused: int) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from bertforge.data.identity import check_input_content, record_input_content
     from bertforge.outputs import fresh_output
     from bertforge.tokenization import load_tokenizer
     size = args.vocab_size if args.vocab_size is not None else DEFAULT_SIZES[args.kind]
@@ -62,8 +65,10 @@ def run(args: argparse.Namespace) -> int:
     casing = "cased" if args.cased or args.kind == "bpe" else "uncased"
     settings = {"input": [str(p) for p in args.input], "kind": args.kind, "vocab_size": size, "cased": args.cased,
                 "min_frequency": args.min_frequency, "unused": args.unused, "skip_bad_lines": args.skip_bad_lines}
+    content = check_input_content(args.output, "vocab", args.input, args.overwrite)
     with fresh_output(args.output, verb="vocab", overwrite=args.overwrite, settings=settings,
                       inputs=args.input) as output:
+        record_input_content(output, content)
         if args.kind == "bpe":
             from bertforge.tokenization.bpe import train_bpe
             out = train_bpe(args.input, output, vocab_size=size, min_frequency=args.min_frequency,

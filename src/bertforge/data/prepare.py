@@ -32,6 +32,7 @@ from bertforge.data.records import RecordError
 from bertforge.data.shards import (MANIFEST, MANIFEST_KIND, MANIFEST_VERSION, SPLITS, CorpusError, ShardWriter,
                                    load_tokenizer, token_dtype, vocab_sha256)
 from bertforge.data.sources import Chunk, Columns, Source, iter_chunks, open_sources
+from bertforge.lifeline import die_with_parent
 from bertforge.outputs import RUN_CONFIG
 
 STATE = "prepare-state.json"
@@ -46,6 +47,7 @@ _worker: dict[str, Any] = {}
 
 
 def _init_worker(vocab_dir: Any, dtype: str, max_sentence_tokens: int) -> None:
+    die_with_parent()  # a tokenizer process ends with `prepare`, even a killed one
     os.environ["TOKENIZERS_PARALLELISM"] = "false"  # one process per core already; no nested thread pools
     _worker.update(tokenizer=load_tokenizer(vocab_dir), dtype=np.dtype(dtype),
                    max_sentence_tokens=max_sentence_tokens)

@@ -49,7 +49,7 @@ def input_kind(path: str | Path) -> str:
     path = Path(path)
     if path.is_dir():
         if (path / DATASETS_DICT).is_file():
-            splits = json.loads((path / DATASETS_DICT).read_text(encoding="utf-8")).get("splits", [])
+            splits = _dataset_dict_splits(path / DATASETS_DICT)
             example = path / (splits or ["train"])[0]
             raise RecordError(path, None, None, "one split of a `datasets` folder",
                               f"a DatasetDict with splits {splits}: give one of them, e.g. {example}")
@@ -58,6 +58,20 @@ def input_kind(path: str | Path) -> str:
     for suffix in COMPRESSED_SUFFIXES:
         name = name.removesuffix(suffix)
     return _SUFFIX_KINDS.get(Path(name).suffix, "text")
+
+
+def _dataset_dict_splits(file: Path) -> list[str]:
+    """The split names a DatasetDict's dataset_dict.json lists ({"splits": [...]})."""
+    try:
+        data = json.loads(file.read_text(encoding="utf-8"))
+    except (OSError, ValueError, RecursionError) as exc:
+        raise RecordError(file, None, None, "the JSON `datasets` writes", f"unreadable ({exc})") from None
+    if not isinstance(data, dict):
+        raise RecordError(file, None, None, 'a JSON object {"splits": [...]}', type(data).__name__)
+    splits = data.get("splits", [])
+    if not isinstance(splits, list) or not all(isinstance(name, str) and name for name in splits):
+        raise RecordError(file, None, "splits", "a list of split names", show(splits))
+    return splits
 
 
 def expand_inputs(inputs: str | Path | Iterable[str | Path]) -> list[tuple[Path, str]]:
@@ -115,14 +129,35 @@ def _jsonl_rows(path: Path, progress: Progress | None) -> Iterator[tuple[str, di
             continue
         place = f"line {lineno}"
         try:
-            obj = json.loads(line.lstrip("\ufeff") if lineno == 1 else line)
+            obj = json.loads(line.lstrip("\ufeff") if lineno == 1 else line, object_pairs_hook=_unique_keys)
         except json.JSONDecodeError as exc:
             yield place, RecordError(path, place, None, "one JSON object per line", f"invalid JSON ({exc.msg})")
+            continue
+        except _DuplicateKey as exc:
+            yield place, RecordError(path, place, exc.key, "each key once in an object", f"{exc.key!r} twice")
             continue
         if not isinstance(obj, dict):
             yield place, RecordError(path, place, None, "a JSON object", type(obj).__name__)
             continue
         yield place, obj
+
+
+class _DuplicateKey(Exception):
+    def __init__(self, key: str) -> None:
+        super().__init__(key)
+        self.key = key
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """A JSON object as a dict, refusing a key given twice (json.loads would keep the last one silently)."""
+    obj = dict(pairs)
+    if len(obj) != len(pairs):
+        seen: set[str] = set()
+        for key, _ in pairs:
+            if key in seen:
+                raise _DuplicateKey(key)
+            seen.add(key)
+    return obj
 
 
 def _delimited_rows(path: Path, kind: str, columns: Sequence[str] | None,
@@ -148,9 +183,10 @@ def _delimited_rows(path: Path, kind: str, columns: Sequence[str] | None,
         yield place, dict(zip(header, fields))
 
 
-def csv_rows(path: str | Path, lines: Iterable[str]) -> Iterator[tuple[int, list[str]]]:
-    """CSV rows (from lines that keep their ends) with the line each starts on: a quoted field may span lines."""
-    reader = csv.reader(lines)
+def csv_rows(path: str | Path, lines: Iterable[str], delimiter: str = ",") -> Iterator[tuple[int, list[str]]]:
+    """CSV rows (from lines that keep their ends) with the line each starts on: a quoted field may span lines.
+    `delimiter` separates the fields (`;` for tables written with it, as the ktrain emotion files are)."""
+    reader = csv.reader(lines, delimiter=delimiter)
     start = 1
     try:
         for fields in reader:
@@ -163,6 +199,14 @@ def csv_rows(path: str | Path, lines: Iterable[str]) -> Iterator[tuple[int, list
 
 def _check_columns(path: Path, place: str | None, names: Sequence[str], columns: Sequence[str] | None,
                    what: str) -> None:
+    """The wanted `columns` are in `names`, and no name is there twice (which of two `text` columns holds the
+    text? taking either silently reads the wrong one)."""
+    seen: dict[str, int] = {}
+    for number, name in enumerate(names, start=1):
+        if name and name in seen:
+            raise RecordError(path, place, name, f"each column name once in the {what}",
+                              f"{name!r} as columns {seen[name]} and {number} (rename one of them)")
+        seen.setdefault(name, number)
     for column in columns or ():
         if column not in names:
             shown = ", ".join(names) if len(names) <= 12 else ", ".join(names[:12]) + ", ..."

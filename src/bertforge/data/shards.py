@@ -190,12 +190,55 @@ def load_manifest(data_dir: str | Path) -> dict[str, Any]:
     path = Path(data_dir) / MANIFEST
     if not path.is_file():
         raise CorpusError(f"{path} not found: is {data_dir} a folder written by `bertforge prepare`?")
-    manifest = json.loads(path.read_text(encoding="utf-8"))
-    if manifest.get("kind") != MANIFEST_KIND:
+    try:
+        manifest = json.loads(path.read_text(encoding="utf-8"))
+    except (ValueError, RecursionError) as err:
+        raise CorpusError(f"{path}: not valid JSON ({err})") from None
+    if not isinstance(manifest, dict) or manifest.get("kind") != MANIFEST_KIND:
         raise CorpusError(f"{path} is not a bertforge pre-training corpus manifest")
     if manifest.get("version") != MANIFEST_VERSION:
         raise CorpusError(f"{path} has version {manifest.get('version')}; this bertforge reads {MANIFEST_VERSION}")
+    wrong = _manifest_problem(manifest)
+    if wrong:
+        raise CorpusError(f"{path}: {wrong}")
     return manifest
+
+
+_COUNTS = ("documents", "sentences", "tokens")
+
+
+def _manifest_problem(manifest: dict[str, Any]) -> str | None:
+    """The first field the readers of a corpus use that does not hold what `prepare` writes, or None."""
+    vocab = manifest.get("vocab")
+    if not (isinstance(vocab, dict) and isinstance(vocab.get("sha256"), str) and _count(vocab.get("size"))
+            and isinstance(vocab.get("source"), (str, type(None)))):
+        return "field 'vocab' must be an object with a 'sha256' string, a 'size' count and a 'source' path or null"
+    dtype = manifest.get("token_dtype")
+    if dtype not in ("uint16", "int32", "uint32", "int64"):
+        return f"field 'token_dtype' must be uint16, int32, uint32 or int64, got {dtype!r}"
+    splits = manifest.get("splits")
+    if not isinstance(splits, dict) or not isinstance(splits.get("train"), dict):
+        return "field 'splits' must be an object with a 'train' split"
+    for name, split in splits.items():
+        where = f"splits.{name}"
+        if not isinstance(split, dict) or not all(_count(split.get(k)) for k in _COUNTS):
+            return f"field {where!r} must be an object with counts {', '.join(_COUNTS)}"
+        if not isinstance(split.get("shards"), list):
+            return f"field '{where}.shards' must be a list"
+        for i, shard in enumerate(split["shards"]):
+            files = shard.get("files") if isinstance(shard, dict) else None
+            metas = [files.get(part) for part in ("tokens", "sentences", "documents")] if isinstance(files, dict) \
+                else [None]
+            if not all(isinstance(m, dict) and isinstance(m.get("file"), str) and Path(m["file"]).name == m["file"]
+                       and m["file"] not in ("", ".", "..") and _count(m.get("bytes"))
+                       and isinstance(m.get("sha256"), str) for m in metas):
+                return (f"field '{where}.shards[{i}].files' must hold tokens, sentences and documents, each a file "
+                        "name of this folder with its bytes and sha256")
+    return None
+
+
+def _count(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
 
 
 def check_vocab(data_dir: str | Path, manifest: dict[str, Any], tokenizer: Any) -> None:

@@ -57,7 +57,7 @@ from bertforge.config import CONFIG_NAME, has_config
 from bertforge.device import device_setting, precision_setting
 from bertforge.evaluation.protocols import Protocol, changed_settings, get_protocol, recorded_default
 from bertforge.evaluation.report import FORMAT, write_report
-from bertforge.evaluation.scheduler import Failure, run_units
+from bertforge.evaluation.scheduler import WORKERS_LOCK, Failure, run_units, workers_running
 from bertforge.evaluation.scores import (GLUE_TASKS, glue_average, majority_baseline, summarize_runs, task_score)
 from bertforge.evaluation.units import Unit, UnitContext, planned_steps, read_result, unit_folder
 from bertforge.folder_files import WEIGHTS_MAX_BYTES, check_folder_file
@@ -135,6 +135,21 @@ def _hash_files(paths: Sequence[Path], base: Path | None = None) -> str:
     return "sha256:" + digest.hexdigest()
 
 
+def _shards(index: Path) -> list[str]:
+    """The shard files a weights index names, or one line saying what is wrong with the index."""
+    try:
+        data = json.loads(index.read_text(encoding="utf-8"))
+    except (ValueError, RecursionError) as err:
+        raise ValueError(f"{index}: not valid JSON ({err})") from None
+    weight_map = data.get("weight_map") if isinstance(data, dict) else None
+    if not isinstance(weight_map, dict) or not all(isinstance(v, str) for v in weight_map.values()):
+        got = type(data).__name__ if not isinstance(data, dict) else type(weight_map).__name__ if weight_map is not \
+            None else "nothing"
+        raise ValueError(f"{index}: field 'weight_map' must be an object mapping tensor names to shard file names, "
+                         f"got {got}")
+    return sorted(set(weight_map.values()))
+
+
 def model_fingerprint(folder: str | Path) -> str:
     """sha256 over the files that decide a checkpoint's GLUE numbers: config.json, the weights (single or
     sharded safetensors, else PyTorch) and the tokenizer files present, by name and content."""
@@ -147,8 +162,7 @@ def model_fingerprint(folder: str | Path) -> str:
         if (folder / single).is_file():
             weights = [folder / single]
         elif (folder / index).is_file():
-            shards = sorted(set(json.loads((folder / index).read_text(encoding="utf-8"))["weight_map"].values()))
-            weights = [folder / index] + [folder / s for s in shards]
+            weights = [folder / index] + [folder / s for s in _shards(folder / index)]
         if weights:
             break
     if not weights:
@@ -242,7 +256,11 @@ def claim_suite_output(settings: GlueSettings, record: dict[str, Any]) -> Path:
     """Claim OUTPUT for this suite: new, empty, or a suite with the same settings (then continued); anything that
     would change a finished unit's numbers is refused, naming it. The record keeps the data of every task run."""
     from bertforge.outputs import claim_output, read_run_config, write_run_config
-    out = claim_output(settings.output, verb=VERB, overwrite=settings.overwrite, resumable=True)
+    if settings.overwrite:  # --overwrite empties OUTPUT: never under a suite, or workers, still writing into it
+        _refuse_if_in_use(Path(settings.output))
+    # the checkpoint and the data are inputs: --overwrite must never empty a folder that is, holds or lies in one
+    out = claim_output(settings.output, verb=VERB, overwrite=settings.overwrite, resumable=True,
+                       inputs=(settings.model, settings.data))
     earlier = read_run_config(out)
     if earlier is not None:
         changed = _changes(earlier, record)
@@ -272,10 +290,34 @@ def _changes(earlier: dict[str, Any], now: dict[str, Any]) -> list[str]:
     return changed
 
 
+def _refuse_if_in_use(out: Path) -> None:
+    """Refuse, in one line, an OUTPUT that a running suite holds (its `.glue.lock`) or that workers of an earlier
+    one still write into; files that are not there are not created (the folder may be anything)."""
+    lock, workers = out / ".glue.lock", out / WORKERS_LOCK
+    if lock.is_file():
+        try:
+            import fcntl
+        except ImportError:  # not POSIX: no lock to ask
+            return
+        with open(lock, encoding="utf-8") as handle:
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                holder = handle.read().strip() or "another process"
+                raise GlueError("{out} is in use by another bertforge glue ({holder}); {overwrite} would empty it "
+                                "under that run: wait for it to end, or choose another {output}", out=out,
+                                holder=holder) from None
+            fcntl.flock(handle, fcntl.LOCK_UN)
+    if workers.is_file() and workers_running(workers):
+        raise GlueError("{out} still has fine-tuning processes of an earlier bertforge glue writing into it; wait "
+                        "for them to end before {overwrite}, or choose another {output}", out=out)
+
+
 @contextlib.contextmanager
 def suite_lock(out: Path) -> Iterator[None]:
     """Hold OUTPUT for this process: a second suite started on the same folder stops at once instead of running
-    the same units beside the first one."""
+    the same units beside the first one, and so does one started while workers of an earlier suite are still
+    alive (its process killed a moment ago: they end within a second, `lifeline`)."""
     try:
         import fcntl
     except ImportError:  # not POSIX: no lock
@@ -289,6 +331,9 @@ def suite_lock(out: Path) -> Iterator[None]:
             holder = handle.read().strip() or "another process"
             raise GlueError("{out} is in use by another bertforge glue ({holder}); wait for it to end, or choose "
                             "another {output}", out=out, holder=holder) from None
+        if workers_running(out / WORKERS_LOCK):
+            raise GlueError("{out} still has fine-tuning processes of an earlier bertforge glue writing into it; "
+                            "wait for them to end, or choose another {output}", out=out)
         handle.seek(0)
         handle.truncate()
         handle.write(f"pid {os.getpid()}\n")
@@ -339,7 +384,7 @@ def _fine_tune(settings: GlueSettings, protocol: Protocol, units: list[Unit], ou
                       precision=settings.precision, save_every=settings.save_every,
                       keep_predictors=settings.keep_predictors)
     return run_units(units, ctx, jobs=jobs, threads=threads, progress=settings.progress, hooks=hooks,
-                     cuda_devices=cuda_devices,
+                     cuda_devices=cuda_devices, workers_lock=out / WORKERS_LOCK,
                      on_done=lambda unit, r: say(f"  {unit.label}: score {r['score']:.2f} ({r['seconds']:.0f}s)"))
 
 

@@ -13,6 +13,11 @@ import torch  # noqa: E402
 import bertforge.evaluation.units  # noqa: E402,F401
 import bertforge.tasks.finetune  # noqa: E402,F401
 import bertforge.tasks.predictor  # noqa: E402,F401
+from bertforge.lifeline import killed_with_parent  # noqa: E402
+
+# The fork server ends with the suite's process, killed or not (it would otherwise outlive it by the seconds its
+# interpreter takes to tear torch down); its workers end with it (`lifeline.die_with_parent`).
+killed_with_parent()
 
 
 def _warm_up() -> None:

@@ -18,8 +18,10 @@ from typing import Any, Callable, Sequence
 
 from bertforge.evaluation.units import (LOG, Unit, UnitContext, examples_done, examples_kept, metrics_path,
                                         read_result, run_unit)
+from bertforge.lifeline import die_with_parent
 
 ERROR = "unit.error"   # the one-line reason a unit's process failed, beside its log
+WORKERS_LOCK = ".glue.workers.lock"   # in OUTPUT: every worker holds it shared while it lives
 
 
 @dataclass
@@ -82,9 +84,10 @@ def _stamp(path: Path) -> tuple[int, int] | None:
 
 def run_units(units: Sequence[Unit], ctx: UnitContext, *, jobs: int, threads: int, progress: bool = True,
               hooks: Any = None, on_done: Callable[[Unit, dict[str, Any]], None] | None = None,
-              cuda_devices: int = 0, poll: float = 1.0) -> list[Failure]:
+              cuda_devices: int = 0, poll: float = 1.0, workers_lock: Path | None = None) -> list[Failure]:
     """Run `units` (finished ones are skipped), `jobs` processes at a time with `threads` torch threads each;
-    returns the units that failed. On CUDA, job i sees GPU i % cuda_devices only."""
+    returns the units that failed. On CUDA, job i sees GPU i % cuda_devices only. Each worker holds
+    `workers_lock` (shared) while it lives, so that `workers_running` tells a later suite whether any is left."""
     todo = sorted((u for u in units if read_result(u) is None), key=lambda u: -u.steps * u.example_length)
     suite = SuiteProgress(units, todo, ctx.protocol.batch_size, progress)
     context = _context()
@@ -96,7 +99,7 @@ def run_units(units: Sequence[Unit], ctx: UnitContext, *, jobs: int, threads: in
             while todo and free:
                 slot, unit = free.pop(0), todo.pop(0)
                 gpu = slot % cuda_devices if cuda_devices else None
-                process = context.Process(target=unit_process, args=(unit, ctx, threads, gpu, hooks),
+                process = context.Process(target=unit_process, args=(unit, ctx, threads, gpu, hooks, workers_lock),
                                         name=f"glue {unit.label}")
                 process.start()
                 running[process.sentinel] = (unit, process, slot)
@@ -143,8 +146,13 @@ def _failure_reason(unit: Unit, exitcode: int | None) -> str:
     return f"{reason} (log: {log})"
 
 
-def unit_process(unit: Unit, ctx: UnitContext, threads: int, gpu: int | None, hooks: Any = None) -> None:
-    """A worker process: its output goes to the unit's log, its torch uses `threads` threads (and one GPU)."""
+def unit_process(unit: Unit, ctx: UnitContext, threads: int, gpu: int | None, hooks: Any = None,
+                 workers_lock: Path | None = None) -> None:
+    """A worker process: its output goes to the unit's log, its torch uses `threads` threads (and one GPU). It
+    ends with the suite's process (`lifeline`), and holds `workers_lock` until it ends."""
+    if workers_lock is not None:
+        _held.append(hold_shared(workers_lock))
+    die_with_parent()  # after taking the lock: a suite that finds it free knows no worker of a dead one can write
     folder = Path(unit.folder)
     folder.mkdir(parents=True, exist_ok=True)
     (folder / ERROR).unlink(missing_ok=True)
@@ -169,3 +177,34 @@ def unit_process(unit: Unit, ctx: UnitContext, threads: int, gpu: int | None, ho
         text = " ".join(str(err).split()) or type(err).__name__
         (folder / ERROR).write_text(f"{type(err).__name__}: {text}\n", encoding="utf-8")
         sys.exit(1)
+
+
+_held: list[Any] = []  # a worker's lock handles, open until the process ends
+
+
+def hold_shared(path: Path) -> Any:
+    """Open `path` and hold a shared lock on it until the handle is closed (at the latest, when the process
+    ends); None where there is no flock (not POSIX)."""
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - not POSIX: no lock
+        return None
+    handle = open(path, "a+", encoding="utf-8")  # noqa: SIM115 - held for the life of the process
+    fcntl.flock(handle, fcntl.LOCK_SH)
+    return handle
+
+
+def workers_running(path: Path) -> bool:
+    """Whether some process (a worker of an earlier suite, whose driver may have been killed) still holds the
+    workers' lock `path`. False where there is no flock."""
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - not POSIX
+        return False
+    with open(path, "a+", encoding="utf-8") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            return True
+        fcntl.flock(handle, fcntl.LOCK_UN)
+    return False

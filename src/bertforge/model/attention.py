@@ -19,6 +19,12 @@ of the packed tokens before they are scattered. Local attention (ModernBERT's sl
 group's grid columns are the sequences' own positions, so `local_attention_batch` narrows each group's mask
 to a band around the diagonal, and the kernels are the same. T5's relative position bias
 (`model/relative_bias.py`) is a mask too: an additive float one, cast here to the queries' dtype.
+
+Longformer's layers (`config.sliding_windows`) attend differently: band by band within a window plus the
+batch's global tokens, never through a [seq, seq] mask (`model/sliding_window.py`); their layers hold the extra
+projections of the global tokens (`query_global`, and `kv_global`, which the checkpoint layer splits into HF's
+`key_global`/`value_global`). BigBird's (`config.block_sparse`) attend block by block on the batch's padded grid
+(`model/block_sparse.py`).
 """
 from __future__ import annotations
 
@@ -35,6 +41,8 @@ from bertforge.model.dropout import dropout
 from bertforge.model.kernels import FAST, Kernels
 from bertforge.model.packing import AttentionGroup, PackedBatch
 from bertforge.model.rotary import apply_rotary
+from bertforge.model.block_sparse import block_sparse_attention, dense_block_attention, from_grid, to_grid
+from bertforge.model.sliding_window import sliding_window_attention
 
 def attention_with_dropout(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None,
                            p: float, cheap_dropout: bool = True) -> torch.Tensor:
@@ -181,6 +189,9 @@ class SelfAttention(nn.Module):
         self.qkv = nn.Linear(config.hidden_size, 3 * config.hidden_size, bias=config.attention_bias)
         self.out = nn.Linear(config.hidden_size, config.hidden_size, bias=config.attention_bias)
         self.dropout_p = config.attention_probs_dropout_prob
+        if config.sliding_windows is not None:  # Longformer: global tokens attend through projections of their own
+            self.query_global = nn.Linear(config.hidden_size, config.hidden_size, bias=config.attention_bias)
+            self.kv_global = nn.Linear(config.hidden_size, 2 * config.hidden_size, bias=config.attention_bias)
 
     def _explicit(self, qkv: torch.Tensor) -> bool:
         """Spell attention out (`attention_with_dropout`) instead of calling SDPA? On CPU, SDPA is the slower of
@@ -227,6 +238,10 @@ class SelfAttention(nn.Module):
         if rope is not None:
             token_major = apply_rotary(token_major, *rope)
         heads_major = token_major.permute(1, 2, 0, 3)
+        if batch.window is not None:
+            return self._sliding_window(x, heads_major, batch, rows)
+        if batch.blocks is not None:
+            return self._block_sparse(token_major, batch, rows)
         kernels = self.kernels
         explicit = self._explicit(heads_major)
         dropout_p = self.dropout_p if self.training else 0.0
@@ -249,4 +264,35 @@ class SelfAttention(nn.Module):
             else:
                 ys.append(F.scaled_dot_product_attention(q, k, v, attn_mask=_sdpa_mask(g.mask, q), dropout_p=dropout_p))
         y = _GatherFromGroups.apply(batch.groups, *ys)
+        return self.out(y if rows is None else y[rows])
+
+    def _sliding_window(self, x: torch.Tensor, heads_major: torch.Tensor, batch: PackedBatch,
+                        rows: Optional[torch.Tensor]) -> torch.Tensor:
+        """Longformer's attention (`model/sliding_window.py`) on each group's grid; the global tokens' rows are
+        then replaced by their global attention's outputs."""
+        h, d = self.num_heads, self.head_dim
+        if batch.is_packed:
+            qkv = _ScatterToGroups.apply(heads_major, batch.groups)
+            grids = [tuple(qkv[3 * i:3 * i + 3]) for i in range(len(batch.groups))]
+        else:
+            grids = [tuple(heads_major.reshape(3, h, batch.batch_size, batch.seq_len, d).unbind(0))]
+        ys = sliding_window_attention(self, grids, x, batch)
+        global_rows = ys.pop() if batch.window.rows is not None else None
+        if batch.is_packed:
+            y = _GatherFromGroups.apply(batch.groups, *ys)
+        else:
+            y = ys[0].permute(1, 2, 0, 3).reshape(batch.batch_size * batch.seq_len, h * d)
+        if global_rows is not None:
+            y = y.index_copy(0, batch.window.rows, global_rows.to(y.dtype))
+        return self.out(y if rows is None else y[rows])
+
+    def _block_sparse(self, token_major: torch.Tensor, batch: PackedBatch, rows: Optional[torch.Tensor]) -> torch.Tensor:
+        """BigBird's attention (`model/block_sparse.py`) on the batch's padded grid, block by block (or, with the
+        reference kernels, under the pattern's dense mask)."""
+        pattern = batch.blocks
+        q, k, v = to_grid(token_major, batch, pattern.length).permute(2, 3, 0, 1, 4).unbind(0)  # [h, B, length, d]
+        p = self.dropout_p if self.training else 0.0
+        attend = block_sparse_attention if self.kernels.banded_attention else dense_block_attention
+        y = attend(q, k, v, pattern, p).permute(1, 2, 0, 3)                                      # [B, length, h, d]
+        y = from_grid(y.reshape(*y.shape[:2], -1), batch)
         return self.out(y if rows is None else y[rows])

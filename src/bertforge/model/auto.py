@@ -1,7 +1,8 @@
 """Pick the family from `config.json`'s `model_type`, as `transformers`' Auto classes do.
 
-Each family module (bert, roberta, albert, distilbert, electra) exposes `FAMILY`: its config class and one model
-class per role. Family modules are imported only when asked for, so `import bertforge` stays light.
+Each family module (bert, roberta, albert, distilbert, electra, modernbert, longformer, big_bird...) exposes
+`FAMILY`: its config class and one model class per role. Family modules are imported only when asked for, so
+`import bertforge` stays light.
 """
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bertforge.config import CONFIG_NAME, BertConfig, read_model_config
+from bertforge.config import CONFIG_NAME, BertConfig, config_file, read_model_config
 
 ROLES = ("base", "masked_lm", "pretraining", "sequence_classification", "token_classification",
          "question_answering", "multiple_choice")
@@ -23,6 +24,9 @@ FAMILY_MODULES = {
     "distilbert": "bertforge.model.distilbert",
     "electra": "bertforge.model.electra",
     "modernbert": "bertforge.model.modernbert",
+    "longformer": "bertforge.model.longformer",
+    "big_bird": "bertforge.model.big_bird",
+    "xlnet": "bertforge.model.xlnet",
 }
 
 
@@ -56,11 +60,26 @@ def read_model_type(path: str | Path) -> str:
     except FileNotFoundError:
         from bertforge.checkpoint import CheckpointError
         raise CheckpointError(f"{path}: no {CONFIG_NAME}; cannot tell which model family this is") from None
-    return str(data.get("model_type", "bert"))
+    model_type = data.get("model_type", "bert")
+    if not isinstance(model_type, str):  # named here, where the file is known
+        from bertforge.checkpoint import CheckpointError
+        raise CheckpointError(f"{config_file(path)}: field 'model_type' must be a name, got {model_type!r}")
+    return model_type
+
+
+def folder_family(path: str | Path) -> Family:
+    """The encoder family of a checkpoint folder; another `model_type` (an encoder-decoder, a GPT) is refused
+    naming the file. Callers that also take other folders read `read_model_type` themselves."""
+    model_type = read_model_type(path)
+    if model_type not in FAMILY_MODULES:
+        from bertforge.checkpoint import CheckpointError
+        raise CheckpointError(f"{config_file(Path(path))}: unknown model_type {model_type!r} (field 'model_type'); "
+                              f"bertforge knows {', '.join(FAMILY_MODULES)}")
+    return family(model_type)
 
 
 def model_class_for(path: str | Path, role: str) -> type:
-    return family(read_model_type(path)).model_class(role)
+    return folder_family(path).model_class(role)
 
 
 def preset_config(name: str, **overrides: Any) -> BertConfig:
@@ -74,7 +93,7 @@ def preset_config(name: str, **overrides: Any) -> BertConfig:
 class AutoConfig:
     @staticmethod
     def from_pretrained(path: str | Path) -> BertConfig:
-        return family(read_model_type(path)).config_class.from_pretrained(path)
+        return folder_family(path).config_class.from_pretrained(path)
 
 
 class _AutoModel:

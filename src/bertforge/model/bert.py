@@ -194,6 +194,7 @@ class BertModel(BertPreTrainedModel):
         grid = kernels.grid_layout and self._grid_capable(causal, encoder_hidden_states is not None)
         batch = PackedBatch.from_mask(attention_mask, B, L, input_ids.device, causal=causal,
                                       unpad=unpad and kernels.unpad, max_groups=kernels.attention_groups, grid=grid)
+        batch = self.attention_pattern(batch, attention_mask)
         if position_ids is None:
             position_ids = self.default_position_ids(input_ids, attention_mask)
         if grid:  # the embeddings read [batch, seq] as given; the encoder returns [batch, seq, H]
@@ -214,11 +215,17 @@ class BertModel(BertPreTrainedModel):
                          rows=rows(batch) if rows is not None else None)
         return x, batch, collect
 
+    def attention_pattern(self, batch: PackedBatch, attention_mask: Optional[torch.Tensor]) -> PackedBatch:
+        """The packing as the layers attend with it. A family whose mask says more than real/padding overrides
+        this (Longformer: which tokens attend globally)."""
+        return batch
+
     def _grid_capable(self, causal: bool, cross_attention: bool) -> bool:
         """Whether `Kernels.grid_layout` applies: attention with no positions or masks of its own."""
         config = self.config
         return not (causal or cross_attention or config.rotary or config.relative_bias
-                    or config.local_attention is not None)
+                    or config.local_attention is not None or config.sliding_windows is not None
+                    or config.block_sparse is not None)
 
     def forward(self, input_ids: torch.Tensor, attention_mask: Optional[torch.Tensor] = None,
                 token_type_ids: Optional[torch.Tensor] = None, position_ids: Optional[torch.Tensor] = None,

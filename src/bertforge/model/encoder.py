@@ -7,11 +7,13 @@ one tensor under two names, and `layer_sharing="none"` keeps BERT's names (`laye
 
 The stack also holds what its layers share per batch under the modern options: the rotary tables (built once
 per forward for global and for local layers, from each packed token's position), the sliding-window masks
-of local layers, T5's relative position bias (one table for all layers, added to every layer's masks), and the
-final LayerNorm of a pre-LN stack.
+of local layers, T5's relative position bias (one table for all layers, added to every layer's masks), the
+final LayerNorm of a pre-LN stack, and Longformer's pattern (real and global tokens per attention group, built
+once and shared by every window size; `model/sliding_window.py`) or BigBird's block layout (`block_sparse.py`).
 """
 from __future__ import annotations
 
+import dataclasses
 from typing import Optional
 
 import torch
@@ -25,6 +27,8 @@ from bertforge.model.layer import EncoderLayer, Rope, layer_norm
 from bertforge.model.packing import PackedBatch
 from bertforge.model.relative_bias import RelativePositionBias
 from bertforge.model.rotary import RotaryEmbedding
+from bertforge.model.block_sparse import block_pattern
+from bertforge.model.sliding_window import sliding_window_pattern
 
 
 def sharing_schedule(layer_sharing: str, num_layers: int) -> list[tuple[int, int]]:
@@ -58,6 +62,12 @@ class Encoder(nn.Module):
             for i in range(max(attention_owners | ffn_owners) + 1))
         self.final_norm = layer_norm(config) if config.pre_norm else None
         self.global_layer = [config.is_global_layer(i) for i in range(config.num_hidden_layers)]
+        windows = config.sliding_windows
+        # the context each depth attends with: global (True), ModernBERT-local (False), or a Longformer window
+        self.context_key: list[bool | tuple[str, int]] = (
+            [("window", w) for w in windows] if windows is not None else list(self.global_layer))
+        if config.block_sparse is not None:  # BigBird: one block-sparse pattern for every layer
+            self.context_key = [("blocks", 0)] * config.num_hidden_layers
         self.rotary = self.local_rotary = None
         if config.rotary:
             self.rotary = RotaryEmbedding(config.head_dim, config.rope_theta)
@@ -68,9 +78,9 @@ class Encoder(nn.Module):
         self.gradient_checkpointing = False
 
     def _contexts(self, x: torch.Tensor, batch: PackedBatch,
-                  positions: Optional[torch.Tensor]) -> dict[bool, tuple[PackedBatch, Rope]]:
-        """(packing with its masks, rotary tables) for global (True) and local (False) layers; with a relative
-        position bias, the masks carry it."""
+                  positions: Optional[torch.Tensor]) -> dict[bool | tuple[str, int], tuple[PackedBatch, Rope]]:
+        """(packing with its masks, rotary tables) for global (True) and local (False) layers, and for each
+        Longformer window width (("window", width)); with a relative position bias, the masks carry it."""
         rope: Rope = None
         heads = self.config.num_attention_heads
         if self.rotary is not None:
@@ -82,6 +92,16 @@ class Encoder(nn.Module):
             contexts[False] = (local_attention_batch(batch, self.config.local_attention), local_rope)
         if self.relative_attention_bias is not None:
             contexts = {kind: (self.relative_attention_bias(b), r) for kind, (b, r) in contexts.items()}
+        widths = sorted({key[1] for key in self.context_key if isinstance(key, tuple)})
+        if widths:  # the pattern's grids are built once; each window size shares them
+            pattern = sliding_window_pattern(batch, 0)
+            for width in widths:
+                window = dataclasses.replace(pattern, radius=width // 2)
+                contexts[("window", width)] = (dataclasses.replace(batch, window=window), rope)
+        if self.config.block_sparse is not None:
+            block, random_blocks = self.config.block_sparse
+            pattern = block_pattern(batch, block, random_blocks, heads, self.training)
+            contexts[("blocks", 0)] = (dataclasses.replace(batch, blocks=pattern), rope)
         return contexts
 
     def forward(self, x: torch.Tensor, batch: PackedBatch, collect: list[torch.Tensor] | None = None,
@@ -110,7 +130,7 @@ class Encoder(nn.Module):
                 step = self.layers[a]  # a whole layer: called as a module, so hooks on it still fire
             else:
                 step = _Mixed(self.layers[a], self.layers[f])
-            layer_batch, rope = contexts[self.global_layer[depth]]
+            layer_batch, rope = contexts[self.context_key[depth]]
             keep = selective if depth == last else None
             if self.gradient_checkpointing and self.training:
                 x = torch.utils.checkpoint.checkpoint(step, x, layer_batch, rope, memory, keep, use_reentrant=False)

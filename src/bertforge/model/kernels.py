@@ -4,7 +4,9 @@ The reference path is plain PyTorch: padded batches, one attention grid, `F.drop
 (the default) adds, each behind one switch here: unpadding and attention groups (`packing.py`, with the
 hand-written scatter/gather backward in `attention.py`), cheaper CPU dropout masks (`dropout.py`), explicit
 attention when training with attention dropout or in bf16 on CPU (`attention.py`), the tiled vocabulary decoder
-(`tiled_linear.py`) and a last layer that computes only the rows the heads read (`encoder.py`). Both paths
+(`tiled_linear.py`), a last layer that computes only the rows the heads read (`encoder.py`), and the sparse
+attention of long-input models computed band by band or block by block (Longformer's `sliding_window.py`, BigBird's
+`block_sparse.py`; the reference builds the pattern's dense mask). Both paths
 compute the same function (tests hold them equal to 1e-5); a model switches with
 `model.set_kernels(Kernels.reference())`, never by rewriting module globals.
 
@@ -29,6 +31,7 @@ class Kernels:
     tiled_decoder: bool = True               # CPU fp32 vocabulary decoder in cache-sized output tiles
     read_rows_only: bool = True              # the last layer runs on the rows the heads read, not on every token
     grid_layout: bool = False                # padded [batch, seq, hidden] through the stack, attention spelled out
+    banded_attention: bool = True            # Longformer/BigBird patterns chunk by chunk, not as a [seq, seq] mask
 
     @classmethod
     def fast(cls) -> "Kernels":
@@ -38,7 +41,8 @@ class Kernels:
     def reference(cls) -> "Kernels":
         """Plain PyTorch everywhere: what the fast path is checked against."""
         return cls(unpad=False, attention_groups=1, cheap_dropout=False, explicit_attention_dropout=False,
-                   explicit_attention_bf16=False, tiled_decoder=False, read_rows_only=False)
+                   explicit_attention_bf16=False, tiled_decoder=False, read_rows_only=False,
+                   banded_attention=False)
 
     @classmethod
     def export(cls) -> "Kernels":

@@ -18,7 +18,6 @@ from dataclasses import dataclass
 from typing import Any, ClassVar, Optional
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 from bertforge.checkpoint import NameMap
@@ -31,7 +30,8 @@ from bertforge.model.heads import MaskedLMHead
 from bertforge.model.layer import layer_norm
 from bertforge.model.outputs import TaskOutput
 from bertforge.model.packing import PackedBatch
-from bertforge.model.task_heads import BertForQuestionAnswering, BertForTokenClassification, sequence_loss
+from bertforge.model.task_heads import (BertForQuestionAnswering, BertForTokenClassification, choice_loss,
+                                        choice_rows, sequence_loss)
 
 # name -> (layers, hidden, heads, intermediate). base and large are the released models; tiny..medium are
 # BERT's small sizes (Turc et al.) with ModernBERT-base's GLU width ratio (1152 / 768 = 1.5), for CPU work.
@@ -374,18 +374,10 @@ class ModernBertForMultipleChoice(_PooledHead):
     def forward(self, input_ids: torch.Tensor, attention_mask: Optional[torch.Tensor] = None,
                 token_type_ids: Optional[torch.Tensor] = None, position_ids: Optional[torch.Tensor] = None,
                 labels: Optional[torch.Tensor] = None, output_hidden_states: bool = False) -> TaskOutput:
-        if input_ids.dim() != 3:
-            raise ValueError(f"input_ids must be [batch, choices, seq], got shape {tuple(input_ids.shape)}")
-        B, C, L = input_ids.shape
-
-        def flat(t: Optional[torch.Tensor]) -> Optional[torch.Tensor]:
-            return t.reshape(B * C, L) if t is not None else None
-
-        logits, hidden = self.score(flat(input_ids), flat(attention_mask), flat(token_type_ids),
-                                    flat(position_ids), output_hidden_states)
+        (B, C), rows = choice_rows(input_ids, attention_mask, token_type_ids, position_ids)
+        logits, hidden = self.score(*rows, output_hidden_states)
         logits = logits.reshape(B, C)
-        loss = F.cross_entropy(logits.float(), labels.reshape(-1)) if labels is not None else None
-        return TaskOutput(loss=loss, logits=logits, hidden_states=hidden)
+        return TaskOutput(loss=choice_loss(logits, labels), logits=logits, hidden_states=hidden)
 
 
 class ModernBertForTokenClassification(_ModernBertHeads, BertForTokenClassification):

@@ -34,6 +34,44 @@ class AttentionGroup:
     mask: Optional[torch.Tensor]
 
 
+@dataclass
+class GroupGlobals:
+    """One attention group's global tokens (Longformer), in its `[count, length]` grid, for `model/sliding_window.py`.
+
+    `positions[s, i]` is the grid position of sequence s's i-th global token (`valid` says which of the
+    `[count, most]` entries are real); the group's global tokens in packed order are the True entries of
+    `valid` in row-major order, which is how their queries are placed in a `[count, most]` grid."""
+    keys: torch.Tensor          # [count, length] bool: real tokens (what every key mask starts from)
+    global_tokens: torch.Tensor  # [count, length] bool: real tokens with global attention
+    positions: torch.Tensor     # [count, most] long
+    valid: torch.Tensor         # [count, most] bool
+
+    @property
+    def most(self) -> int:
+        return self.positions.shape[1]
+
+
+@dataclass
+class SlidingWindow:
+    """Longformer's attention pattern over a packing: a token attends to the keys within `radius` positions of
+    it and to its sequence's global tokens; a global token attends to every key of its sequence (with the
+    layer's global projections). `rows` are the packed rows of the global tokens, group by group (None: none)."""
+    radius: int
+    groups: list[GroupGlobals]
+    rows: Optional[torch.Tensor]
+
+
+@dataclass
+class BlockPattern:
+    """One batch's block-sparse layout: the grid, its real keys and the random blocks of each head."""
+    block: int
+    length: int                    # the grid's length: the batch's, rounded up to whole blocks
+    keys: torch.Tensor             # [batch, length] bool: real tokens
+    full: bool                     # too short for the pattern: full attention, as transformers switches to
+    table: Optional[torch.Tensor]  # [heads, blocks - 2, 5 + r] key blocks of each middle query block
+    valid: Optional[torch.Tensor]  # [blocks - 2, 5 + r] bool: False where a window block repeats a global one
+
+
 def plan_groups(spans: list[int], max_groups: int = MAX_GROUPS, min_saving: float = MIN_SAVING) -> list[list[int]]:
     """Split sequences (by index) into at most `max_groups` runs of similar span, minimising sum(count * length^2).
 
@@ -95,6 +133,12 @@ class PackedBatch:
     # (`Kernels.grid_layout`: what an ONNX export records); `BertModel.forward` returns the last layer's output as it
     # is, `encode` flattens it to [batch*seq, hidden] rows for the heads
     grid: bool = False
+    # Longformer: the packed rows' global-attention flags ([tokens] bool; None: no global token), and, in the
+    # batch a sliding-window layer attends with, its pattern (`Encoder` sets it per window size)
+    global_tokens: Optional[torch.Tensor] = None
+    window: Optional[SlidingWindow] = None
+    # BigBird: the block-sparse layout of the batch's padded grid (`model/block_sparse.py`), or None
+    blocks: Optional[BlockPattern] = None
 
     @classmethod
     def from_mask(cls, attention_mask: Optional[torch.Tensor], batch_size: int, seq_len: int,

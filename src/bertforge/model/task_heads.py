@@ -123,15 +123,21 @@ class BertForQuestionAnswering(BertPreTrainedModel):
         if attention_mask is not None:
             logits = logits.masked_fill(~attention_mask.bool()[..., None], torch.finfo(logits.dtype).min / 2)
         start_logits, end_logits = logits[..., 0], logits[..., 1]
-        loss = None
-        if start_positions is not None and end_positions is not None:
-            L = start_logits.shape[1]
-            start = start_positions.reshape(-1).clamp(0, L)
-            end = end_positions.reshape(-1).clamp(0, L)
-            loss = (F.cross_entropy(start_logits, start, ignore_index=L)
-                    + F.cross_entropy(end_logits, end, ignore_index=L)) / 2
+        loss = span_loss(start_logits, end_logits, start_positions, end_positions)
         return QuestionAnsweringOutput(loss=loss, start_logits=start_logits, end_logits=end_logits,
                                        hidden_states=_hidden(batch, collect))
+
+
+def span_loss(start_logits: torch.Tensor, end_logits: torch.Tensor, start_positions: Optional[torch.Tensor],
+              end_positions: Optional[torch.Tensor]) -> Optional[torch.Tensor]:
+    """The mean of the start and end cross-entropies (None without both positions); positions outside the
+    sequence are ignored, as in HF."""
+    if start_positions is None or end_positions is None:
+        return None
+    L = start_logits.shape[1]
+    start = start_positions.reshape(-1).clamp(0, L)
+    end = end_positions.reshape(-1).clamp(0, L)
+    return (F.cross_entropy(start_logits, start, ignore_index=L) + F.cross_entropy(end_logits, end, ignore_index=L)) / 2
 
 
 class BertForMultipleChoice(BertPreTrainedModel):
@@ -156,19 +162,26 @@ class BertForMultipleChoice(BertPreTrainedModel):
     def forward(self, input_ids: torch.Tensor, attention_mask: Optional[torch.Tensor] = None,
                 token_type_ids: Optional[torch.Tensor] = None, position_ids: Optional[torch.Tensor] = None,
                 labels: Optional[torch.Tensor] = None, output_hidden_states: bool = False) -> TaskOutput:
-        if input_ids.dim() != 3:
-            raise ValueError(f"input_ids must be [batch, choices, seq], got shape {tuple(input_ids.shape)}")
-        B, C, L = input_ids.shape
-
-        def flat(t: Optional[torch.Tensor]) -> Optional[torch.Tensor]:
-            return t.reshape(B * C, L) if t is not None else None
-
-        x, batch, collect = self.bert.encode(flat(input_ids), flat(attention_mask), flat(token_type_ids),
-                                             flat(position_ids), output_hidden_states=output_hidden_states,
+        (B, C), (ids, mask, types, positions) = choice_rows(input_ids, attention_mask, token_type_ids, position_ids)
+        x, batch, collect = self.bert.encode(ids, mask, types, positions, output_hidden_states=output_hidden_states,
                                              rows=PackedBatch.first_token_rows)
         logits = self.classifier(self.dropout(self.pool(x))).reshape(B, C)
-        loss = F.cross_entropy(logits.float(), labels.reshape(-1)) if labels is not None else None
-        return TaskOutput(loss=loss, logits=logits, hidden_states=_hidden(batch, collect))
+        return TaskOutput(loss=choice_loss(logits, labels), logits=logits, hidden_states=_hidden(batch, collect))
+
+
+def choice_rows(input_ids: torch.Tensor, *others: Optional[torch.Tensor]
+                ) -> tuple[tuple[int, int], list[Optional[torch.Tensor]]]:
+    """Multiple choice's inputs [batch, choices, seq] as rows [batch * choices, seq] (None stays None), with
+    (batch, choices) to fold the scores back: every family scores each (context, choice) row alike."""
+    if input_ids.dim() != 3:
+        raise ValueError(f"input_ids must be [batch, choices, seq], got shape {tuple(input_ids.shape)}")
+    B, C, L = input_ids.shape
+    return (B, C), [t.reshape(B * C, L) if t is not None else None for t in (input_ids, *others)]
+
+
+def choice_loss(logits: torch.Tensor, labels: Optional[torch.Tensor]) -> Optional[torch.Tensor]:
+    """Cross-entropy over each row's choices [batch, choices], in fp32 (None without labels)."""
+    return F.cross_entropy(logits.float(), labels.reshape(-1)) if labels is not None else None
 
 
 def _bert_family():

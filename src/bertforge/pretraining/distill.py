@@ -29,7 +29,7 @@ from bertforge.training.engine import FaultHooks, Session, fit
 from bertforge.pretraining.pretrain import CorpusStage
 from bertforge.training.options import TrainOptions, distill_defaults
 from bertforge.outputs import fresh_output
-from bertforge.settings import SettingError, flat_keywords, part, setting
+from bertforge.settings import MAX_BATCH, MAX_LENGTH, SettingError, flat_keywords, part, setting
 from bertforge.training.run_output import claim_run_output
 
 INIT_RECORD = "distill_init.json"
@@ -105,8 +105,11 @@ def init_student(teacher_dir: str | Path, output_dir: str | Path, layers: Option
     student = DistilBertForMaskedLM(student_config(teacher.config, len(chosen)))
     copy_teacher_weights(teacher, student, chosen, copy_head=has_head)
     settings = {"teacher": str(teacher_dir), "layers": chosen}
+    from bertforge.data.identity import check_input_content, record_input_content
+    content = check_input_content(output_dir, "distill-init", (teacher_dir,), overwrite)
     with fresh_output(output_dir, verb="distill-init", overwrite=overwrite, settings=settings,
                       inputs=(teacher_dir,)) as out:
+        record_input_content(out, content)
         student.save_pretrained(out)
         load_tokenizer(folder).save_pretrained(out)
         _write_init_record(out, teacher_dir, teacher, student, n, chosen, has_head)
@@ -159,16 +162,17 @@ class DistillConfig:
     student: str = setting(help="initial student (e.g. from `distill init`)", metavar="DIR")
     data: str = setting(help="a folder written by `bertforge prepare`", metavar="DIR")
     output: str = setting(help="folder for the student and its checkpoints", metavar="DIR")
-    temperature: float = setting(2.0, "softmax temperature of the soft targets")
-    alpha_ce: float = setting(5.0, "weight of the soft-target loss (DistilBERT's 5)")
-    alpha_mlm: float = setting(2.0, "weight of the masked-LM loss (DistilBERT's 2)")
-    alpha_cos: float = setting(1.0, "weight of the cosine loss between last hidden states (DistilBERT's 1)")
+    temperature: float = setting(2.0, "softmax temperature of the soft targets", minimum=0.0, maximum=100.0)
+    alpha_ce: float = setting(5.0, "weight of the soft-target loss (DistilBERT's 5)", minimum=0.0, maximum=1_000.0)
+    alpha_mlm: float = setting(2.0, "weight of the masked-LM loss (DistilBERT's 2)", minimum=0.0, maximum=1_000.0)
+    alpha_cos: float = setting(1.0, "weight of the cosine loss between last hidden states (DistilBERT's 1)",
+                               minimum=0.0, maximum=1_000.0)
     vocab: str | None = setting(None, "tokenizer folder (default: the vocab the corpus was prepared with)",
                                 metavar="DIR")
-    batch_size: int = setting(32, "sequences per micro-batch and process", positive=True)
-    max_seq_length: int = setting(128, "tokens per sequence", positive=True)
-    mask_rate: float = setting(0.15, "share of tokens masked")
-    eval_batches: int = setting(20, "held-out batches evaluated at the end (0: none)", non_negative=True)
+    batch_size: int = setting(32, "sequences per micro-batch and process", positive=True, maximum=MAX_BATCH)
+    max_seq_length: int = setting(128, "tokens per sequence", positive=True, maximum=MAX_LENGTH)
+    mask_rate: float = setting(0.15, "share of tokens masked", minimum=0.0, maximum=1.0)
+    eval_batches: int = setting(20, "held-out batches evaluated at the end (0: none)", non_negative=True, maximum=1_000_000)
     overwrite: bool = setting(False, "start again in an OUTPUT that holds another run (its contents are deleted)")
     train: TrainOptions = part(TrainOptions, distill_defaults, title="training")
 
@@ -287,7 +291,7 @@ def run_distillation(cfg: DistillConfig, hooks: FaultHooks | None = None) -> Dis
 
     opts = cfg.train
     opts.check()
-    inputs = (cfg.teacher, cfg.student, cfg.data, cfg.vocab)
+    inputs = (cfg.teacher, cfg.student, cfg.data, resolve_vocab(cfg.data, cfg.vocab))  # resolved before the claim
     with Session(opts.device, opts.dist_timeout) as session, \
             claim_run_output(cfg.output, "distill-pretrain", cfg, session, overwrite=cfg.overwrite, inputs=inputs,
                              keep_checkpoints=opts.keep_checkpoints_at_end) as out:

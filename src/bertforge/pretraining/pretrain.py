@@ -20,7 +20,7 @@ from bertforge.data import MaskingConfig, PretrainingDataset, load_manifest
 from bertforge.data.shards import MANIFEST, load_tokenizer
 from bertforge.data.objectives import OBJECTIVE_TABLE
 from bertforge.device import Precision
-from bertforge.settings import SettingError, flat_keywords, part, setting
+from bertforge.settings import MAX_BATCH, SettingError, flat_keywords, part, setting
 from bertforge.training.engine import FaultHooks, FitResult, NonFiniteLossError, Session, Stage, TrainOptions, fit
 from bertforge.training.options import pretrain_defaults
 from bertforge.pretraining.recipes import DEFAULT_RECIPE, RECIPES, recipe_options
@@ -51,29 +51,29 @@ class PretrainConfig:
     packing: str = setting("full-sentences", "how mlm/ltr fill sequences", choices=("full-sentences", "doc-sentences"))
     vocab: str | None = setting(None, "tokenizer folder (default: the vocab the corpus was prepared with)",
                                 metavar="DIR")
-    batch_size: int = setting(32, "sequences per micro-batch and process", positive=True)
+    batch_size: int = setting(32, "sequences per micro-batch and process", positive=True, maximum=MAX_BATCH)
     seq_len_schedule: str = setting("128:1.0", "sequence-length phases as fractions of the run, e.g. 128:0.9,512:0.1",
                                     metavar="LEN:FRAC,...")
-    eval_batches: int = setting(20, "held-out batches per evaluation (0: none)", non_negative=True)
+    eval_batches: int = setting(20, "held-out batches per evaluation (0: none)", non_negative=True, maximum=1_000_000)
     masking: str = setting("dynamic", "dynamic: new masks every epoch; static: --dupe-factor masked copies, drawn once",
                            choices=("dynamic", "static"))
-    mask_rate: float = setting(0.15, "share of tokens masked", deferred=BY_RECIPE)
+    mask_rate: float = setting(0.15, "share of tokens masked", deferred=BY_RECIPE, minimum=0.0, maximum=1.0)
     dupe_factor: int = setting(10, "static masking: how many differently masked copies of the corpus (BERT used 10)",
-                               positive=True)
+                               positive=True, maximum=1_000)
     whole_word: bool = setting(False, "mask whole words (all their pieces) together")
     span_masking: bool = setting(False, "mask SpanBERT spans: geometric lengths (p 0.2, at most 10), same "
                                  "--mask-rate budget")
     dropout: float | None = setting(None, "hidden and attention dropout for this run (bert: the model's, 0.1; "
                                     "fast: 0, as in Cramming and ModernBERT, which also lets CPU attention use SDPA's "
-                                    "fused kernel)", metavar="P", deferred=BY_RECIPE)
+                                    "fused kernel)", metavar="P", deferred=BY_RECIPE, minimum=0.0, maximum=1.0)
     init_from: str | None = setting(None, "start from these weights instead of a random init", metavar="DIR")
     init: str = setting("model", "random init: the model family's own, or BERT's (normal, std 0.02, on every linear "
                         "and embedding; fast: bert, which leaves the unigram plateau sooner)", choices=INITS,
                         deferred=BY_RECIPE)
     generator_fraction: float = setting(0.25, "electra: the generator's width as a fraction of the model's (the "
-                                        "paper: 1/4 to 1/2)", positive=True)
+                                        "paper: 1/4 to 1/2)", positive=True, maximum=1.0)
     disc_weight: float = setting(50.0, "electra: weight of replaced-token detection against the generator's MLM "
-                                 "loss", positive=True)
+                                 "loss", positive=True, maximum=1_000.0)
     overwrite: bool = setting(False, "start again in an OUTPUT that holds another run (its contents are deleted)")
     recipe: str = setting(DEFAULT_RECIPE, "; ".join(f"{r.name}: {r.summary}" for r in RECIPES.values())
                           + ". A flag given here wins over the recipe", choices=tuple(RECIPES))
@@ -479,7 +479,9 @@ def run_pretraining(cfg: PretrainConfig, hooks: FaultHooks | None = None) -> Fit
     parse_schedule(cfg.seq_len_schedule)
     if cfg.eval_batches < 0:
         raise SettingError("{eval_batches} must be 0 or more, got {got}", owner=PretrainConfig, got=cfg.eval_batches)
-    inputs = (cfg.data, cfg.vocab, cfg.init_from, cfg.model)
+    # every input resolved before OUTPUT is claimed: the vocab a corpus names is read too, so --overwrite
+    # must not empty it
+    inputs = (cfg.data, resolve_vocab(cfg.data, cfg.vocab), cfg.init_from, cfg.model)
     keep = opts.keep_checkpoints_at_end
     with Session(opts.device, opts.dist_timeout) as session, \
             claim_run_output(cfg.output, "pretrain", cfg, session, overwrite=cfg.overwrite, inputs=inputs,

@@ -54,11 +54,25 @@ class ServeSettings:
             if not _finite(value) or not 0 < value <= 3600:
                 raise SettingError("{" + name + "} must be more than 0 and at most 3600 seconds, got {got!r}",
                                    owner=ServeSettings, got=value)
+        _check_api_key(self.api_key)
 
     @property
     def upload_budget(self) -> int:
         """Bytes that bodies still arriving may hold in all."""
         return UPLOAD_BUDGET_BODIES * self.payload_limit
+
+
+def _check_api_key(key: object) -> None:
+    """A key no request can present is refused before the model loads: an empty one (`--api-key "$KEY"` with KEY
+    unset), or one with spaces around it (a request's token is read without them)."""
+    if key is None:
+        return
+    if not isinstance(key, str) or not key.strip():
+        raise SettingError("{api_key} is empty, so no request could pass it (is the variable in {api_key} \"$KEY\" "
+                           "unset?); give the key, or leave {api_key} out to serve without one", owner=ServeSettings)
+    if key != key.strip():
+        raise SettingError("{api_key} starts or ends with whitespace, which no request's Bearer token can carry; "
+                           "give the key without it", owner=ServeSettings)
 
 
 def _finite(value: object) -> bool:

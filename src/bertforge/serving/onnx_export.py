@@ -10,6 +10,7 @@ import contextlib
 import inspect
 import json
 import logging
+import math
 import shutil
 import tempfile
 import warnings
@@ -109,6 +110,8 @@ def export_onnx(directory: str | Path, output: str | Path, quantize: str | None 
         raise SettingError("{output} must be a new folder, not the model folder itself")
     if calibrate_on is not None and quantize is None:
         raise SettingError("{calibrate_on} measures what int8 costs: it needs {quantize} int8")
+    if not math.isfinite(max_drop):  # nan compares false: `drop > nan` would let any int8 graph pass
+        raise SettingError("{max_drop} must be a finite number of points; got {got}", got=max_drop)
     copied = folder_files_to_copy(directory)  # every file checked before any work
     output.mkdir(parents=True, exist_ok=True)
     _copy_folder_files(directory, output, copied)
@@ -132,6 +135,10 @@ def export_onnx(directory: str | Path, output: str | Path, quantize: str | None 
 def _checked_price(output: Path, fp32: Path, data_file: str | Path, max_drop: float, force: bool) -> dict[str, Any]:
     from bertforge.serving.int8_price import Int8TooCostly, price_int8
     price = price_int8(output, fp32, output / ONNX_FILE, data_file)
+    if not all(math.isfinite(v) for v in (price.fp32, price.int8)):  # e.g. Spearman of constant scores
+        raise SettingError("{calibrate_on} {file}: the {metric} is undefined on it (fp32 {fp32}, int8 {int8}), so "
+                           "int8's cost cannot be measured; no model written (give a file with varied labels or "
+                           "scores)", file=data_file, metric=price.metric, fp32=price.fp32, int8=price.int8)
     if price.drop > max_drop and not force:
         raise Int8TooCostly("{price}: loses more than {max_drop} {drop:g} points; no model written ({force} keeps it "
                             "anyway)", price=price.summary(), drop=max_drop)
@@ -241,7 +248,8 @@ def quantize_int8(source: Path, target: Path) -> None:
 
 def write_info(output: Path, info: dict[str, Any]) -> Path:
     from bertforge.atomic import atomic_write_text
-    atomic_write_text(output / ONNX_INFO, json.dumps(info, indent=2) + "\n")
+    # allow_nan=False: a bare NaN is not JSON (strict readers refuse the file), and a NaN score is no score
+    atomic_write_text(output / ONNX_INFO, json.dumps(info, indent=2, allow_nan=False) + "\n")
     return output / ONNX_INFO
 
 

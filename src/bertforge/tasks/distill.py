@@ -21,11 +21,14 @@ from bertforge.checkpoint import resolve_folder
 from bertforge.data.shards import load_tokenizer
 from bertforge.outputs import is_finished
 from bertforge.pretraining.distill import StepOutput
-from bertforge.settings import flat_keywords, flatten, part, setting, settings_record
+from bertforge.settings import (MAX_BATCH, MAX_EPOCHS, MAX_SAMPLES, MAX_SEED, flat_keywords, flatten, part, setting,
+                                settings_record)
 from bertforge.tasks.evaluation import encode, evaluate_examples, run_model
 from bertforge.tasks.finetune import FinetuneSettings, FinetuneStage, train_run
 from bertforge.tasks.predictor import Predictor
 from bertforge.tasks.readers import TextExample, read_classification
+from bertforge.tasks.readers.generic import TEXT_ALIASES
+from bertforge.tasks.readers.rows import sniff_delimiter
 from bertforge.tasks.registry import HEADS, get_task
 from bertforge.tasks.task_data import DataOptions, TaskData, load_task_data, subset
 from bertforge.textio import open_text
@@ -58,32 +61,34 @@ class TaskDistillSettings:
     data: str | None = setting(None, "the task's folder (train set and dev set)", metavar="DIR")
     train_file: str | None = setting(None, "labelled train file (overrides --data)", flag="--train", metavar="FILE")
     eval_file: str | None = setting(None, "dev file (overrides --data)", flag="--eval", metavar="FILE")
-    temperature: float = setting(2.0, "softmax temperature of the soft targets", positive=True)
-    alpha_hard: float = setting(0.0, "weight of gold-label cross-entropy on the train set")
+    temperature: float = setting(2.0, "softmax temperature of the soft targets", positive=True, maximum=100.0)
+    alpha_hard: float = setting(0.0, "weight of gold-label cross-entropy on the train set", minimum=0.0, maximum=1_000.0)
     include_train: bool = setting(True, "leave the train set out of the transfer set", flag="--no-train-texts")
-    epochs: float = setting(2.0, "passes over the transfer set", positive=True)
-    batch_size: int = setting(32, "examples per micro-batch and process", positive=True)
-    eval_batch_size: int = setting(64, "examples per batch when the teacher labels and when timing", positive=True)
+    epochs: float = setting(2.0, "passes over the transfer set", positive=True, maximum=MAX_EPOCHS)
+    batch_size: int = setting(32, "examples per micro-batch and process", positive=True, maximum=MAX_BATCH)
+    eval_batch_size: int = setting(64, "examples per batch when the teacher labels and when timing", positive=True,
+                                   maximum=MAX_BATCH)
     warmup_fraction: float = setting(0.1, "fraction of the steps for linear lr warmup", flag="--warmup",
                                      kind="probability")
-    max_unlabeled: int | None = setting(None, "a seeded sample of this many texts", positive=True)
+    max_unlabeled: int | None = setting(None, "a seeded sample of this many texts", positive=True, maximum=MAX_SAMPLES)
     max_train_samples: int | None = setting(None, "train-set examples in the transfer set (default: the teacher's)",
-                                            positive=True)
-    max_eval_samples: int | None = setting(None, "evaluate on the first N dev examples", positive=True)
-    seed: int | None = setting(None, "random seed (default: the teacher's)")
-    timing_rounds: int = setting(3, "interleaved throughput rounds per model", positive=True)
+                                            positive=True, maximum=MAX_SAMPLES)
+    max_eval_samples: int | None = setting(None, "evaluate on the first N dev examples", positive=True, maximum=MAX_SAMPLES)
+    seed: int | None = setting(None, "random seed (default: the teacher's)", minimum=0, maximum=MAX_SEED)
+    timing_rounds: int = setting(3, "interleaved throughput rounds per model", positive=True, maximum=1_000)
     overwrite: bool = setting(False, "start again in an OUTPUT that holds another run (its contents are deleted)")
 
 
 def read_texts(paths: Sequence[str | Path]) -> list[Any]:
-    """Unlabeled TextExamples from .txt files (one per line; `text<TAB>pair`) or table files (labels dropped)."""
+    """Unlabeled TextExamples from .txt files (one per line; `text<TAB>pair`) or table files (labels dropped; a
+    `.txt` whose header names the columns, `text;label_name`, is one)."""
     examples: list[Any] = []
     for p in paths:
         path = Path(p)
         if not path.is_file():
             raise FileNotFoundError(f"{path}: no such unlabeled-text file")
         name = path.name.removesuffix(".gz")
-        if name.endswith(".txt"):
+        if name.endswith(".txt") and sniff_delimiter(path, TEXT_ALIASES) is None:  # not a `text;label` table
             with open_text(path) as handle:
                 rows = [(i, line.rstrip("\n").split("\t", 1)) for i, line in enumerate(handle, 1) if line.strip()]
             found = [TextExample(f"{path.name}-{i}", parts[0], parts[1] if len(parts) > 1 else None, None, i)

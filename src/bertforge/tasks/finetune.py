@@ -4,7 +4,9 @@ as a stage of the training engine (which owns device, precision, DDP, accumulati
 `finetune(settings)` reads the task's data, runs one training run per (learning rate, restart), keeps the
 run that scores best on the eval set, reports the median and spread of all runs (BERT's small-data tasks
 vary a lot between seeds), and writes a predictor folder: model + tokenizer + `task.json` + `metrics.json`
-+ `curves.png`. Within a run, `keep="best"` keeps the weights of the best evaluation.
++ `curves.png` (classification and NER also `classification_report.json`, `confusion_matrix.csv` and `.png`,
+from the saved predictor's predictions on the eval sets). Within a run, `keep="best"` keeps the weights of the
+best evaluation.
 """
 from __future__ import annotations
 
@@ -24,8 +26,11 @@ from bertforge.checkpoint import SAFE_WEIGHTS
 from bertforge.data.batches import BATCH_ORDERS, EpochBatches, Feature
 from bertforge.device import Precision, move_to
 from bertforge.outputs import is_finished
-from bertforge.settings import SettingError, flat_keywords, part, setting, settings_record
-from bertforge.tasks.evaluation import default_seq_length, encode, evaluate_examples, main_value, model_inputs
+from bertforge.settings import (MAX_BATCH, MAX_EPOCHS, MAX_LENGTH, MAX_LR, MAX_SAMPLES, SettingError, flat_keywords,
+                                part, setting, settings_record)
+from bertforge.tasks.evaluation import (EvalRun, default_seq_length, encode, evaluate_examples, main_value,
+                                        model_inputs)
+from bertforge.tasks.metrics.report import REPORT_HEADS, evaluation_reports, report_tables, write_reports
 from bertforge.tasks.predictor import Predictor, read_task_file, write_task_file
 from bertforge.tasks.registry import HEADS, TaskSpec, get_task
 from bertforge.tasks.task_data import DataOptions, TaskData, load_task_data, subset
@@ -70,26 +75,27 @@ class FinetuneSettings:
               "eval_every": "evaluate every N steps (0: after every epoch)",
               "save_every": "checkpoint every N steps, so that a killed run resumes there (0: no checkpoints; a "
                             "killed run starts again)"})
-    epochs: float = setting(3.0, "passes over the training set", positive=True)
-    batch_size: int = setting(32, "examples per micro-batch and process", positive=True)
+    epochs: float = setting(3.0, "passes over the training set", positive=True, maximum=MAX_EPOCHS)
+    batch_size: int = setting(32, "examples per micro-batch and process", positive=True, maximum=MAX_BATCH)
     batch_order: str = setting("length", "how training examples form batches: length (shuffled batches of similar "
                                "length: least padding, fastest) or random (as transformers' Trainer)",
                                choices=BATCH_ORDERS)
-    eval_batch_size: int = setting(64, "examples per evaluation batch", positive=True)
+    eval_batch_size: int = setting(64, "examples per evaluation batch", positive=True, maximum=MAX_BATCH)
     learning_rates: Sequence[float] = setting((2e-5,), "learning rate(s): 2e-5, '5e-5,3e-5' or 'grid' "
                                               "(5e-5,4e-5,3e-5,2e-5); one run per rate and restart, the best is kept",
-                                              flag="--lr", metavar="LR|grid", parse=parse_learning_rates)
-    restarts: int = setting(1, "runs per learning rate, each with another seed", positive=True)
+                                              flag="--lr", metavar="LR|grid", parse=parse_learning_rates, maximum=MAX_LR)
+    restarts: int = setting(1, "runs per learning rate, each with another seed", positive=True, maximum=1_000)
     max_seq_length: int | None = setting(None, "tokens per example (default: 384 for SQuAD, 128 otherwise)",
-                                         positive=True)
-    max_train_samples: int | None = setting(None, "train on a seeded sample of this many examples", positive=True)
-    max_eval_samples: int | None = setting(None, "evaluate on the first N examples", positive=True)
+                                         positive=True, maximum=MAX_LENGTH)
+    max_train_samples: int | None = setting(None, "train on a seeded sample of this many examples", positive=True,
+                                            maximum=MAX_SAMPLES)
+    max_eval_samples: int | None = setting(None, "evaluate on the first N examples", positive=True, maximum=MAX_SAMPLES)
     warmup_fraction: float = setting(0.1, "fraction of each run's steps for linear lr warmup", flag="--warmup",
                                      kind="probability")
-    doc_stride: int = setting(128, "SQuAD: tokens between window starts", positive=True)
-    max_query_length: int = setting(64, "SQuAD: question tokens kept", positive=True)
-    max_answer_length: int = setting(30, "SQuAD: longest answer span in tokens", positive=True)
-    n_best: int = setting(20, "SQuAD: start and end candidates scored per window", positive=True)
+    doc_stride: int = setting(128, "SQuAD: tokens between window starts", positive=True, maximum=MAX_LENGTH)
+    max_query_length: int = setting(64, "SQuAD: question tokens kept", positive=True, maximum=MAX_LENGTH)
+    max_answer_length: int = setting(30, "SQuAD: longest answer span in tokens", positive=True, maximum=MAX_LENGTH)
+    n_best: int = setting(20, "SQuAD: start and end candidates scored per window", positive=True, maximum=1_000)
     overwrite: bool = setting(False, "start again in an OUTPUT that holds another run (its contents are deleted)")
 
     def seq_length(self, spec: TaskSpec) -> int:
@@ -278,19 +284,40 @@ def finetune(settings: FinetuneSettings, say: Callable[[str], None] | None = Non
                     _drop_weights(run.folder)
                 if best.curves is not None:
                     shutil.copyfile(best.curves, out / CURVES)
-            extra = list(data.evals.items())[1:]
-            if extra:
-                predictor = Predictor.load(out, device=session.device, precision=session.precision(train.precision))
-                for name, examples in extra:
-                    report[name], _ = evaluate_examples(predictor.model, tokenizer, spec, examples, settings,
-                                                        data.labels, device=session.device,
-                                                        precision=predictor.precision)
+            runs_kept = _evaluate_saved(out, spec, data, settings, session, report)
             write_results(out, report, default=_json_default)
+            class_reports = evaluation_reports(spec.head, runs_kept, data.labels)
+            write_reports(out, class_reports)
+            for name, table in report_tables(class_reports).items():
+                say(f"{name}:\n{table.rstrip()}")
         values = [x.value for x in runs]
         say(f"best {best.name}: {report['main_metric']} = {best.value:.4f}; over {len(values)} runs median "
             f"{report['summary']['median']:.4f} (min {min(values):.4f}, max {max(values):.4f})")
         say(f"saved predictor to {out}")
     return report
+
+
+def _evaluate_saved(out: Path, spec: TaskSpec, data: TaskData, settings: FinetuneSettings, session,
+                    report: dict[str, Any]) -> dict[str, tuple[list[Any], EvalRun]]:
+    """Score the saved predictor on the eval sets training did not report (MNLI mismatched: into `report`) and,
+    for a head with a per-class report, on the first one too; returns {set: (examples, run)} of the sets run.
+
+    The first set is run again rather than kept from training: its predictions must be those of the weights
+    saved (the best evaluation's, or a grid's best run), whichever step or run made them."""
+    sets = list(data.evals.items())
+    first = 0 if spec.head in REPORT_HEADS else 1
+    if not sets[first:]:
+        return {}
+    predictor = Predictor.load(out, device=session.device, precision=session.precision(settings.train.precision))
+    kept: dict[str, tuple[list[Any], EvalRun]] = {}
+    for i, (name, examples) in enumerate(sets[first:], first):
+        runs: list[EvalRun] = []
+        metrics, _ = evaluate_examples(predictor.model, predictor.tokenizer, spec, examples, settings, data.labels,
+                                       device=session.device, precision=predictor.precision, keep=runs)
+        if i > 0:
+            report[name] = metrics
+        kept[name] = (examples, runs[0])
+    return kept
 
 
 def _check_settings(s: FinetuneSettings) -> None:

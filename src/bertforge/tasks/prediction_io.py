@@ -5,8 +5,9 @@ as fine-tuning data (`readers.rows`), so a dev file can be predicted as it is (i
 pairs as classification reads them, questions and contexts from `question`/`context`, a sentence to tag from a
 `tokens` or `words` list or a `text`, multiple choice from `context`/`start`/`endings` or SWAG's `sent1`/`sent2`/
 `ending0`... `.txt` (or stdin) holds one input per line: a text, two parts split by a tab (text<TAB>text_pair,
-question<TAB>context, context<TAB>ending<TAB>...), or a JSON object. Every problem is reported as one line naming the
-file, the line or row, and the field.
+question<TAB>context, context<TAB>ending<TAB>...), or a JSON object; but a `.txt` whose first line is a header
+naming the columns (`text;label_name`, split on one of , ; TAB |: `readers.rows.sniff_delimiter`) is a table.
+Every problem is reported as one line naming the file, the line or row, and the field.
 """
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ from typing import Any, Iterable, Sequence, TextIO
 from bertforge.settings import SettingError
 from bertforge.tasks.readers import BadRowsError, DataError, read_classification
 from bertforge.tasks.readers.generic import TEXT_ALIASES
-from bertforge.tasks.readers.rows import file_format, read_records
+from bertforge.tasks.readers.rows import file_format, is_text_file, read_records, table_format
 
 TABLE_SUFFIXES = (".csv", ".tsv", ".jsonl", ".json", ".parquet", ".arrow", ".feather")
 
@@ -34,7 +35,7 @@ def input_format(path: str | Path) -> str:
 def read_inputs(path: str | Path, head: str, *, text_column: str | None = None,
                 text_pair_column: str | None = None) -> list[Any]:
     """What `Predictor.predict` takes for `head`, one item per example of the file, in file order."""
-    fmt = input_format(path)
+    fmt, sep = _sniffed_format(path, head, text_column)
     if fmt == "txt":
         if text_column or text_pair_column:
             raise SettingError("{path}: {text_column}/{text_pair_column} need a .csv, .tsv, .jsonl, .parquet or "
@@ -44,12 +45,12 @@ def read_inputs(path: str | Path, head: str, *, text_column: str | None = None,
     if head in ("token_classification", "multiple_choice"):
         if text_pair_column:
             raise SettingError("{text_pair_column} does not apply to a {head} predictor", head=head)
-        return _record_inputs(path, fmt, head, text_column)
+        return _record_inputs(path, fmt, head, text_column, sep)
     if head == "question_answering":
         text_column, text_pair_column = text_column or "question", text_pair_column or "context"
     try:
         result = read_classification(path, text_column=text_column, text_pair_column=text_pair_column,
-                                     labeled=False, format=fmt)
+                                     labeled=False, format=fmt, delimiter=sep)
     except BadRowsError as err:  # predict answers every input in order: there is no skipping to suggest
         raise ValueError(err.without_hint()) from None
     if head == "question_answering":
@@ -57,11 +58,24 @@ def read_inputs(path: str | Path, head: str, *, text_column: str | None = None,
     return [ex.text if ex.text_pair is None else (ex.text, ex.text_pair) for ex in result.examples]
 
 
-def _record_inputs(path: str | Path, fmt: str, head: str, text_column: str | None) -> list[Any]:
+def _sniffed_format(path: str | Path, head: str, text_column: str | None) -> tuple[str, str | None]:
+    """(format, delimiter): a `.txt` whose header line names the columns (`text;label_name`) is a table split
+    on what `readers.rows.sniff_delimiter` finds; any other `.txt` holds one input per line."""
+    fmt = input_format(path)
+    if fmt != "txt" or not is_text_file(path):
+        return fmt, None
+    names = [text_column] if text_column else ["question"] if head == "question_answering" else (
+        ["context", "sent1"] if head == "multiple_choice" else list(TEXT_ALIASES) + ["tokens", "words"])
+    found, sep = table_format(path, None, None, names)
+    return found or "txt", sep
+
+
+def _record_inputs(path: str | Path, fmt: str, head: str, text_column: str | None,
+                   delimiter: str | None = None) -> list[Any]:
     """Inputs of a token_classification or multiple_choice predictor: each record read as the JSON object of a
     .txt line would be (`text_column`: where the words or text to tag are)."""
     out = []
-    for line, record in read_records(path, fmt).rows:
+    for line, record in read_records(path, fmt, delimiter or ",").rows:
         if isinstance(record, DataError):
             raise record
         try:

@@ -145,6 +145,24 @@ def _config_labels(directory: Path) -> list[str] | None:
     return _label_list(id2label, f"{config_file}: field 'id2label'")
 
 
+_HEAD_CLASSES = ("ForSequenceClassification", "ForTokenClassification", "ForQuestionAnswering", "ForMultipleChoice")
+
+
+def check_saved_head(directory: Path, model_class: type, head: str) -> None:
+    """config.json's `architectures` names the class that saved the weights; a task head other than the one
+    task.json's head loads means the files disagree. A sequence classifier read as a token tagger has the very
+    same weight shapes (classifier [labels, hidden]), so nothing else would notice: it would print nonsense."""
+    try:
+        saved = read_model_config(directory).get("architectures")
+    except (OSError, FolderFileError, ConfigError, AttributeError):
+        return  # the model loader reports an unreadable config with its own message
+    name = saved[0] if isinstance(saved, list) and saved and isinstance(saved[0], str) else None
+    kind = next((k for k in _HEAD_CLASSES if name and name.endswith(k)), None)
+    if kind is not None and not model_class.__name__.endswith(kind):
+        raise PredictorError(f"{directory / TASK_FILE}: field 'head' is {head!r} but {CONFIG_NAME} says the "
+                             f"weights are a {name} head; the folder's task.json does not belong to its model")
+
+
 def check_model(model, tokenizer, task: dict[str, Any], source: str) -> None:
     """Refuse a model that would predict nonsense: head weights that were never trained (absent from the
     checkpoint), NaN/inf weights, a label list that does not fit the head, token ids past the embedding
@@ -222,7 +240,9 @@ class Predictor:
         if task["labels"] is None and task["head"] in ("sequence_classification", "token_classification"):
             task["labels"] = config_labels
         device, run_precision = placement(device, precision)
-        model = model_class_for(directory, task["head"]).from_pretrained(directory)
+        model_class = model_class_for(directory, task["head"])
+        check_saved_head(directory, model_class, task["head"])
+        model = model_class.from_pretrained(directory)
         tokenizer = load_tokenizer(directory)
         check_model(model, tokenizer, task, str(directory))
         model.to(device)

@@ -16,7 +16,7 @@ from typing import Any
 import torch
 
 from bertforge.data.batches import EpochBatches
-from bertforge.settings import SettingError, flat_keywords, part, setting
+from bertforge.settings import MAX_BATCH, MAX_LENGTH, MAX_SAMPLES, SettingError, flat_keywords, part, setting
 from bertforge.tasks.readers.errors import DataError
 from bertforge.tasks.readers.generic import _text
 from bertforge.tasks.readers.rows import read_records
@@ -42,11 +42,11 @@ class Seq2SeqConfig:
                                   metavar="DIR", kind="existing_dir")
     init_from: str | None = setting(None, "continue an encoder-decoder folder instead", metavar="DIR",
                                     kind="existing_dir")
-    max_source_length: int = setting(256, "source tokens kept (with specials)", positive=True)
+    max_source_length: int = setting(256, "source tokens kept (with specials)", positive=True, maximum=MAX_LENGTH)
     max_target_length: int = setting(64, "target tokens kept; also the longest length the length predictor knows",
-                                     positive=True)
-    batch_size: int = setting(32, "pairs per micro-batch and process", positive=True)
-    eval_samples: int = setting(500, "held-out pairs each evaluation decodes", positive=True)
+                                     positive=True, maximum=MAX_LENGTH)
+    batch_size: int = setting(32, "pairs per micro-batch and process", positive=True, maximum=MAX_BATCH)
+    eval_samples: int = setting(500, "held-out pairs each evaluation decodes", positive=True, maximum=MAX_SAMPLES)
     overwrite: bool = setting(False, "start again in an OUTPUT that holds another run (its contents are deleted)")
     train: TrainOptions = part(TrainOptions, seq2seq_defaults, title="training")
 
@@ -241,7 +241,7 @@ def train_seq2seq(cfg: Seq2SeqConfig, hooks: FaultHooks | None = None):
             raise SettingError("{" + name + "} must be positive, got {got}", owner=Seq2SeqConfig, got=getattr(cfg, name))
     train_pairs = read_pairs(cfg.train_file)
     eval_pairs = read_pairs(cfg.eval_file) if cfg.eval_file else []
-    inputs = (cfg.encoder, cfg.decoder, cfg.train_file, cfg.eval_file)
+    inputs = (cfg.encoder, cfg.decoder, cfg.init_from, cfg.train_file, cfg.eval_file)
     keep = opts.keep_checkpoints_at_end
     with Session(opts.device, opts.dist_timeout) as session, \
             claim_run_output(cfg.output, "seq2seq", cfg, session, overwrite=cfg.overwrite, inputs=inputs,

@@ -7,6 +7,7 @@ turns it into a `TaskData`, whose `note` says everything a reader of the results
 """
 from __future__ import annotations
 
+import inspect
 import math
 import random
 from dataclasses import dataclass, field, fields, replace
@@ -14,13 +15,14 @@ from pathlib import Path
 from typing import Any, Callable, Hashable, Sequence
 
 from bertforge.data.records import DATASETS_STATE
-from bertforge.settings import SettingError, setting
+from bertforge.settings import MAX_SEED, SettingError, setting
 from bertforge.tasks.readers import ReadResult, numeric_labels, split_squad_by_article
+from bertforge.tasks.readers.rows import parse_delimiter
 from bertforge.tasks.registry import HEADS, TASKS, TaskSpec, get_task
 
 GENERIC_TASKS = tuple(name for name, spec in TASKS.items() if spec.generic)
 #: DataOptions fields that only the generic tasks read (the named tasks have fixed columns).
-COLUMN_OPTIONS = ("text_column", "text_pair_column", "label_column")
+COLUMN_OPTIONS = ("text_column", "text_pair_column", "label_column", "delimiter")
 
 
 def task_name(value: str) -> str:
@@ -65,12 +67,17 @@ class DataOptions:
                                        "records: the tag list, names or `datasets` ClassLabel ids (default tags, "
                                        "ner_tags or labels)",
                                        metavar="NAME")
+    delimiter: str | None = setting(None, "classification/regression: split .csv/.tsv/.txt rows on this character "
+                                    "(';', '|', tab), with CSV quoting; default: ',' for .csv, tab for .tsv, and "
+                                    "for .txt the one its header line is split on (, ; tab |) when that line names "
+                                    "the columns (text;label_name), else one text per line",
+                                    metavar="CHAR", parse=parse_delimiter)
     regression: bool | None = setting(None, "classification data: fit a score instead of classes (--regression) or "
                                       "never (--no-regression); default: regression when every train label is a "
                                       "number and some are not integers")
     eval_fraction: float = setting(0.1, "fraction of the train file held out for evaluation when no eval set is "
-                                   "given", metavar="F", parse=held_out_fraction)
-    split_seed: int = setting(42, "seed of the held-out split", metavar="N")
+                                   "given", metavar="F", parse=held_out_fraction, maximum=1.0)
+    split_seed: int = setting(42, "seed of the held-out split", metavar="N", minimum=0, maximum=MAX_SEED)
     skip_bad_rows: bool = setting(False, "skip (and count) malformed rows, sentences or questions instead of failing")
     eval_split: str = setting("dev", "which standard split of --data to evaluate on", flag="--split", cli=False,
                               choices=("dev", "test", "train"))
@@ -176,11 +183,13 @@ class _Loader:
                 # every file read here is trained or scored on: one without its label column is refused at once
                 # (read as unlabeled, it would fail only after training, or score nothing)
                 opts.update(text_column=self.o.text_column, text_pair_column=self.o.text_pair_column,
-                            label_column=self.o.label_column, labeled=True)
+                            label_column=self.o.label_column, labeled=True, delimiter=self.o.delimiter)
             elif self.spec.head == "token_classification":
                 opts.update(text_column=self.o.text_column, label_column=self.o.label_column)
             if labels is not None and HEADS[self.spec.head].labelled:
                 opts.update(label_list=list(labels), label_source=source)
+        elif "labeled" in inspect.signature(self.spec.reader).parameters:
+            opts["labeled"] = True  # a GLUE split trained or scored on: its header must have the label column
         result = self.spec.reader(path, **opts)
         if result.skipped:
             self.notes.append(f"skipped {result.skipped} bad {result.unit} of {path.name} "
@@ -325,6 +334,9 @@ def _effective_spec(spec: TaskSpec, o: DataOptions) -> TaskSpec:
     if spec.name == "qa" and (o.text_column or o.label_column):
         raise SettingError("qa data has fixed keys (question, context, answers); {text_column}/{label_column} "
                            "do not apply", owner=DataOptions)
+    if not HEADS[spec.head].per_text and o.delimiter:
+        raise SettingError("{delimiter} is for classification/regression tables, not {task}", owner=DataOptions,
+                           task=spec.name)
     return spec
 
 

@@ -13,6 +13,7 @@ from ..folder_files import folder_has
 from .base import CONFIG_FILE, SPECIAL_TOKENS_MAP_FILE
 from .bpe import MERGES_FILE
 from .bpe import VOCAB_FILE as BPE_VOCAB_FILE
+from .fast import read_tokenizer_config
 from .hf_json import TOKENIZER_JSON
 from .sentencepiece import MODEL_FILE
 from .wordpiece import VOCAB_FILE
@@ -33,6 +34,8 @@ JSON_MODEL_TYPES = {
     "BPE": "bertforge.tokenization.bpe:RobertaTokenizer",
     "WordPiece": "bertforge.tokenization.wordpiece:BertTokenizer",
 }
+# SentencePiece folders are ALBERT's unless tokenizer_config.json's `tokenizer_class` names another layout
+SENTENCEPIECE_CLASSES = {"XLNetTokenizer": "bertforge.tokenization.xlnet:XLNetTokenizer"}
 
 
 def tokenizer_class_for(directory: str | Path) -> type:
@@ -47,6 +50,9 @@ def tokenizer_class_for(directory: str | Path) -> type:
             if target is None:
                 from .hf_json import model_type, read_tokenizer_json
                 target = JSON_MODEL_TYPES[model_type(read_tokenizer_json(folder), folder / name)]
+            if target == JSON_MODEL_TYPES["Unigram"]:
+                declared = read_tokenizer_config(folder, ("tokenizer_class",)).get("tokenizer_class")
+                target = SENTENCEPIECE_CLASSES.get(declared, target)
             module, cls = target.split(":")
             return getattr(importlib.import_module(module), cls)
     raise FileNotFoundError(f"{directory}: no tokenizer files; expected one of "

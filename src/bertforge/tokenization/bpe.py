@@ -99,13 +99,7 @@ class RobertaTokenizer(FastTokenizer):
         if not folder.is_dir():
             raise FileNotFoundError(f"tokenizer folder not found: {folder} (expected {VOCAB_FILE} + {MERGES_FILE})")
         if not folder_has(folder, MERGES_FILE) and folder_has(folder, TOKENIZER_JSON):
-            from .hf_json import bpe_parts, model_type, read_tokenizer_json
-            data = read_tokenizer_json(folder)
-            kind = model_type(data, folder / TOKENIZER_JSON)
-            if kind != "BPE":
-                raise ValueError(f"{folder / TOKENIZER_JSON} holds a {kind} tokenizer, not RoBERTa's byte-level BPE")
-            vocab, merges = bpe_parts(data, folder / TOKENIZER_JSON)
-            return cls(vocab, merges, **{**read_tokenizer_config(folder, _OPTIONS), **overrides})
+            return cls._from_tokenizer_json(folder, overrides)
         for name in (VOCAB_FILE, MERGES_FILE):
             if not folder_has(folder, name):
                 raise FileNotFoundError(f"{folder} has no {name}; a byte-level BPE tokenizer needs "
@@ -113,21 +107,45 @@ class RobertaTokenizer(FastTokenizer):
         options = {**read_tokenizer_config(folder, _OPTIONS), **overrides}
         return cls(folder / VOCAB_FILE, folder / MERGES_FILE, **options)
 
+    @classmethod
+    def _from_tokenizer_json(cls, folder: Path, overrides: dict[str, Any]) -> RobertaTokenizer:
+        """Vocabulary and merges from tokenizer.json, settings from tokenizer_config.json. A tokenizer.json whose
+        pipeline is not RoBERTa's (a normaliser, another pre-tokeniser or template...) runs as it is, unless
+        `add_prefix_space` or `trim_offsets` is given here (RoBERTa's pipeline with these settings)."""
+        from .hf_json import bpe_parts, model_type, read_pipeline, read_tokenizer_json, same_pipeline
+        path = folder / TOKENIZER_JSON
+        data = read_tokenizer_json(folder)
+        kind = model_type(data, path)
+        if kind != "BPE":
+            raise ValueError(f"{path} holds a {kind} tokenizer, not RoBERTa's byte-level BPE")
+        vocab, merges = bpe_parts(data, path)
+        tok = cls(vocab, merges, **{**read_tokenizer_config(folder, _OPTIONS), **overrides})
+        if not {"add_prefix_space", "trim_offsets"} & set(overrides) and not same_pipeline(tok.backend, data):
+            tok.adopt_pipeline(read_pipeline(data, path), str(path))
+        return tok
+
     def save_pretrained(self, save_directory: str | os.PathLike[str]) -> tuple[Path, ...]:
         """Write ``vocab.json``, ``merges.txt``, ``tokenizer.json``, ``tokenizer_config.json`` and
-        ``special_tokens_map.json``: what ``transformers.AutoTokenizer`` (any version) loads RoBERTa from."""
+        ``special_tokens_map.json``: what ``transformers.AutoTokenizer`` (any version) loads RoBERTa from. A
+        tokenizer running a tokenizer.json's own pipeline (:attr:`own_pipeline`) writes no ``vocab.json`` and
+        ``merges.txt``: they would describe another tokenizer."""
         out = Path(save_directory)
         if out.exists() and not out.is_dir():
             raise NotADirectoryError(f"cannot save the tokenizer into {out}: it is a file")
         out.mkdir(parents=True, exist_ok=True)
-        vocab_path = write_json(out / VOCAB_FILE, dict(sorted(self._vocab.items(), key=lambda item: item[1])))
-        merges_path = write_merges(out / MERGES_FILE, self._merges)
+        classic = [out / VOCAB_FILE, out / MERGES_FILE]
+        if self.own_pipeline:
+            for path in classic:
+                path.unlink(missing_ok=True)  # an older save's files would contradict tokenizer.json
+        else:
+            write_json(classic[0], dict(sorted(self._vocab.items(), key=lambda item: item[1])))
+            write_merges(classic[1], self._merges)
         json_path = out / TOKENIZER_JSON
         self._backend.save(str(json_path))
         configs = self._write_configs(out, {"tokenizer_class": "RobertaTokenizer", "errors": "replace",
                                             "add_prefix_space": self.add_prefix_space,
                                             "trim_offsets": self.trim_offsets})
-        return (vocab_path, merges_path, json_path, *configs)
+        return (*([] if self.own_pipeline else classic), json_path, *configs)
 
 
 def read_vocab_json(path: str | os.PathLike[str]) -> dict[str, int]:

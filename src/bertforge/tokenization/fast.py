@@ -21,6 +21,7 @@ from tokenizers import AddedToken, Tokenizer
 from ..folder_files import SETTINGS_MAX_BYTES, folder_has, read_folder_text
 from .arguments import as_int_list, check_text, check_texts
 from .base import CONFIG_FILE, SPECIAL_TOKENS_MAP_FILE, TokenizerBase
+from .hf_json import GENERIC_CLASS
 
 __all__ = ["FastTokenizer", "SPECIAL_NAMES", "check_overrides", "read_tokenizer_config", "write_json"]
 
@@ -38,6 +39,9 @@ class FastTokenizer(TokenizerBase):
 
     # Whole-word masking: a token that begins a word starts with this marker ("Ġ" byte-BPE, "▁" SentencePiece).
     word_start_prefix: ClassVar[str] = ""
+    # True when a tokenizer.json's own pipeline runs (see `adopt_pipeline`): then the family's classic files
+    # would describe another tokenizer, and a save writes tokenizer.json alone
+    own_pipeline: bool = False
 
     def __init__(self, backend: Tokenizer, specials: dict[str, str], model_max_length: int, source: str,
                  words_backend: Tokenizer | None = None) -> None:
@@ -62,6 +66,12 @@ class FastTokenizer(TokenizerBase):
         self._vocab = vocab
         self._ids_to_tokens = {i: t for t, i in vocab.items()}
         self.model_max_length = model_max_length
+
+    def adopt_pipeline(self, pipeline: Tokenizer, source: str) -> None:
+        """Run `pipeline` (a folder's tokenizer.json, as the `tokenizers` library reads it) instead of the pipeline
+        rebuilt from its parts, for texts and pre-split words alike, as transformers runs such a folder."""
+        FastTokenizer.__init__(self, pipeline, self._special_tokens, self.model_max_length, source)
+        self.own_pipeline = True
 
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
@@ -194,8 +204,11 @@ class FastTokenizer(TokenizerBase):
                                   pad_token=self.pad_token, length=None if pad_length == "longest" else pad_length)
 
     def _write_configs(self, out: Path, settings: dict[str, Any]) -> tuple[Path, Path]:
-        """``tokenizer_config.json`` (settings + special tokens) and ``special_tokens_map.json``, HF's layout."""
+        """``tokenizer_config.json`` (settings + special tokens) and ``special_tokens_map.json``, HF's layout.
+        A tokenizer running its own pipeline names transformers' generic class, which runs tokenizer.json as is."""
         specials = dict(self._special_tokens)
+        if self.own_pipeline:
+            settings = {**settings, "tokenizer_class": GENERIC_CLASS}
         config = {**settings, "model_max_length": self.model_max_length, **specials}
         return (write_json(out / CONFIG_FILE, config), write_json(out / SPECIAL_TOKENS_MAP_FILE, specials))
 

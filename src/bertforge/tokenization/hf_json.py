@@ -3,8 +3,11 @@
 `transformers` 5 writes a tokenizer folder as `tokenizer.json` + `tokenizer_config.json` only: no `vocab.txt`,
 `merges.txt` or `spiece.model`. The model section of `tokenizer.json` holds the same vocabulary those files do
 (WordPiece: token -> id; BPE: token -> id and merges; Unigram: pieces with scores) and the normalizer holds the
-casing settings. We take those parts and build the tokenizer exactly as from the classic files, so one code path
-gives the ids; for SentencePiece we also rebuild a `spiece.model`, so a folder we save has the classic file too.
+casing settings. We take those parts and build the family's tokenizer exactly as from the classic files; when that
+rebuilt pipeline is not the one the file declares (another normaliser, pre-tokeniser, model option, template or
+added token: a folder built with the `tokenizers` library rather than saved from a transformers class), the
+folder's own pipeline is run instead, as the `tokenizers` library reads it (`read_pipeline`, `same_pipeline`).
+For SentencePiece we also rebuild a `spiece.model`, so a folder we save has the classic file too.
 """
 from __future__ import annotations
 
@@ -14,13 +17,18 @@ import struct
 from pathlib import Path
 from typing import Any
 
+from tokenizers import Tokenizer
+
 from ..folder_files import TOKENIZER_JSON_MAX_BYTES, read_folder_text
 
 __all__ = [
+    "GENERIC_CLASS",
     "TOKENIZER_JSON",
     "bpe_parts",
     "model_type",
+    "read_pipeline",
     "read_tokenizer_json",
+    "same_pipeline",
     "spiece_model_bytes",
     "unigram_options",
     "unigram_parts",
@@ -29,6 +37,11 @@ __all__ = [
 ]
 
 TOKENIZER_JSON = "tokenizer.json"
+# what a folder that runs its own pipeline names as its tokenizer_class: transformers (4 and 5) then runs the
+# tokenizer.json as it is, where a family class (BertTokenizer, ...) would rebuild the family's pipeline
+GENERIC_CLASS = "PreTrainedTokenizerFast"
+# the parts of a tokenizer.json that decide the tokens (truncation and padding are set per call)
+PIPELINE_PARTS = ("normalizer", "pre_tokenizer", "model", "post_processor", "decoder")
 
 
 def read_tokenizer_json(folder: str | Path) -> dict[str, Any]:
@@ -40,7 +53,63 @@ def read_tokenizer_json(folder: str | Path) -> dict[str, Any]:
         raise ValueError(f"{path}: not valid JSON (line {err.lineno}, column {err.colno}: {err.msg})") from None
     if not isinstance(data, dict) or not isinstance(data.get("model"), dict):
         raise ValueError(f"{path}: expected a tokenizers JSON object with a 'model' section")
+    wrong = _shape_problem(data)
+    if wrong:
+        raise ValueError(f"{path}: {wrong}")
     return data
+
+
+def _shape_problem(data: dict[str, Any]) -> str | None:
+    """What is wrong with the parts bertforge reads itself (the added tokens, the normaliser's flags), in a few
+    words naming the field, or None; the rest the `tokenizers` library checks when it builds the pipeline."""
+    added = data.get("added_tokens")
+    if added is not None and not isinstance(added, list):
+        return f"field 'added_tokens' must be a list, got {type(added).__name__}"
+    for i, token in enumerate(added or []):
+        if not (isinstance(token, dict) and isinstance(token.get("content"), str) and isinstance(token.get("id"), int)
+                and not isinstance(token.get("id"), bool)):
+            return f"field 'added_tokens[{i}]' must be an object with a string 'content' and an integer 'id'"
+    for part in PIPELINE_PARTS:
+        if data.get(part) is not None and not isinstance(data[part], dict):
+            return f"field {part!r} must be an object or null, got {type(data[part]).__name__}"
+    norm = data.get("normalizer") or {}
+    steps = norm.get("normalizers") if norm.get("type") == "Sequence" else [norm]
+    if not isinstance(steps, list) or not all(isinstance(step, dict) for step in steps):
+        return "field 'normalizer.normalizers' must be a list of objects"
+    for step in steps:
+        for flag in ("lowercase", "handle_chinese_chars", "clean_text", "strip_accents"):
+            value = step.get(flag)
+            if value is not None and not isinstance(value, bool):
+                return f"field 'normalizer.{flag}' must be true, false or null, got {value!r}"
+    return None
+
+
+def read_pipeline(data: dict[str, Any], path: str | Path) -> Tokenizer:
+    """The pipeline the file declares, built by the `tokenizers` library (without the file's truncation and
+    padding: those are set per call)."""
+    try:
+        pipeline = Tokenizer.from_str(json.dumps(data))
+    except (KeyboardInterrupt, SystemExit):
+        raise
+    except BaseException as exc:  # tokenizers raises a bare Exception naming the JSON it could not read, or panics
+        raise ValueError(f"{path}: the tokenizers library cannot build the pipeline it declares: {exc}") from None
+    pipeline.no_truncation()
+    pipeline.no_padding()
+    return pipeline
+
+
+def same_pipeline(rebuilt: Tokenizer, data: dict[str, Any]) -> bool:
+    """Whether `rebuilt` (the family's pipeline built from the file's parts) is the pipeline the file `data`
+    declares: the same normaliser, pre-tokeniser, model, template and decoder, and every token the file adds.
+    Compared with the file as Python reads it: the `tokenizers` library's own reading of a Unigram model's
+    scores can be off by one unit in the last place."""
+    ours = json.loads(rebuilt.to_str())
+    if any(ours.get(part) != data.get(part) for part in PIPELINE_PARTS):
+        return False
+    added = {(t.get("content"), t.get("id")) for t in ours.get("added_tokens") or []}
+    theirs = data.get("added_tokens") or []
+    return isinstance(theirs, list) and all(isinstance(t, dict) and (t.get("content"), t.get("id")) in added
+                                            for t in theirs)
 
 
 def model_type(data: dict[str, Any], path: str | Path) -> str:
@@ -59,7 +128,12 @@ def _vocab_dict(data: dict[str, Any], path: str | Path) -> dict[str, int]:
     if not isinstance(vocab, dict) or not all(isinstance(i, int) for i in vocab.values()):
         raise ValueError(f"{path}: model.vocab must map tokens to integer ids")
     vocab = dict(vocab)
-    for added in data.get("added_tokens") or []:  # tokens added after training live outside model.vocab
+    added_tokens = data.get("added_tokens") or []
+    if not isinstance(added_tokens, list) or not all(
+            isinstance(t, dict) and isinstance(t.get("content"), str) and isinstance(t.get("id"), int)
+            and not isinstance(t.get("id"), bool) for t in added_tokens):
+        raise ValueError(f"{path}: added_tokens must be a list of objects with a str 'content' and an int 'id'")
+    for added in added_tokens:  # tokens added after training live outside model.vocab
         vocab.setdefault(added["content"], added["id"])
     return vocab
 
@@ -73,11 +147,16 @@ def wordpiece_vocab(data: dict[str, Any], path: str | Path) -> list[str]:
     return lines
 
 
-def wordpiece_options(data: dict[str, Any]) -> dict[str, Any]:
+def wordpiece_options(data: dict[str, Any], path: str | Path = TOKENIZER_JSON) -> dict[str, Any]:
     """BertTokenizer settings that the normalizer records (BertNormalizer's flags)."""
     norm = data.get("normalizer") or {}
-    if norm.get("type") != "BertNormalizer":
+    if not isinstance(norm, dict) or norm.get("type") != "BertNormalizer":
         return {}
+    for key, allowed in (("lowercase", (bool,)), ("handle_chinese_chars", (bool,)),
+                         ("strip_accents", (bool, type(None)))):
+        if key in norm and not isinstance(norm[key], allowed):
+            raise ValueError(f"{path}: normalizer.{key} must be {' or '.join(a.__name__ for a in allowed)}, "
+                             f"got {norm[key]!r}")
     return {"do_lower_case": bool(norm.get("lowercase", True)), "strip_accents": norm.get("strip_accents"),
             "tokenize_chinese_chars": bool(norm.get("handle_chinese_chars", True))}
 
@@ -96,7 +175,10 @@ def bpe_parts(data: dict[str, Any], path: str | Path) -> tuple[dict[str, int], l
 
 def _normalizers(data: dict[str, Any]) -> list[dict[str, Any]]:
     norm = data.get("normalizer") or {}
-    return list(norm.get("normalizers") or []) if norm.get("type") == "Sequence" else [norm] if norm else []
+    if not isinstance(norm, dict):
+        return []
+    steps = list(norm.get("normalizers") or []) if norm.get("type") == "Sequence" else [norm]
+    return [step for step in steps if isinstance(step, dict)]
 
 
 def unigram_parts(data: dict[str, Any], path: str | Path) -> tuple[list[tuple[str, float]], int, bytes | None]:
@@ -112,7 +194,11 @@ def unigram_parts(data: dict[str, Any], path: str | Path) -> tuple[list[tuple[st
     charsmap = None
     for step in _normalizers(data):
         if step.get("type") == "Precompiled" and step.get("precompiled_charsmap"):
-            charsmap = base64.b64decode(step["precompiled_charsmap"])
+            try:
+                charsmap = base64.b64decode(step["precompiled_charsmap"], validate=True)
+            except (TypeError, ValueError):
+                raise ValueError(f"{path}: the Precompiled normalizer's precompiled_charsmap must be base64 text") \
+                    from None
     return pieces, unk_id, charsmap
 
 

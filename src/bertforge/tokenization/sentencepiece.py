@@ -114,7 +114,18 @@ class AlbertTokenizer(FastTokenizer):
     @classmethod
     def _from_tokenizer_json(cls, folder: Path, overrides: dict[str, Any]) -> AlbertTokenizer:
         """Pieces, scores and normalisation come from tokenizer.json (what transformers runs), special tokens and
-        length from tokenizer_config.json; the spiece.model a save writes is rebuilt from them."""
+        length from tokenizer_config.json; the spiece.model a save writes is rebuilt from them. A tokenizer.json
+        whose pipeline is not ALBERT's (another normaliser, pre-tokeniser, byte fallback...) runs as it is, unless
+        the casing is given here (`do_lower_case`, `keep_accents`: ALBERT's pipeline with these settings)."""
+        from .hf_json import read_pipeline, read_tokenizer_json, same_pipeline
+        tok = cls._rebuilt_from_json(folder, overrides)
+        path, data = folder / TOKENIZER_JSON, read_tokenizer_json(folder)
+        if not {"do_lower_case", "keep_accents"} & set(overrides) and not same_pipeline(tok.backend, data):
+            tok.adopt_pipeline(read_pipeline(data, path), str(path))
+        return tok
+
+    @classmethod
+    def _rebuilt_from_json(cls, folder: Path, overrides: dict[str, Any]) -> AlbertTokenizer:
         from .hf_json import model_type, read_tokenizer_json, spiece_model_bytes, unigram_options, unigram_parts
         path = folder / TOKENIZER_JSON
         data = read_tokenizer_json(folder)
@@ -132,19 +143,23 @@ class AlbertTokenizer(FastTokenizer):
         """Write ``spiece.model``, ``tokenizer.json`` and the config files ``transformers.AutoTokenizer`` reads.
 
         ``tokenizer.json`` lets ``transformers`` load the folder without ``protobuf`` (which it needs to read
-        ``spiece.model`` itself); both describe the same tokenizer.
+        ``spiece.model`` itself); both describe the same tokenizer. A tokenizer running a tokenizer.json's own
+        pipeline (:attr:`own_pipeline`) writes no ``spiece.model``: it would describe another tokenizer.
         """
         out = Path(save_directory)
         if out.exists() and not out.is_dir():
             raise NotADirectoryError(f"cannot save the tokenizer into {out}: it is a file")
         out.mkdir(parents=True, exist_ok=True)
         model_path = out / MODEL_FILE
-        model_path.write_bytes(self._model_bytes)
+        if self.own_pipeline:
+            model_path.unlink(missing_ok=True)  # an older save's file would contradict tokenizer.json
+        else:
+            model_path.write_bytes(self._model_bytes)
         json_path = out / TOKENIZER_JSON
         self._backend.save(str(json_path))
         configs = self._write_configs(out, {"tokenizer_class": "AlbertTokenizer", "do_lower_case": self.do_lower_case,
                                             "keep_accents": self.keep_accents, "remove_space": True})
-        return (model_path, json_path, *configs)
+        return (*([] if self.own_pipeline else [model_path]), json_path, *configs)
 
 
 def albert_normalizer(do_lower_case: bool, keep_accents: bool, charsmap: bytes | None) -> normalizers.Normalizer:

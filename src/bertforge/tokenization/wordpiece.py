@@ -19,14 +19,14 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from tokenizers import Encoding, Tokenizer
+from tokenizers import AddedToken, Encoding, Tokenizer
 
 from ..folder_files import SETTINGS_MAX_BYTES, folder_has, read_folder_text
 from .arguments import as_int_list, check_text, check_texts
 from .backend import build_fast, build_words
-from .hf_json import TOKENIZER_JSON
+from .hf_json import GENERIC_CLASS, TOKENIZER_JSON, same_pipeline
 from .base import CONFIG_FILE, SPECIAL_TOKENS_MAP_FILE, TokenizerBase
-from .charset import suspect_scanner
+from .charset import SuspectScanner, suspect_scanner
 from .pretokenize import ReferencePreTokenizer, Word
 from .vocab import read_vocab_lines, save_vocab
 
@@ -131,6 +131,8 @@ class BertTokenizer(TokenizerBase):
         self._strip_accents = strip_accents
         self.model_max_length = model_max_length
         self._special_tokens = specials
+        self._pipeline: str | None = None  # a tokenizer.json's own pipeline, once adopted
+        self._pipeline_standard = True
         self._build_engines()
 
     def _build_engines(self) -> None:
@@ -162,6 +164,23 @@ class BertTokenizer(TokenizerBase):
             special_tokens=self._all_special_tokens,
         )
         self._scanner = suspect_scanner()
+        if self._pipeline is not None:  # a tokenizer.json's own pipeline, all in Rust (see adopt_pipeline)
+            self._plain_fast, self._call_fast = self._own_engine(), self._own_engine()
+            self._scanner = SuspectScanner([])
+
+    def adopt_pipeline(self, pipeline: Tokenizer, data: dict[str, Any]) -> None:
+        """Run `pipeline` (a folder's tokenizer.json, as the `tokenizers` library reads it) for every text, with no
+        Python path: that is how transformers runs a tokenizer.json folder, and the file may declare another
+        normaliser or pre-tokeniser than BERT's. Whether it is BERT's (`data`, the file read) decides the class a
+        save names."""
+        self._pipeline_standard = same_pipeline(self._plain_fast, data)
+        self._pipeline = pipeline.to_str()
+        self._build_engines()
+
+    def _own_engine(self) -> Tokenizer:
+        engine = Tokenizer.from_str(self._pipeline)
+        engine.add_special_tokens([AddedToken(t, special=True, normalized=False) for t in self._all_special_tokens])
+        return engine
 
     # ------------------------------------------------------------------ loading / saving
 
@@ -204,35 +223,45 @@ class BertTokenizer(TokenizerBase):
 
     @classmethod
     def _from_tokenizer_json(cls, folder: Path, do_lower_case: bool | None, overrides: dict[str, Any]) -> BertTokenizer:
-        """A folder saved by transformers 5: the vocabulary and casing come from tokenizer.json (what
-        transformers runs), the special tokens and length from tokenizer_config.json."""
-        from .hf_json import model_type, read_tokenizer_json, wordpiece_options, wordpiece_vocab
+        """A folder saved by transformers 5: the vocabulary comes from tokenizer.json, the special tokens and
+        length from tokenizer_config.json, and the file's own pipeline runs (as in transformers), unless the
+        casing is given here (`do_lower_case`, `strip_accents`, `tokenize_chinese_chars`: BERT's exact
+        tokenization with these settings, as for a vocab.txt)."""
+        from .hf_json import model_type, read_pipeline, read_tokenizer_json, wordpiece_options, wordpiece_vocab
         data = read_tokenizer_json(folder)
         kind = model_type(data, folder / TOKENIZER_JSON)
         if kind != "WordPiece":
             raise ValueError(f"{folder / TOKENIZER_JSON} holds a {kind} tokenizer, not BERT's WordPiece")
         options = _options_from_config(folder)
-        options.update(wordpiece_options(data))
+        options.update(wordpiece_options(data, folder / TOKENIZER_JSON))
         options.update(overrides)
         if do_lower_case is not None:
             options["do_lower_case"] = do_lower_case
-        return cls(wordpiece_vocab(data, folder / TOKENIZER_JSON), **options)
+        tok = cls(wordpiece_vocab(data, folder / TOKENIZER_JSON), **options)
+        if do_lower_case is None and not {"strip_accents", "tokenize_chinese_chars"} & set(overrides):
+            tok.adopt_pipeline(read_pipeline(data, folder / TOKENIZER_JSON), data)
+        return tok
 
     def save_pretrained(self, save_directory: str | os.PathLike[str]) -> tuple[Path, ...]:
         """Write ``vocab.txt``, ``tokenizer.json``, ``tokenizer_config.json`` and ``special_tokens_map.json``.
 
         The files follow the Hugging Face layout, so ``transformers.AutoTokenizer`` (which reads
         ``tokenizer.json``) and older tools (which read ``vocab.txt``) load the folder as well as
-        :meth:`from_pretrained` does.
+        :meth:`from_pretrained` does. A tokenizer running a tokenizer.json's own pipeline writes no
+        ``vocab.txt``: loaded again, the folder runs that pipeline, not BERT's exact tokenization.
         """
         out = Path(save_directory)
         if out.exists() and not out.is_dir():
             raise NotADirectoryError(f"cannot save the tokenizer into {out}: it is a file")
         out.mkdir(parents=True, exist_ok=True)
-        vocab_path = save_vocab(self._vocab_lines, out / VOCAB_FILE)
+        vocab_path = out / VOCAB_FILE
+        if self._pipeline is None:
+            save_vocab(self._vocab_lines, vocab_path)
+        else:
+            vocab_path.unlink(missing_ok=True)  # an older save's file would take precedence over tokenizer.json
         specials = {name: getattr(self, name) for name in _SPECIAL_NAMES}
         config = {
-            "tokenizer_class": "BertTokenizer",
+            "tokenizer_class": "BertTokenizer" if self._pipeline_standard else GENERIC_CLASS,
             "do_lower_case": self._do_lower_case,
             "do_basic_tokenize": True,
             "never_split": None,
@@ -248,7 +277,7 @@ class BertTokenizer(TokenizerBase):
         map_path.write_text(json.dumps(specials, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
         json_path = out / TOKENIZER_JSON
         self._plain_fast.save(str(json_path))
-        return vocab_path, json_path, config_path, map_path
+        return (*([] if self._pipeline is not None else [vocab_path]), json_path, config_path, map_path)
 
     def __reduce__(self):
         state = {name: getattr(self, name) for name in _SPECIAL_NAMES}
@@ -257,6 +286,8 @@ class BertTokenizer(TokenizerBase):
             tokenize_chinese_chars=self._tokenize_chinese_chars,
             strip_accents=self._strip_accents,
             model_max_length=self.model_max_length,
+            pipeline=self._pipeline,
+            pipeline_standard=self._pipeline_standard,
         )
         return (_rebuild, (self._vocab_lines, state))
 
@@ -329,6 +360,11 @@ class BertTokenizer(TokenizerBase):
     @property
     def unk_token_id(self) -> int:
         return self._vocab[self.unk_token]
+
+    @property
+    def own_pipeline(self) -> bool:
+        """Whether a tokenizer.json's own pipeline runs (see :meth:`adopt_pipeline`), not BERT's exact one."""
+        return self._pipeline is not None
 
     @property
     def backend(self) -> Tokenizer:
@@ -536,6 +572,7 @@ def _rebuild(vocab_lines: list[str], state: dict[str, Any]) -> BertTokenizer:
     tok._strip_accents = state["strip_accents"]
     tok.model_max_length = state["model_max_length"]
     tok._special_tokens = {name: state[name] for name in _SPECIAL_NAMES}
+    tok._pipeline, tok._pipeline_standard = state.get("pipeline"), state.get("pipeline_standard", True)
     tok._build_engines()
     return tok
 
@@ -554,6 +591,8 @@ def _options_from_config(folder: Path) -> dict[str, Any]:
     options: dict[str, Any] = {}
     for key in ("do_lower_case", "tokenize_chinese_chars", "strip_accents"):
         if config.get(key) is not None or (key == "strip_accents" and key in config):
+            if not isinstance(config[key], bool) and config[key] is not None:  # named here, with its file
+                raise ValueError(f"{path}: field {key!r} must be true or false, got {config[key]!r}")
             options[key] = config[key]
     length = config.get("model_max_length")
     if isinstance(length, int) and not isinstance(length, bool) and length > 0:

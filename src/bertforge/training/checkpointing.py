@@ -78,18 +78,27 @@ def latest_checkpoint(output: str | Path) -> Path | None:
 
 
 def sweep_partial_saves(output: str | Path) -> list[Path]:
-    """Remove what a kill leaves behind: hidden temporary folders of a save, and step folders that a kill
-    during pruning left half-deleted. Returns what was removed."""
+    """Remove what a kill leaves behind: the hidden folders of an unfinished save or prune (a save writes into
+    one and renames it; pruning renames before deleting). A visible `step-N` folder missing a file was not left by
+    us (a user's partial copy, a file deleted by hand): it is not resumed from, and not deleted either.
+    Returns what was removed."""
     root = Path(output) / CHECKPOINTS
     removed = []
-    complete = {path for _, path in list_checkpoints(output)}
     if root.is_dir():
         for path in sorted(root.iterdir()):
-            half_deleted = _STEP_DIR.fullmatch(path.name) and path not in complete
-            if (path.name.startswith(".") or half_deleted) and path.is_dir():
+            if path.name.startswith(".") and path.is_dir():
                 shutil.rmtree(path, ignore_errors=True)
                 removed.append(path)
     return removed
+
+
+def incomplete_checkpoints(output: str | Path) -> list[Path]:
+    """Visible `step-N` folders that miss a file: kept as they are, named to the user, never resumed from."""
+    root = Path(output) / CHECKPOINTS
+    complete = {path for _, path in list_checkpoints(output)}
+    if not root.is_dir():
+        return []
+    return [p for p in sorted(root.iterdir()) if _STEP_DIR.fullmatch(p.name) and p.is_dir() and p not in complete]
 
 
 def save_checkpoint(output: str | Path, step: int, model: torch.nn.Module, tokenizer: Any,
@@ -107,8 +116,19 @@ def save_checkpoint(output: str | Path, step: int, model: torch.nn.Module, token
             before_commit(tmp)
     if keep > 0:
         for _, old in list_checkpoints(output)[:-keep]:
-            shutil.rmtree(old, ignore_errors=True)
+            _remove_checkpoint(old)
     return target
+
+
+def _remove_checkpoint(folder: Path) -> None:
+    """Rename, then delete: a kill mid-way leaves a hidden folder (swept at the next start), never a visible
+    `step-N` with files missing — so a visible incomplete step folder is never ours to delete."""
+    doomed = folder.with_name(f".{folder.name}.pruned")
+    try:
+        folder.rename(doomed)
+    except OSError:
+        doomed = folder
+    shutil.rmtree(doomed, ignore_errors=True)
 
 
 class LegacyStateError(SettingError, CheckpointError):

@@ -37,16 +37,18 @@ from bertforge.settings import SettingError
 from bertforge.training import checkpointing as ckpt
 from bertforge.training import distributed as dist_
 from bertforge.training.metrics_log import CURVES, METRICS_LOG, MetricsLog
-from bertforge.training.optim import build_optimizer, linear_warmup_decay, set_budget_lr
+from bertforge.training.optim import build_optimizer, build_scheduler, set_beta1, set_budget_lr
 from bertforge.training.options import FaultHooks, TrainOptions
-from bertforge.training.run_output import read_training_summary, write_training_summary
+from bertforge.training.run_output import TRAINING_SUMMARY, read_training_summary, write_training_summary
 from bertforge.training.progress import cpu_share_note, machine_load, progress
+from bertforge.training.schedules import SCHEDULES
 from bertforge.training.state import EngineState, TrainingState
 
 __all__ = ["FaultHooks", "FitResult", "NonFiniteLossError", "Session", "Stage", "TrainOptions", "fit"]
 
 BEST_DIR = "best"
 NO_LIMIT = 10 ** 12
+EXPLODED = 100.0  # a final loss this many times the first (and above 10) is a diverged run, not a slow one
 
 
 class NonFiniteLossError(SettingError, RuntimeError):
@@ -195,11 +197,62 @@ def fit(stage: Stage, options: TrainOptions, session: Session, output: str | Pat
 def _finished_result(out: Path) -> FitResult:
     """The result a finished run recorded in its training_summary.json."""
     summary = read_training_summary(out)
-    return FitResult(output=out, step=int(summary.get("step") or 0), stopped_by=summary.get("stopped_by") or "max-steps",
-                     skipped_steps=int(summary.get("skipped_steps") or 0), final_eval=summary.get("final_eval") or {},
-                     best=summary.get("best"), elapsed=float(summary.get("elapsed_seconds") or 0.0),
-                     tokens_seen=int(summary.get("tokens_seen") or 0),
+
+    def field(name: str, kinds: tuple[type, ...], default: Any) -> Any:
+        value = summary.get(name)
+        value = default if value is None else value
+        if not isinstance(value, kinds) or (isinstance(value, bool) and bool not in kinds):
+            raise ckpt.CheckpointError(f"{out / TRAINING_SUMMARY}: field {name!r} must be "
+                                       f"{' or '.join(k.__name__ for k in kinds)}, got {value!r}")
+        return value
+
+    return FitResult(output=out, step=field("step", (int,), 0), stopped_by=field("stopped_by", (str,), "max-steps"),
+                     skipped_steps=field("skipped_steps", (int,), 0), final_eval=field("final_eval", (dict,), {}),
+                     best=field("best", (dict, type(None)), None),
+                     elapsed=float(field("elapsed_seconds", (int, float), 0.0)),
+                     tokens_seen=field("tokens_seen", (int,), 0),
                      notes=[f"nothing to train: {out} already holds this finished run"])
+
+
+def _unlike(saved: Any, fresh: Any, where: str = "") -> str | None:
+    """Where a saved state differs in kind from the one this run's own object gives (`/key: expected ...`), or
+    None. Keys only one side has are left to the object's load_state_dict (older and newer torch differ)."""
+    if isinstance(fresh, dict):
+        if not isinstance(saved, dict):
+            return f"{where}' must be an object, got {type(saved).__name__}"
+        return next((w for k in fresh if k in saved for w in [_unlike(saved[k], fresh[k], f"{where}/{k}")] if w), None)
+    if isinstance(fresh, (list, tuple)):
+        if not isinstance(saved, (list, tuple)) or len(saved) != len(fresh):
+            return f"{where}' must be a list of {len(fresh)}, got {saved!r}"[:200]
+        return next((w for i, (a, b) in enumerate(zip(saved, fresh)) for w in [_unlike(a, b, f"{where}/{i}")] if w),
+                    None)
+    if fresh is None:
+        return None if saved is None or isinstance(saved, dict) else f"{where}' must be null or an object"
+    kinds = (int, float) if isinstance(fresh, (int, float)) and not isinstance(fresh, bool) else (type(fresh),)
+    if not isinstance(saved, kinds) or (isinstance(saved, bool) and not isinstance(fresh, bool)):
+        what = "a number" if len(kinds) == 2 else f"a {kinds[0].__name__}"
+        return f"{where}' must be {what}, got {saved!r}"[:200]
+    return None
+
+
+def _optimizer_problem(saved: Any, optimizer: torch.optim.Optimizer) -> str | None:
+    """A saved optimizer state whose parameter groups differ in kind from this run's, or whose per-parameter
+    state is not tensors of each parameter's shape (torch would fail only at the next step)."""
+    if not isinstance(saved, dict) or not isinstance(saved.get("state"), dict):
+        return "' must be an object with a 'state' object"
+    wrong = _unlike(saved.get("param_groups"), optimizer.state_dict()["param_groups"], "/param_groups")
+    if wrong:
+        return wrong
+    params = [p for group in optimizer.param_groups for p in group["params"]]
+    for index, entry in saved["state"].items():
+        if not isinstance(index, int) or not 0 <= index < len(params) or not isinstance(entry, dict):
+            return f"/state/{index}' must be the state of a parameter of this model"
+        for key, value in entry.items():
+            number = isinstance(value, (int, float)) and not isinstance(value, bool)  # a step count
+            if not number and (not isinstance(value, torch.Tensor)
+                               or (value.dim() > 0 and value.shape != params[index].shape)):
+                return f"/state/{index}/{key}' must be a tensor of shape {tuple(params[index].shape)}"
+    return None
 
 
 # ---- the machinery behind the loop -------------------------------------------------------------------------------
@@ -230,7 +283,7 @@ class _Run:
         model = stage.model
         self.optimizer = build_optimizer(model, opts.lr, weight_decay=opts.weight_decay, eps=opts.adam_epsilon,
                                          kind=opts.optimizer)
-        self.scheduler = linear_warmup_decay(self.optimizer, opts.warmup_steps, self.max_steps)
+        self.scheduler = build_scheduler(self.optimizer, opts.schedule, opts.warmup_steps, self.max_steps)
         self.scaler = self.precision.grad_scaler()
         self.state = EngineState()
         self.record = {**{k: getattr(opts, k) for k in TrainOptions.RESUMED}, **stage.run_record(),
@@ -250,13 +303,15 @@ class _Run:
         self.last_eval_step = -1
         self.save_pending = False
         self.window: dict[str, float] = {}
+        self.uncounted_tokens = 0.0  # this rank's tokens since the state last counted them (count_tokens)
         self.window_start = self.started = time.perf_counter()
         self.cpu_started = time.process_time()
         self.last_plot = self.started
         self.elapsed_before = self.state.elapsed
         self.loss_sum = 0.0
+        self.first_loss: float | None = None  # this process's first finite step loss: what "exploded" compares with
         self.grad_norm = 0.0
-        self.lr = 0.0
+        self.lr = self.beta1 = 0.0
         self.bar = progress(opts.max_steps, bar=opts.progress, initial=self.start_step, desc=stage.name,
                             silent=not self.main, dynamic_ncols=True)
         model.train()
@@ -266,6 +321,8 @@ class _Run:
         if self.main:
             for leftover in ckpt.sweep_partial_saves(self.out):
                 self.notes.append(f"removed an interrupted checkpoint save: {leftover.name}")
+            for kept in ckpt.incomplete_checkpoints(self.out):
+                self.notes.append(f"{kept} misses a file: left as it is, not resumed from")
         latest = self._agreed_checkpoint()
         if latest is None:
             torch.manual_seed(self.opts.seed + 1_000_003 * self.info.rank)  # dropout differs between ranks
@@ -273,11 +330,21 @@ class _Run:
         saved = TrainingState.from_dict(ckpt.load_training_state(latest))
         dist_.on_rank_zero(lambda: self._check_resumable(saved, latest), self.info)
         self.stage.load_weights(latest)
-        self.optimizer.load_state_dict(saved.optimizer)
-        self.scheduler.load_state_dict(saved.scheduler)
-        if self.scaler is not None and saved.scaler:
-            self.scaler.load_state_dict(saved.scaler)
-        self.stage.load_state_dict(saved.stage)
+        parts = [("optimizer", self.optimizer.load_state_dict, saved.optimizer),
+                 ("scheduler", self.scheduler.load_state_dict, saved.scheduler),
+                 ("scaler", self.scaler.load_state_dict if self.scaler is not None and saved.scaler else None,
+                  saved.scaler), ("stage", self.stage.load_state_dict, saved.stage)]
+        for name, restore, value in parts:
+            wrong = _unlike(value, self.scheduler.state_dict()) if name == "scheduler" else \
+                _optimizer_problem(value, self.optimizer) if name == "optimizer" else None
+            if wrong:
+                raise ckpt.CheckpointError(f"{latest / ckpt.TRAINING_STATE}: field '{name}{wrong}")
+            try:
+                if restore is not None:
+                    restore(value)
+            except (KeyError, TypeError, ValueError, IndexError, AttributeError) as err:  # a tampered state file
+                raise ckpt.CheckpointError(f"{latest / ckpt.TRAINING_STATE}: field {name!r} does not fit this run "
+                                           f"({type(err).__name__}: {str(err)[:120]})") from None
         ckpt.restore_rng(saved.rng[self.info.rank])
         self.state = saved.engine()
         self.say(f"resuming from {latest} (step {self.state.step})")
@@ -361,7 +428,9 @@ class _Run:
             loss_sum += float(loss.detach())
             self.stage.add_metrics(self.window, out, batch)
             if "attention_mask" in batch:
-                self.window["tokens"] = self.window.get("tokens", 0.0) + float(batch["attention_mask"].sum())
+                tokens = float(batch["attention_mask"].sum())
+                self.window["tokens"] = self.window.get("tokens", 0.0) + tokens
+                self.uncounted_tokens += tokens
         return loss_sum
 
     def update(self, loss: float) -> None:
@@ -372,7 +441,7 @@ class _Run:
         grad_norm = torch.nn.utils.clip_grad_norm_(self.stage.model.parameters(), opts.max_grad_norm)
         if self.budget is not None:  # the lr follows the wall clock: warmup by steps, then decay with time spent
             set_budget_lr(self.optimizer, self.scheduler.base_lrs, state, state.step, opts.warmup_steps,
-                          self.budget)
+                          self.budget, opts.schedule)
         bad = dist_.any_true(not (math.isfinite(loss) and math.isfinite(float(grad_norm))), self.info)
         if self.scaler is not None:
             self.scaler.step(self.optimizer)   # skips by itself on inf/NaN gradients, and lowers the scale
@@ -392,26 +461,32 @@ class _Run:
                     bad=state.bad_in_row, step=state.step + 1, kept=kept if kept is not None else "(none saved yet)")
         else:
             state.bad_in_row = 0
+            self.first_loss = loss if self.first_loss is None else self.first_loss
         self.optimizer.zero_grad(set_to_none=True)
         self.lr = self.optimizer.param_groups[0]["lr"]  # the lr this step used (logged), before the schedule moves
+        self.beta1 = self.optimizer.param_groups[0]["betas"][0]
         if self.budget is None:
             self.scheduler.step()
+            set_beta1(self.optimizer, opts.schedule, state.step + 1, opts.warmup_steps, self.max_steps)
         state.step += 1
         self.loss_sum, self.grad_norm = loss, float(grad_norm)
         self.bar.update(1)
 
-    def log(self) -> None:
+    def log(self, final: bool = False) -> None:
+        """A log line every `log_every` steps, at the last step, and (`final`) for the steps a run ends with."""
         step = self.state.step
-        if step % self.opts.log_every and step != self.max_steps:
+        if not final and step % self.opts.log_every and step != self.max_steps:
             return
         keys = sorted(self.window)
         *totals, loss_total = dist_.all_sum([self.window[k] for k in keys] + [self.loss_sum], self.info)
         sums = dict(zip(keys, totals))
         loss = loss_total / self.info.world_size  # the step's loss over every rank's batch, as DDP's gradient
         now = time.perf_counter()
-        self.state.tokens_seen += int(sums.get("tokens", 0))
+        self.count_tokens()
         values = {**self.stage.summarize(sums), "loss": loss, "lr": self.lr,
                   "grad_norm": self.grad_norm, "skipped": self.state.skipped}
+        if SCHEDULES[self.opts.schedule].beta1 is not None:
+            values["beta1"] = self.beta1  # the momentum one-cycle moves against the lr
         if sums.get("tokens"):
             values["tokens_per_s"] = sums["tokens"] / max(now - self.window_start, 1e-9)
         if self.main:
@@ -425,6 +500,13 @@ class _Run:
             self.bar.set_postfix(shown, refresh=False)
             self.refresh_curves(now)
         self.window, self.window_start = {}, now
+
+    def count_tokens(self) -> None:
+        """Add every rank's tokens since the last count to the state: at each log line, checkpoint and the end,
+        so a run that saves or ends between log lines counts every token it trained on."""
+        (total,) = dist_.all_sum([self.uncounted_tokens], self.info)
+        self.state.tokens_seen += int(round(total))
+        self.uncounted_tokens = 0.0
 
     def refresh_curves(self, now: float) -> None:
         """Redraw curves.png while the run runs, at most once a minute: a drawing costs a few CPU-seconds (about
@@ -480,6 +562,7 @@ class _Run:
 
     def checkpoint(self) -> None:
         step = self.state.step
+        self.count_tokens()
         rng = dist_.gather_objects(ckpt.capture_rng(), self.info)
         if self.main:
             training_state = TrainingState.of(
@@ -494,8 +577,25 @@ class _Run:
         self.last_saved, self.save_pending = step, False
 
     # -- the end ---------------------------------------------------------------------------------------------------
+    def refuse_diverged(self) -> None:
+        """A run that ends inside a streak of non-finite steps (fewer than --max-bad-steps, so it was not stopped),
+        with non-finite weights, or with a loss `EXPLODED` times its first has diverged: its weights are no model,
+        and saving them as the run's result would report a failure as a success."""
+        state, last, first = self.state, self.loss_sum, self.first_loss
+        weights = all(bool(torch.isfinite(p).all()) for p in self.stage.model.parameters())
+        exploded = first is not None and math.isfinite(last) and last > max(EXPLODED * first, 10.0)
+        if not dist_.any_true(state.bad_in_row > 0 or not weights or exploded, self.info):
+            return
+        what = ("its weights hold NaN or infinite values" if not weights else f"the loss rose from {first:.4g} to "
+                f"{last:.4g}" if exploded else f"its last {state.bad_in_row} steps had a non-finite loss or gradient")
+        raise NonFiniteLossError("the run diverged: {what} (step {step}); its weights were not saved as a result; "
+                                 "lower {lr}", what=what, step=state.step)
+
     def finish(self) -> FitResult:
+        if self.window:  # steps since the last log line (a budget or early stop between two): their line
+            self.log(final=True)
         self.bar.close()
+        self.refuse_diverged()
         state, opts = self.state, self.opts
         cpu_seconds, wall_seconds = time.process_time() - self.cpu_started, time.perf_counter() - self.started
         if self.start_step == state.step and self.resumed_from is not None:
@@ -580,7 +680,7 @@ def _processes(n: Any) -> str:
 
 
 #: settings a checkpoint may lack (written before they were recorded), with the value such a run used
-RECORDED_LATER = {f.name: f.default for f in fields(TrainOptions) if f.name == "adam_epsilon"}
+RECORDED_LATER = {f.name: f.default for f in fields(TrainOptions) if f.name in ("adam_epsilon", "schedule")}
 
 
 def _differs(a: Any, b: Any) -> bool:

@@ -14,6 +14,7 @@ from typing import Any
 
 METRICS_LOG = "metrics.jsonl"
 CURVES = "curves.png"
+FEW_POINTS = 50  # a train series of at most this many logged steps is drawn with its points marked
 
 
 def last_logged_step(path: str | Path) -> int | None:
@@ -89,10 +90,11 @@ class MetricsLog:
         rows = (len(keys) + cols - 1) // cols
         fig, axes = plt.subplots(rows, cols, figsize=(4.2 * cols, 3.0 * rows), squeeze=False)
         for ax, key in zip(axes.flat, keys):
-            for split, style in (("train", "-"), ("eval", "o-")):
+            for split in ("train", "eval"):
                 steps, values = self.series(key, split)
-                if steps:
-                    ax.plot(steps, values, style, label=split, markersize=3)
+                if steps:  # points marked where they are few: a line through one or two points is not seen
+                    marker = "o" if split == "eval" or len(steps) <= FEW_POINTS else None
+                    ax.plot(steps, values, "-", marker=marker, label=split, markersize=3)
             ax.set_title(key)
             ax.set_xlabel("step")
             ax.grid(alpha=0.3)

@@ -1,15 +1,17 @@
 """Optimizers and learning-rate schedules of the BERT recipe.
 
 AdamW with BERT's settings (beta 0.9/0.999, eps 1e-6, weight decay 0.01 except on biases and LayerNorm),
-LAMB for large batches (You et al., 2019), and linear warmup then linear decay.
+LAMB for large batches (You et al., 2019), and the lr schedules of `schedules.SCHEDULES` (by default linear warmup
+then linear decay) by steps or, under a time budget, by the time spent.
 """
 from __future__ import annotations
 
-from typing import Iterable
+from typing import Callable, Iterable
 
 import torch
 from torch import nn
 
+from bertforge.training.schedules import SCHEDULES
 from bertforge.training.state import EngineState
 
 
@@ -75,19 +77,34 @@ class Lamb(torch.optim.Optimizer):
 
 def linear_warmup_decay(optimizer: torch.optim.Optimizer, warmup_steps: int,
                         total_steps: int) -> torch.optim.lr_scheduler.LambdaLR:
-    """lr x step/warmup while warming up, then linearly down to 0 at `total_steps`."""
-    def factor(step: int) -> float:
-        if warmup_steps > 0 and step < warmup_steps:
-            return (step + 1) / warmup_steps
-        remaining = max(total_steps - warmup_steps, 1)
-        return max(0.0, 1.0 - (step - warmup_steps) / remaining)
-    return torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
+    """lr x step/warmup while warming up, then linearly down to 0 at `total_steps` (the paper's schedule)."""
+    return build_scheduler(optimizer, "linear", warmup_steps, total_steps)
+
+
+def build_scheduler(optimizer: torch.optim.Optimizer, name: str, warmup_steps: int,
+                    total_steps: int) -> torch.optim.lr_scheduler.LambdaLR:
+    """The step schedule `name` of `SCHEDULES` as a LambdaLR (its state is the step count, so a checkpoint of any
+    schedule resumes the same way); a schedule that cycles beta1 sets step 0's now, `set_beta1` the later ones."""
+    schedule = SCHEDULES[name]
+    set_beta1(optimizer, name, 0, warmup_steps, total_steps)
+    return torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: schedule.factor(step, warmup_steps, total_steps))
+
+
+def set_beta1(optimizer: torch.optim.Optimizer, name: str, step: int, warmup_steps: int, total_steps: int) -> None:
+    """Give every group the beta1 of 0-based step `step` when schedule `name` cycles it (one-cycle); else nothing."""
+    beta1 = SCHEDULES[name].beta1
+    if beta1 is None:
+        return
+    value = beta1(step, warmup_steps, total_steps)
+    for group in optimizer.param_groups:
+        group["betas"] = (value, group["betas"][1])
 
 
 def budget_lr_factor(step: int, warmup_steps: int, elapsed: float, budget: float,
-                     warmup_ended_at: float | None) -> float:
-    """lr factor of a time-budgeted run: linear warmup over `warmup_steps` steps, then linear decay to 0 over
-    the time that was left when warmup ended (`warmup_ended_at`, seconds into the run).
+                     warmup_ended_at: float | None, decay: Callable[[float], float] = SCHEDULES["linear"].decay
+                     ) -> float:
+    """lr factor of a time-budgeted run: linear warmup over `warmup_steps` steps, then `decay` (linear: down to 0)
+    over the time that was left when warmup ended (`warmup_ended_at`, seconds into the run).
 
     Decaying over the time left, not the whole budget, keeps the peak at the full lr: multiplying a step
     warmup by a decay that starts at time 0 peaks lower the longer warmup lasts (0.6 x lr when warmup
@@ -96,16 +113,18 @@ def budget_lr_factor(step: int, warmup_steps: int, elapsed: float, budget: float
     if warmup_steps > 0 and step < warmup_steps:
         return (step + 1) / warmup_steps
     start = warmup_ended_at or 0.0
-    return max(0.0, 1.0 - max(0.0, elapsed - start) / max(budget - start, 1e-9))
+    return max(0.0, decay(min(1.0, max(0.0, elapsed - start) / max(budget - start, 1e-9))))
 
 
 def set_budget_lr(optimizer: torch.optim.Optimizer, base_lrs: list[float], state: EngineState, step: int,
-                  warmup_steps: int, budget: float) -> float:
+                  warmup_steps: int, budget: float, schedule: str = "linear") -> float:
     """Set every group's lr for this step of a time-budgeted run and return the factor. Records in `state`
-    (saved with each checkpoint, so a resumed run decays the same way) the time at which warmup ended."""
+    (saved with each checkpoint, so a resumed run decays the same way) the time at which warmup ended.
+    `schedule` must be one that follows time (`schedules.BY_TIME`)."""
     if state.warmup_ended_at is None and step + 1 >= warmup_steps:
         state.warmup_ended_at = state.elapsed
-    factor = budget_lr_factor(step, warmup_steps, state.elapsed, budget, state.warmup_ended_at)
+    factor = budget_lr_factor(step, warmup_steps, state.elapsed, budget, state.warmup_ended_at,
+                              SCHEDULES[schedule].decay)
     for group, base in zip(optimizer.param_groups, base_lrs):
         group["lr"] = base * factor
     return factor

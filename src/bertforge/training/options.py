@@ -6,7 +6,9 @@ from dataclasses import dataclass
 from typing import Callable
 
 from bertforge.device import device_setting, precision_setting
-from bertforge.settings import SettingError, check_settings, setting
+from bertforge.settings import (MAX_BATCH, MAX_INTERVAL, MAX_LR, MAX_SEED, MAX_STEPS, SettingError, check_settings,
+                                setting)
+from bertforge.training.schedules import BY_TIME, SCHEDULE_NAMES
 
 DIST_TIMEOUT = 1800.0  # seconds (torch's own default for gloo): long enough for rank 0's evaluations
 
@@ -15,40 +17,49 @@ DIST_TIMEOUT = 1800.0  # seconds (torch's own default for gloo): long enough for
 class TrainOptions:
     """How a run trains, whatever it trains. A field added here is a setting, and a flag, of every training verb."""
 
-    max_steps: int | None = setting(None, "optimizer steps (required unless --time-budget is given)", positive=True)
+    max_steps: int | None = setting(None, "optimizer steps (required unless --time-budget is given)", positive=True,
+                                    maximum=MAX_STEPS)
     time_budget: float | None = setting(None, "wall-clock budget, e.g. 90s, 30m, 2h: the lr decays with the time "
-                                        "spent and the run stops when it is spent", kind="duration")
-    lr: float = setting(1e-4, "peak learning rate (linear warmup, then linear decay to 0)", positive=True)
-    weight_decay: float = setting(0.01, "AdamW weight decay (not on biases and LayerNorms)", non_negative=True)
+                                        "spent and the run stops when it is spent", kind="duration", maximum=30 * 86400.0)
+    lr: float = setting(1e-4, "peak learning rate (see --schedule)", positive=True, maximum=MAX_LR)
+    schedule: str = setting("linear", "lr schedule: linear (warmup, then linear decay to 0: the paper's), onecycle "
+                            "(rise from lr/25 over the warmup, or 30% of the steps without one, then cosine down to "
+                            "lr/25e4, with AdamW's beta1 cycled 0.95-0.85-0.95), cosine (warmup, then cosine decay to "
+                            "0) or constant (warmup, then flat)", choices=SCHEDULE_NAMES)
+    weight_decay: float = setting(0.01, "AdamW weight decay (not on biases and LayerNorms)", non_negative=True, maximum=10.0)
     optimizer: str = setting("adamw", "optimizer: AdamW, or LAMB for large batches", choices=("adamw", "lamb"))
     adam_epsilon: float = setting(1e-6, "the optimizer's epsilon (BERT's 1e-6; transformers' Trainer and "
-                                  "sentence-transformers use 1e-8)", positive=True)
-    warmup_steps: int = setting(0, "steps of linear lr warmup", non_negative=True)
-    grad_accum: int = setting(1, "micro-batches per optimizer step", positive=True)
-    max_grad_norm: float = setting(1.0, "clip the gradient norm to this", positive=True)
-    max_bad_steps: int = setting(20, "stop after this many steps in a row with a non-finite loss", positive=True)
+                                  "sentence-transformers use 1e-8)", positive=True, maximum=1.0)
+    warmup_steps: int = setting(0, "steps of lr warmup (onecycle: of its rise)", non_negative=True, maximum=MAX_STEPS)
+    grad_accum: int = setting(1, "micro-batches per optimizer step", positive=True, maximum=MAX_BATCH)
+    max_grad_norm: float = setting(1.0, "clip the gradient norm to this", positive=True,
+                                   maximum=1e6, inf_means="no clipping")
+    max_bad_steps: int = setting(20, "stop after this many steps in a row with a non-finite loss", positive=True,
+                                 maximum=1_000_000)
     save_every: int = setting(1000, "checkpoint every N steps, so that a killed run resumes there (0: only at the "
-                              "end)", non_negative=True)
-    keep_checkpoints: int = setting(3, "how many newest checkpoints to keep while the run goes on", positive=True)
+                              "end)", non_negative=True, maximum=MAX_INTERVAL)
+    keep_checkpoints: int = setting(3, "how many newest checkpoints to keep while the run goes on", positive=True,
+                                    maximum=1_000)
     keep_checkpoints_at_end: bool = setting(False, "keep OUTPUT/checkpoints when the run has finished (by default "
                                             "they are removed: the finished model is in OUTPUT itself)")
-    eval_every: int = setting(0, "evaluate every N steps (0: at the end only)", non_negative=True)
-    log_every: int = setting(10, "log training metrics every N steps", positive=True)
+    eval_every: int = setting(0, "evaluate every N steps (0: at the end only)", non_negative=True,
+                                 maximum=MAX_INTERVAL)
+    log_every: int = setting(10, "log training metrics every N steps", positive=True, maximum=MAX_INTERVAL)
     keep: str = setting("last", "which weights the final model holds: the last step's, or the best evaluation's",
                         choices=("last", "best"))
-    patience: int | None = setting(None, "stop after N evaluations without a better score", positive=True)
-    seed: int = setting(0, "random seed (initialisation, data order, masks, dropout)")
+    patience: int | None = setting(None, "stop after N evaluations without a better score", positive=True, maximum=1_000_000)
+    seed: int = setting(0, "random seed (initialisation, data order, masks, dropout)", minimum=0, maximum=MAX_SEED)
     device: str = device_setting()
     precision: str = precision_setting()
     progress: bool = setting(True, "no progress bar: one line a minute with rate and ETA instead", flag="--no-progress")
     dist_timeout: float = setting(DIST_TIMEOUT, "under torchrun: how long a process waits for the others (to join the "
                                   "group, in every collective) before the run ends naming the rank and the cause, e.g. "
-                                  "90s, 10m", kind="duration", positive=True)
+                                  "90s, 10m", kind="duration", positive=True, maximum=86400.0)
     tensorboard: bool = setting(False, "also write TensorBoard events to OUTPUT/tensorboard (pip install "
                                 "'bertforge[tensorboard]')")
 
     # settings that change what a step computes: a resumed run must share them
-    RESUMED = ("max_steps", "time_budget", "lr", "weight_decay", "optimizer", "adam_epsilon", "warmup_steps",
+    RESUMED = ("max_steps", "time_budget", "lr", "schedule", "weight_decay", "optimizer", "adam_epsilon", "warmup_steps",
                "grad_accum", "max_grad_norm", "seed", "precision")
 
     def check(self) -> None:
@@ -58,6 +69,10 @@ class TrainOptions:
         check_settings(self)
         if self.time_budget is not None and self.time_budget <= 0:
             raise SettingError("{time_budget} must be positive, got {got}", owner=TrainOptions, got=self.time_budget)
+        if self.time_budget is not None and self.schedule not in BY_TIME:
+            raise SettingError("{schedule} {name} is defined over steps and cannot follow {time_budget}: give "
+                               "{max_steps} instead, or a schedule of {by_time}", owner=TrainOptions,
+                               name=self.schedule, by_time=", ".join(BY_TIME))
 
 
 @dataclass

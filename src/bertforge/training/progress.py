@@ -69,20 +69,21 @@ def cpu_share_note(cpu_seconds: float, wall_seconds: float, threads: int, steps:
                    load: float | None = None, cores: int | None = None, threshold: float = 0.75) -> str | None:
     """What a time-budgeted CPU run says when it got much less CPU time than its threads could use.
 
-    A budget in minutes buys steps in proportion to the CPU time the run gets; on a busy machine it gets a
-    fraction of it and makes that fraction of the steps, which its curves alone do not show. `cpu_seconds` is
+    A budget in minutes buys fewer steps on a busy machine, which its curves alone do not show. `cpu_seconds` is
     the process's CPU time over `wall_seconds` of training, `threads` the intra-op threads it ran with; the
-    load average and core count, when known, say why. None when the run got at least `threshold` of it."""
+    load average and core count, when known, say why. No count for an unshared machine is given: a step also
+    costs more CPU time under load, so steps / share is no estimate (it once said 563 for a budget in which an
+    idle machine makes 3,039). None when the run got at least `threshold` of it."""
     if wall_seconds <= 0 or threads <= 0:
         return None
     share = cpu_seconds / (wall_seconds * threads)
     if share >= threshold:
         return None
     why = f" (load average {load:.1f} on {cores} cores)" if load is not None and cores else ""
-    expected = steps / max(share, 1e-3)
     return (f"this run got {share:.0%} of the CPU time its {threads} thread{'s' if threads != 1 else ''} could "
-            f"use{why}: it made {steps:,} steps in its budget, where an unshared machine makes roughly "
-            f"{expected:,.0f}; give --max-steps for a fixed amount of training")
+            f"use{why}: it made {steps:,} steps in its budget, and an unshared machine makes many more (how many, "
+            "this run cannot tell: a step also costs more CPU time on a busy machine); give --max-steps for a fixed "
+            "amount of training")
 
 
 def machine_load() -> tuple[float | None, int | None]:

@@ -17,7 +17,9 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator
 
 from bertforge.atomic import atomic_write_text
-from bertforge.outputs import RUN_CONFIG, RunAlreadyFinished, claim_output, mark_finished, write_run_config
+from bertforge.data.identity import INPUT_CONTENT, check_input_content
+from bertforge.outputs import (RUN_CONFIG, RunAlreadyFinished, claim_output, mark_finished, read_run_config,
+                               write_run_config)
 from bertforge.settings import settings_record
 from bertforge.training import checkpointing as ckpt
 from bertforge.training import distributed as dist_
@@ -68,12 +70,18 @@ def claim_run_output(output: str | Path, verb: str, settings: Any, session: Any 
     info = session.info if session is not None else dist_.DistInfo()
     main = info.is_main
     record = settings_record(settings) if is_dataclass(settings) else dict(settings)
+    inputs = tuple(inputs)
 
     def claim() -> tuple[bool, bool]:
         fresh = not path.exists() or (path.is_dir() and not any(path.iterdir())) or overwrite
+        # the inputs' content is compared first: the same settings on changed data are another run
+        content = check_input_content(path, verb, inputs, overwrite)
         try:
             claim_output(path, verb=verb, overwrite=overwrite, resumable=True, settings=record, inputs=inputs)
-            write_run_config(path, verb, record)
+            # a resumed run keeps its record as it was: the engine may still refuse to resume it (its checkpoint's
+            # settings), and a record rewritten with the refused settings would then refuse the right ones
+            if fresh or read_run_config(path) is None:
+                write_run_config(path, verb, {**record, INPUT_CONTENT: content})
         except RunAlreadyFinished:
             return fresh, True
         return fresh, False

@@ -30,6 +30,27 @@ def test_ranking_metrics_by_hand():
     assert ranking_metrics({}, {"q": {"d": 1}})["ndcg@10"] == 0.0  # nothing ranked scores 0
 
 
+@pytest.mark.parametrize("ranks", [(10,), (11,), (10, 11), (3, 11, 12), (1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11)])
+def test_the_cut_off_is_ten_at_ranks_10_and_11_as_scikit_learn_scores_it(ranks):
+    """Relevant documents (graded gains 3, 2, 1, ...) at the given 1-based ranks of a 30-document ranking:
+    nDCG@10, MRR@10 and recall@10 against scikit-learn's ndcg_score(k=10) and by hand. A cut-off of 11 (or 9)
+    scores rank 11 (or 10) differently."""
+    metrics = require_module("sklearn.metrics")
+    ranked = [f"d{i}" for i in range(1, 31)]
+    relevant = {f"d{r}": max(1, 3 - i) for i, r in enumerate(ranks)}
+    got = ranking_metrics({"q": ranked}, {"q": relevant})
+    gains = [relevant.get(d, 0) for d in ranked]
+    scores = [len(ranked) - i for i in range(len(ranked))]  # best first
+    assert got["ndcg@10"] == pytest.approx(metrics.ndcg_score([gains], [scores], k=10))
+    first = min(ranks)
+    assert got["mrr@10"] == pytest.approx(1 / first if first <= 10 else 0.0)
+    assert got["recall@10"] == pytest.approx(sum(r <= 10 for r in ranks) / len(ranks))
+    if ranks == (11,):
+        assert got["ndcg@10"] == 0.0 and got["mrr@10"] == 0.0
+    if ranks == (10,):
+        assert got["ndcg@10"] == pytest.approx(1 / math.log2(11))
+
+
 def test_ranking_metrics_equal_sentence_transformers_information_retrieval_evaluator():
     """Random rankings of a random corpus with one to three relevant documents per query (binary relevance,
     which is what sentence-transformers scores)."""

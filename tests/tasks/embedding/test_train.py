@@ -134,3 +134,37 @@ def test_scored_pairs_train_with_cosent_and_the_kept_model_scores_what_the_run_r
     assert result.best["score"] == max(e["spearman"] for e in evals)
     again = evaluate_sts(lambda texts: SentenceEncoder.load(out).encode(texts), read_pairs(scored))
     assert again["spearman"] == pytest.approx(result.best["score"], abs=1e-6)
+
+
+def test_an_epoch_that_fills_no_batch_is_a_setting_error_not_an_index_error():
+    """(a,b) and (c,d) fit a batch of 2; (a,c) and (a,d) share a text with every other pair. The greedy
+    no-duplicates sampler fills a batch only when an epoch's order opens with one of the first two, so some
+    epoch after a good first one has none: that is one line naming the flags, not an IndexError."""
+    from bertforge.settings import SettingError
+    examples = _examples([("a", "b"), ("c", "d"), ("a", "c"), ("a", "d")])
+    failed_later = 0
+    for seed in range(20):
+        try:
+            batches = PairBatches(examples, 2, seed=seed)
+        except SettingError as err:  # the first epoch already has none: refused before training
+            assert "lower --batch-size" in str(err)
+            continue
+        with pytest.raises(SettingError, match=r"fills no batch of 2 without a text twice; lower --batch-size, or "
+                                               r"use --batch-sampler random"):
+            for _ in range(64):
+                assert {t for e in batches.next() for t in (e.anchor, e.positive)} in ({"a", "b", "c", "d"},)
+        failed_later += 1
+    assert failed_later > 0
+
+
+def test_a_length_beyond_the_position_table_is_refused_before_training(tiny_st_folder, pairs_file, tmp_path):
+    """sentence-transformers would index past the position embeddings with it: refused, and nothing written."""
+    from bertforge.config import read_model_config
+    from bertforge.settings import SettingError
+    positions = read_model_config(tiny_st_folder)["max_position_embeddings"]
+    out = tmp_path / "run"
+    with pytest.raises(SettingError, match=rf"--max-seq-length {positions + 1}: the model .* has positions for "
+                                           rf"{positions} tokens; give {positions} or fewer"):
+        train_embeddings(EmbeddingSettings(model=str(tiny_st_folder), train_file=str(pairs_file), output=str(out),
+                                           batch_size=8, max_seq_length=positions + 1, progress=False))
+    assert not out.exists()

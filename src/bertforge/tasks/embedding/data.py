@@ -145,6 +145,9 @@ def _qrels_file(root: Path, split: str) -> Path:
 
 
 def _jsonl_texts(path: Path):
+    """(id, text, record) per object of a BEIR corpus or queries file; an id given twice is refused (the later
+    document would silently replace the earlier one)."""
+    first: dict[str, int] = {}
     for line, text in iter_lines(path):
         if not text.strip():
             continue
@@ -160,6 +163,9 @@ def _jsonl_texts(path: Path):
         value = record.get("text")
         if not isinstance(value, str) or not (value.strip() or record.get("title")):
             raise DataError(path, line, "text", "non-empty text", "nothing" if value is None else show(value))
+        if first.setdefault(str(doc_id), line) != line:
+            raise DataError(path, line, "_id", "each id once", f"{show(doc_id)} again (first on line "
+                            f"{first[str(doc_id)]})")
         yield str(doc_id), value, record
 
 
@@ -176,7 +182,7 @@ def _read_qrels(path: Path, corpus: dict[str, str], queries: dict[str, str]) -> 
         qid, doc_id, score = fields
         try:
             relevance = int(float(score))
-        except ValueError:
+        except (ValueError, OverflowError):  # not a number, nan; inf
             raise DataError(path, line, "score", "an integer relevance", show(score)) from None
         if qid not in queries:
             raise DataError(path, line, "query-id", "an id of queries.jsonl", show(qid))

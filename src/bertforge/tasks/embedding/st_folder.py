@@ -78,7 +78,14 @@ def read_max_seq_length(folder: Path) -> int | None:
         return None
     sbert = read_folder_json(folder, SBERT_CONFIG)
     max_len = sbert.get("max_seq_length") if isinstance(sbert, dict) else None
-    return int(max_len) if max_len else None
+    if max_len is None:
+        return None
+    if isinstance(max_len, float) and max_len.is_integer():
+        max_len = int(max_len)
+    if isinstance(max_len, bool) or not isinstance(max_len, int) or max_len < 1:
+        raise ValueError(f"{folder / SBERT_CONFIG}: field 'max_seq_length' must be a positive integer, got "
+                         f"{max_len!r}")
+    return max_len
 
 
 def write_sentence_transformers_files(directory: str | Path, mode: str, normalize: bool, max_seq_length: int | None,

@@ -20,7 +20,7 @@ import numpy as np
 import torch
 
 from bertforge.device import Precision, move_to
-from bertforge.settings import SettingError, flat_keywords, part, setting
+from bertforge.settings import MAX_BATCH, MAX_EPOCHS, MAX_LENGTH, SettingError, flat_keywords, part, setting
 from bertforge.tasks.embedding.data import PairExample, RetrievalSet, read_beir, read_pairs
 from bertforge.tasks.embedding.evaluation import RETRIEVAL_MAIN, STS_MAIN, evaluate_retrieval, evaluate_sts
 from bertforge.tasks.embedding.losses import LOSSES, cosent, cosine_mse, in_batch_negatives
@@ -55,22 +55,24 @@ class EmbeddingSettings:
     eval_split: str = setting("test", "the qrels file of a BEIR --eval folder (qrels/SPLIT.tsv)")
     loss: str | None = setting(None, "mnrl (in-batch negatives), cosent or cosine", choices=LOSSES,
                                deferred="default: mnrl for pairs, cosent for scored pairs")
-    scale: float = setting(20.0, "mnrl and cosent: cosine x scale is the logit (1 / temperature)", positive=True)
+    scale: float = setting(20.0, "mnrl and cosent: cosine x scale is the logit (1 / temperature)", positive=True,
+                           maximum=1_000.0)
     symmetric: bool = setting(False, "mnrl: each positive must also pick its anchor (the two losses averaged)")
     pooling: str | None = setting(None, "token vectors -> sentence vector", choices=POOLING_MODES,
                                   deferred="default: the folder's, else mean")
     normalize: bool | None = setting(None, "unit-length sentence vectors (default: what the folder declares, else "
                                      "not)")
-    epochs: float = setting(1.0, "passes over the pairs (--max-steps, when given, wins)", positive=True)
+    epochs: float = setting(1.0, "passes over the pairs (--max-steps, when given, wins)", positive=True, maximum=MAX_EPOCHS)
     batch_size: int = setting(32, "pairs per micro-batch and process (more in-batch negatives with more)",
-                              positive=True)
+                              positive=True, maximum=MAX_BATCH)
     batch_sampler: str = setting("no-duplicates", "no-duplicates: no text twice in a batch (a repeated text "
                                  "would be a false negative); random: plain shuffling", choices=SAMPLERS)
     max_seq_length: int | None = setting(None, "tokens per text", positive=True,
-                                         deferred="default: the folder's sentence_bert_config.json, else 128")
+                                         deferred="default: the folder's sentence_bert_config.json, else 128",
+                                         maximum=MAX_LENGTH)
     warmup_fraction: float = setting(0.1, "fraction of the steps for linear lr warmup", flag="--warmup",
                                      kind="probability")
-    eval_batch_size: int = setting(64, "texts per batch when evaluating", positive=True)
+    eval_batch_size: int = setting(64, "texts per batch when evaluating", positive=True, maximum=MAX_BATCH)
     anchor_column: str | None = setting(None, "column of the anchors (default: anchor, query, question, "
                                         "sentence1 or text)")
     positive_column: str | None = setting(None, "column of the positives (default: positive, document, passage, "
@@ -108,6 +110,15 @@ def decide(settings: EmbeddingSettings, examples: Sequence[PairExample]) -> Reci
                       declared.normalize if settings.normalize is None else settings.normalize,
                       settings.max_seq_length or declared.max_seq_length or 128)
     return Recipe(loss, pooling)
+
+
+def check_length(length: int, config: Any, model: str | Path) -> None:
+    """Refuse a text length the model has no position embeddings for: it would fail at the first long batch, or
+    write a folder sentence-transformers cannot run."""
+    longest = getattr(config, "max_sequence_length", None) or getattr(config, "max_position_embeddings", None)
+    if isinstance(longest, int) and length > longest:
+        raise SettingError("{max_seq_length} {length}: the model {model} has positions for {longest} tokens; give "
+                           "{longest} or fewer", owner=EmbeddingSettings, length=length, model=model, longest=longest)
 
 
 class PairBatches:
@@ -161,6 +172,10 @@ class PairBatches:
         if self.index >= len(self._batches):
             self.epoch, self.index = self.epoch + 1, 0
             self._batches = self._epoch_batches(self.epoch)
+            if not self._batches:  # no-duplicates on few distinct texts: another order may fill no batch
+                raise SettingError("epoch {epoch} of the {n} pairs fills no batch of {size} without a text twice; "
+                                   "lower {batch_size}, or use {batch_sampler} random", owner=EmbeddingSettings,
+                                   epoch=self.epoch + 1, n=len(self.examples), size=self.batch_size * self.world_size)
         idx = self._batches[self.index]
         self.index += 1
         return [self.examples[i] for i in idx]
@@ -323,6 +338,7 @@ def train_embeddings(settings: EmbeddingSettings, say: Callable[[str], None] | N
         evaluation, main_metric = load_evaluation(settings)
         torch.manual_seed(train.seed)
         model = AutoModel.from_pretrained(settings.model).to(session.device)
+        check_length(recipe.pooling.max_seq_length, model.config, settings.model)
         tokenizer = load_tokenizer(settings.model)
         info = session.info
         batches = PairBatches(examples, settings.batch_size, train.seed, settings.batch_sampler, info.rank,

@@ -1,7 +1,8 @@
 """Reader for a user's own classification/regression data: CSV, TSV, JSON Lines, Parquet or Arrow.
 
 Columns: `text` (aliases `sentence`, `sentence1`), optional `text_pair` (alias `sentence2`),
-`label`. CSV uses real CSV quoting; TSV is split on tab with no quoting, like GLUE. Parquet, Arrow
+`label` (or `label_name`). CSV uses real CSV quoting; TSV is split on tab with no quoting, like GLUE; a `.txt`
+table (`text;label_name`, the ktrain emotion files) or `delimiter` gives CSV split on another character. Parquet, Arrow
 (`.arrow`/`.feather`) and `datasets` save_to_disk folders are read a record batch at a time through pyarrow;
 their rows are numbered from 1 in messages.
 """
@@ -15,10 +16,11 @@ from bertforge.tasks.readers.base import BadRows, ReadResult, finish, split_name
 from bertforge.tasks.readers.errors import DataError, show
 from bertforge.tasks.readers.examples import TextExample
 from bertforge.tasks.readers.labels import clean_label, refuse_case_variants, unknown_label
-from bertforge.tasks.readers.rows import RECORD_FORMATS, file_format, read_records
+from bertforge.tasks.readers.rows import RECORD_FORMATS, file_format, is_text_file, read_records, table_format
 
 TEXT_ALIASES = ("text", "sentence", "sentence1")
 PAIR_ALIASES = ("text_pair", "sentence2")
+LABEL_ALIASES = ("label", "label_name")  # label_name: the ktrain emotion files' header
 def infer_label_list(labels: Sequence[str | None]) -> list[str]:
     """Sorted distinct label names; numerically when all are integers (so "10" comes after "2")."""
     names = sorted({lab for lab in labels if lab is not None})
@@ -39,6 +41,7 @@ def read_classification(
     format: str | None = None,
     skip_bad_rows: bool = False,
     label_source: str | None = None,
+    delimiter: str | None = None,
 ) -> ReadResult[TextExample]:
     """Read a CSV/TSV/JSONL/Parquet/Arrow file of (text[, text_pair], label) rows into TextExamples.
 
@@ -51,23 +54,27 @@ def read_classification(
     file that is labeled must have a label on every row. Labels follow `readers.labels`: surrounding
     whitespace is dropped, spellings that differ only by case are refused. A header or JSON object
     naming a column twice is refused. The format comes from the suffix (`.json` is read as JSON
-    Lines) unless `format` says "csv", "tsv", "jsonl", "parquet", "arrow" or "datasets". Without
-    `label_column` the column is `label`.
+    Lines) unless `format` says "csv", "tsv", "jsonl", "parquet", "arrow" or "datasets". `delimiter` splits
+    a .csv/.tsv/.txt table on that character instead (CSV quoting); a `.txt` whose header line names the columns
+    is read as a table split on what `readers.rows.sniff_delimiter` finds (`text;label_name`: the ktrain emotion
+    files). Without `label_column` the column is `label` (or `label_name`, when only that one is there).
     """
     path = Path(path)
-    label_column = label_column or "label"
-    fmt = format or file_format(path)
+    names = [text_column] if text_column else list(TEXT_ALIASES)
+    fmt, sep = table_format(path, format or file_format(path), delimiter, names)
     if fmt not in RECORD_FORMATS:
-        raise ValueError(f"{path}: expected a .csv, .tsv, .jsonl, .parquet or .arrow file or a `datasets` folder "
-                         "(with a header row, JSON keys or columns naming the text and label), got a "
-                         f"{path.suffix or 'suffix-less'} {'folder' if path.is_dir() else 'file'}")
+        got = (f"its first line is no header naming a {' / '.join(names)} column (split on , ; TAB or |)"
+               if is_text_file(path) else f"got a {path.suffix or 'suffix-less'} "
+               f"{'folder' if path.is_dir() else 'file'}")
+        raise ValueError(f"{path}: expected a .csv, .tsv, .jsonl, .parquet or .arrow file, a `datasets` folder or a "
+                         ".txt table (with a header row, JSON keys or columns naming the text and label); " + got)
     bad = BadRows(skip_bad_rows)
     examples: list[TextExample] = []
     known = list(label_list) if label_list is not None else None
     split = split_name(path)
     columns: tuple[str, str | None, str | None] | None = None
     saw_rows = False
-    records = read_records(path, fmt)
+    records = read_records(path, fmt, sep or ",")
     if records.columns is not None:  # a header or schema: the columns are chosen from it
         columns = _pick_columns(dict.fromkeys(records.columns), path, records.header_line, text_column,
                                 text_pair_column, label_column, labeled, header=True)
@@ -95,9 +102,10 @@ def read_classification(
 
 
 def _pick_columns(record: dict[str, Any], path: Path, line: int | None, text: str | None, pair: str | None,
-                  label: str, labeled: bool | None, *, header: bool) -> tuple[str, str | None, str | None]:
+                  label: str | None, labeled: bool | None, *, header: bool) -> tuple[str, str | None, str | None]:
     """Choose the text/pair/label keys from the header (CSV/TSV) or the first object (JSONL)."""
     keys = list(record)
+    label = label or next((k for k in LABEL_ALIASES if k in record), LABEL_ALIASES[0])
     text_key = text or next((k for k in TEXT_ALIASES if k in record), None)
     if text_key is None or text_key not in record:
         raise DataError(path, line, text or "text", f"a {'column' if header else 'key'} named one of "

@@ -2,9 +2,10 @@
 
 Classification, NER, QA and multiple-choice files in any of these formats come through `read_records`, so a
 column flag, a bad-row message and the `--skip-bad-rows` count mean the same thing whatever the format. CSV has
-real quoting; TSV is split on tab with no quoting, like GLUE; Parquet, Arrow (`.arrow`/`.feather`) and
-`datasets` save_to_disk folders are read a record batch at a time through pyarrow (`bertforge.data.records`),
-their rows numbered from 1 in messages.
+real quoting (and may be split on another character: `;` tables such as the ktrain emotion files, read from a
+`.txt` whose header names the columns, see `sniff_delimiter`); TSV is split on tab with no quoting, like GLUE;
+Parquet, Arrow (`.arrow`/`.feather`) and `datasets` save_to_disk folders are read a record batch at a time
+through pyarrow (`bertforge.data.records`), their rows numbered from 1 in messages.
 """
 from __future__ import annotations
 
@@ -12,10 +13,11 @@ import json
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Iterator, Sequence
 
 from bertforge.data.records import (RecordError, class_label_names, csv_rows, input_kind, iter_rows,
                                     record_columns)
+from bertforge.settings import SettingError
 from bertforge.tasks.readers.base import iter_decoded, iter_lines
 from bertforge.tasks.readers.errors import DataError, show
 from bertforge.tasks.readers.labels import check_header
@@ -24,6 +26,8 @@ FORMATS = {".csv": "csv", ".tsv": "tsv", ".jsonl": "jsonl", ".json": "jsonl", ".
            ".arrow": "arrow", ".feather": "arrow"}
 COLUMNAR = ("parquet", "arrow", "datasets")
 RECORD_FORMATS = ("csv", "tsv", "jsonl") + COLUMNAR
+#: The separators a `.txt` table's header is tried with (`sniff_delimiter`).
+DELIMITERS = (",", ";", "\t", "|")
 
 Row = tuple[int, "dict[str, Any] | DataError"]
 
@@ -68,17 +72,64 @@ class Records:
         return [found]
 
 
-def read_records(path: str | Path, fmt: str) -> Records:
-    """Open a record file of format `fmt` (one of `RECORD_FORMATS`). A file pyarrow cannot read raises
-    `RecordError` (a ValueError) naming it, and the row reading stopped after; a header naming a column twice
-    raises DataError."""
+def is_text_file(path: str | Path) -> bool:
+    """A `.txt` (or `.txt.gz`) name: one input per line, or a table whose header says it is (`sniff_delimiter`)."""
+    return str(path) != "-" and Path(str(path).removesuffix(".gz")).suffix.lower() == ".txt"
+
+
+def parse_delimiter(value: str) -> str:
+    """The `--delimiter` value: one character (`;`, `|`, ...), or `tab` / `\\t` for a tab."""
+    text = "\t" if value.lower() in ("tab", "\\t") else value
+    if len(text) != 1 or text in "\"\r\n" or text.isalnum():
+        raise ValueError(f"expected one separator character such as ';' or '|' (or 'tab'), got {value!r}")
+    return text
+
+
+def sniff_delimiter(path: str | Path, text_names: Sequence[str]) -> str | None:
+    """The field separator of a `.txt` table, from its first non-blank line; None for one input per line.
+
+    The rule: the line is a header when one of `,` `;` TAB `|` splits it into two or more column names (each
+    non-empty, at most 40 characters, no spaces inside) and one of them is a text column (`text_names`); of
+    several such separators the one giving the most columns wins. A sentence (`i feel great; really`) names no
+    text column, so a file of texts stays a file of texts, whatever punctuation it has."""
+    first = next((line for _, line in iter_lines(path) if line.strip()), "")
+    best: tuple[int, str] | None = None
+    for sep in DELIMITERS:
+        names = [name.strip().lstrip("\ufeff") for name in first.split(sep)]
+        header = len(names) >= 2 and all(0 < len(n) <= 40 and " " not in n for n in names)
+        if header and any(n in text_names for n in names) and (best is None or len(names) > best[0]):
+            best = (len(names), sep)
+    return best[1] if best else None
+
+
+def table_format(path: str | Path, fmt: str | None, delimiter: str | None,
+                 text_names: Sequence[str]) -> tuple[str | None, str | None]:
+    """(format, delimiter) to read `path` with: `delimiter` (the `--delimiter` setting) makes a .csv, .tsv or
+    .txt file a table split on it (CSV quoting; a .tsv split on tab stays unquoted, as GLUE's are); a `.txt` whose
+    header passes `sniff_delimiter` is a table too; anything else keeps `fmt` (None: not a table)."""
+    if delimiter is not None:
+        if fmt not in (None, "csv", "tsv") or Path(path).is_dir():
+            raise SettingError("{delimiter} splits .csv, .tsv and .txt tables; {path} is a {fmt} input",
+                               path=path, fmt=fmt or "folder")
+        return ("tsv", None) if fmt == "tsv" and delimiter == "\t" else ("csv", delimiter)
+    if fmt is None and is_text_file(path) and Path(path).is_file():
+        found = sniff_delimiter(path, text_names)
+        if found is not None:
+            return "csv", found
+    return fmt, None
+
+
+def read_records(path: str | Path, fmt: str, delimiter: str = ",") -> Records:
+    """Open a record file of format `fmt` (one of `RECORD_FORMATS`; a "csv" file's fields split on `delimiter`).
+    A file pyarrow cannot read raises `RecordError` (a ValueError) naming it, and the row reading stopped after;
+    a header naming a column twice raises DataError."""
     path = Path(path)
     if fmt in COLUMNAR:
         return Records(path, fmt, record_columns(path, fmt), None, _columnar_rows(path, fmt),
                        class_label_names(path, fmt))
     if fmt == "jsonl":
         return Records(path, fmt, None, None, _jsonl_rows(path))
-    rows = _delimited_rows(path, fmt)
+    rows = _delimited_rows(path, fmt, delimiter)
     header = next(rows, None)
     if header is None:
         return Records(path, fmt, None, None, iter(()))
@@ -110,12 +161,12 @@ def _jsonl_rows(path: Path) -> Iterator[Row]:
         yield lineno, obj
 
 
-def _delimited_rows(path: Path, fmt: str) -> Iterator[tuple[int, Any]]:
+def _delimited_rows(path: Path, fmt: str, delimiter: str = ",") -> Iterator[tuple[int, Any]]:
     """The header (line, names) first, then (line, row) per data row."""
     if fmt == "tsv":
         rows: Iterator[tuple[int, list[str]]] = ((n, line.split("\t")) for n, line in iter_lines(path) if line)
     else:
-        rows = _csv_rows(path)
+        rows = _csv_rows(path, delimiter)
     header: list[str] | None = None
     for lineno, fields in rows:
         if header is None:
@@ -137,9 +188,9 @@ def _object(path: Path, line: int, pairs: list[tuple[str, Any]]) -> dict[str, An
     return dict(pairs)
 
 
-def _csv_rows(path: Path) -> Iterator[tuple[int, list[str]]]:
+def _csv_rows(path: Path, delimiter: str = ",") -> Iterator[tuple[int, list[str]]]:
     """CSV rows with the line each starts on; a bad byte is blamed on its own line (`iter_decoded`)."""
     try:
-        yield from csv_rows(path, iter_decoded(path))
+        yield from csv_rows(path, iter_decoded(path), delimiter)
     except RecordError as err:
         raise DataError(path, int((err.place or "line 0").split()[-1]), None, err.expected, err.got) from None
