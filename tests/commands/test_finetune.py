@@ -5,9 +5,9 @@ from __future__ import annotations
 import json
 
 import pytest
-import torch
 
 from bertforge.cli import main
+from predictor_folders import tiny_encoder
 
 ROWS = [("a gripping , funny film", "pos"), ("it 's a bore", "neg"), ("not bad at all", "pos"),
         ("the plot goes nowhere", "neg"), ("an unexpected delight", "pos"), ("flat and dull", "neg"),
@@ -16,15 +16,7 @@ ROWS = [("a gripping , funny film", "pos"), ("it 's a bore", "neg"), ("not bad a
 
 @pytest.fixture(scope="module")
 def encoder(tmp_path_factory, minilm_dir):
-    """A tiny random BERT with the real MiniLM vocabulary: what the data checks need, trained in seconds."""
-    from bertforge import BertConfig, BertModel
-    from bertforge.tokenization import BertTokenizer
-    tok = BertTokenizer.from_pretrained(minilm_dir)
-    folder = tmp_path_factory.mktemp("tiny")
-    torch.manual_seed(0)
-    BertModel(BertConfig.preset("tiny", vocab_size=tok.vocab_size)).save_pretrained(folder)
-    tok.save_pretrained(folder)
-    return folder
+    return tiny_encoder(tmp_path_factory.mktemp("tiny"), minilm_dir)
 
 
 @pytest.mark.parametrize("name, content, message", [

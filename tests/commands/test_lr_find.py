@@ -6,9 +6,9 @@ import json
 import shlex
 
 import pytest
-import torch
 
 from bertforge.cli import build_parser, main
+from predictor_folders import tiny_encoder
 
 ROWS = [("a gripping , funny film", "pos"), ("it 's a bore", "neg"), ("not bad at all", "pos"),
         ("the plot goes nowhere", "neg"), ("an unexpected delight", "pos"), ("flat and dull", "neg"),
@@ -17,14 +17,7 @@ ROWS = [("a gripping , funny film", "pos"), ("it 's a bore", "neg"), ("not bad a
 
 @pytest.fixture(scope="module")
 def encoder(tmp_path_factory, minilm_dir):
-    from bertforge import BertConfig, BertModel
-    from bertforge.tokenization import BertTokenizer
-    tok = BertTokenizer.from_pretrained(minilm_dir)
-    folder = tmp_path_factory.mktemp("tiny")
-    torch.manual_seed(0)
-    BertModel(BertConfig.preset("tiny", vocab_size=tok.vocab_size)).save_pretrained(folder)
-    tok.save_pretrained(folder)
-    return folder
+    return tiny_encoder(tmp_path_factory.mktemp("tiny"), minilm_dir)
 
 
 @pytest.fixture

@@ -8,12 +8,12 @@ import os
 import time
 
 import pytest
-import torch
 
 from bertforge.cli import main
 from bertforge.data import identity
 from bertforge.data.identity import INPUT_CONTENT, check_input_content, content_identity
 from bertforge.outputs import OutputError, write_run_config
+from predictor_folders import tiny_encoder
 
 
 def rewrite_keeping_size_and_mtime(path, text: str) -> None:
@@ -113,14 +113,7 @@ ROWS = [("a gripping , funny film", "pos"), ("it 's a bore", "neg"), ("not bad a
 
 @pytest.fixture(scope="module")
 def encoder(tmp_path_factory, minilm_dir):
-    from bertforge import BertConfig, BertModel
-    from bertforge.tokenization import BertTokenizer
-    tok = BertTokenizer.from_pretrained(minilm_dir)
-    folder = tmp_path_factory.mktemp("tiny")
-    torch.manual_seed(0)
-    BertModel(BertConfig.preset("tiny", vocab_size=tok.vocab_size)).save_pretrained(folder)
-    tok.save_pretrained(folder)
-    return folder
+    return tiny_encoder(tmp_path_factory.mktemp("tiny"), minilm_dir)
 
 
 def test_finetune_on_changed_data_is_refused_finished_or_interrupted(encoder, tmp_path, capsys):

@@ -3,7 +3,6 @@ against `transformers`' BigBird (random-init small configs saved to tmp_path, pa
 block layout) in both directions."""
 from __future__ import annotations
 
-import json
 import math
 
 import pytest
@@ -21,6 +20,7 @@ from bertforge.model.kernels import Kernels
 from bertforge.model.packing import PackedBatch
 
 from needs import require_module
+from predictor_folders import finetune_mrpc_then_compare
 
 transformers = require_module("transformers")
 TOL = 1e-5
@@ -271,8 +271,6 @@ def test_question_answering_loss_and_given_question_lengths_match_transformers(t
 def test_finetune_a_big_bird_folder_then_load_in_transformers(vocab_dir, shared_data, tmp_path):
     """`bertforge finetune` takes a BigBird folder like any other (MRPC pairs span many blocks of 4) and its
     predictor loads in transformers with the same logits, on an input long enough to be block-sparse there too."""
-    import warm_cli
-    from bertforge.model.auto import AutoModelForSequenceClassification
     from bertforge.tokenization import BertTokenizer
     tokenizer = BertTokenizer.from_pretrained(vocab_dir)
     folder = tmp_path / "big_bird"
@@ -281,21 +279,7 @@ def test_finetune_a_big_bird_folder_then_load_in_transformers(vocab_dir, shared_
                                   block_size=4, num_random_blocks=1, max_position_embeddings=512)
     BigBirdForMaskedLM(config).save_pretrained(folder)
     tokenizer.save_pretrained(folder)
-    tuned = tmp_path / "mrpc"
-    done = warm_cli.run(["finetune", "--task", "mrpc", "--model", str(folder), "--output", str(tuned),
-                         "--data", str(shared_data / "glue" / "MRPC"), "--epochs", "1", "--batch-size", "8",
-                         "--lr", "1e-4", "--max-train-samples", "16", "--max-eval-samples", "16", "--no-progress"],
-                        timeout=300)
-    assert done.returncode == 0, done.stderr[-3000:]
-    assert json.loads((tuned / "config.json").read_text())["architectures"] == ["BigBirdForSequenceClassification"]
-    ours = AutoModelForSequenceClassification.from_pretrained(tuned).eval()
-    theirs = transformers.BigBirdForSequenceClassification.from_pretrained(tuned).eval()
-    ids = torch.tensor([[101] + [1996, 3185, 2001, 2307] * 10 + [102, 2023, 2143, 102, 0, 0]])
-    mask = (ids != 0).long()
-    with torch.no_grad():
-        a = ours(input_ids=ids, attention_mask=mask).logits
-        b = theirs(input_ids=ids, attention_mask=mask).logits
-    assert torch.allclose(a, b, atol=1e-5), (a, b)
+    finetune_mrpc_then_compare(folder, tmp_path / "mrpc", shared_data, transformers.BigBirdForSequenceClassification)
 
 
 @pytest.mark.filterwarnings("ignore:`torch.jit.trace` is deprecated:DeprecationWarning")

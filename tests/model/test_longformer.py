@@ -22,6 +22,7 @@ from bertforge.model.packing import PackedBatch
 from bertforge.model.sliding_window import banded_attention, sliding_window_attention, sliding_window_pattern
 
 from needs import require_module
+from predictor_folders import finetune_mrpc_then_compare
 
 transformers = require_module("transformers")
 TOL = 1e-5
@@ -362,7 +363,6 @@ def test_question_answering_default_needs_a_separator():
 def test_finetune_a_longformer_folder_then_load_in_transformers(vocab_dir, shared_data, tmp_path):
     """`bertforge finetune` takes a Longformer folder like any other (MRPC pairs are longer than the window of 16)
     and its predictor loads in transformers with the same logits."""
-    import warm_cli
     from bertforge.tokenization import BertTokenizer
     tokenizer = BertTokenizer.from_pretrained(vocab_dir)
     folder = tmp_path / "longformer"
@@ -371,21 +371,7 @@ def test_finetune_a_longformer_folder_then_load_in_transformers(vocab_dir, share
                                      attention_window=16, max_position_embeddings=600, hidden_dropout_prob=0.0)
     LongformerForMaskedLM(config).save_pretrained(folder)
     tokenizer.save_pretrained(folder)
-    tuned = tmp_path / "mrpc"
-    done = warm_cli.run(["finetune", "--task", "mrpc", "--model", str(folder), "--output", str(tuned),
-                         "--data", str(shared_data / "glue" / "MRPC"), "--epochs", "1", "--batch-size", "8",
-                         "--lr", "1e-4", "--max-train-samples", "16", "--max-eval-samples", "16", "--no-progress"],
-                        timeout=300)
-    assert done.returncode == 0, done.stderr[-3000:]
-    assert json.loads((tuned / "config.json").read_text())["architectures"] == ["LongformerForSequenceClassification"]
-    ours = AutoModelForSequenceClassification.from_pretrained(tuned).eval()
-    theirs = transformers.LongformerForSequenceClassification.from_pretrained(tuned).eval()
-    ids = torch.tensor([[101] + [1996, 3185, 2001, 2307] * 10 + [102, 2023, 2143, 102, 0, 0]])
-    mask = (ids != 0).long()
-    with torch.no_grad():
-        a = ours(input_ids=ids, attention_mask=mask).logits
-        b = theirs(input_ids=ids, attention_mask=mask).logits
-    assert torch.allclose(a, b, atol=1e-5), (a, b)
+    finetune_mrpc_then_compare(folder, tmp_path / "mrpc", shared_data, transformers.LongformerForSequenceClassification)
 
 
 @pytest.mark.filterwarnings("ignore:`torch.jit.trace` is deprecated:DeprecationWarning")
