@@ -9,7 +9,9 @@ suggestion lands where fine-tuning works. Every predictor is then scored once by
 
 Each run is pinned to one core (`taskset`, OMP_NUM_THREADS=1), one per core of `--cores` at a time, and its CPU
 time (user + system of the run's processes) is recorded. Re-running the command skips what is finished (the
-lr-find, each predictor, each evaluation). Results: OUT/results.json, OUT/results.md and OUT/emotion.png.
+lr-find, each predictor, each evaluation). Results: OUT/results.json, OUT/results.md and OUT/emotion.png, and the
+published records (group `emotion` of the results store, docs/results/emotion.json, with the table
+`emotion-schedules` that docs/FINETUNING.md shows).
 
     python experiments/emotion_tutorial.py --out runs/emotion --cores 0,1
 """
@@ -149,6 +151,47 @@ def write_report(result: dict, out: Path) -> None:
     plot(result, out / "emotion.png")
 
 
+def key_id(key: str) -> str:
+    """'onecycle x0.1' -> 'onecycle-x0.1': a summary key as a record id part."""
+    return key.replace(" ", "-")
+
+
+def spread(values: list[float]) -> tuple[float, float] | None:
+    return (min(values), max(values)) if len(values) > 1 else None
+
+
+def write_store_records(result: dict, args: argparse.Namespace, folder: Path) -> Path:
+    """The published numbers as records of the results store, and the table of them."""
+    from bertforge.results_store import Record, today, write_records
+    command = "python experiments/emotion_tutorial.py --out runs/emotion --seeds 3 --cores 0,1"
+    data = "../shared/data/emotion: train.txt (16,000; 10 % held out for the best epoch), val.txt (2,000) scored once"
+    common = dict(command=command, cpu=result["cpu"], threads=1, date=today(), data=data)
+    records = [Record(id="emotion/lr-find/suggested-lr", value=result["suggested_lr"], unit="", digits=6,
+                      what="lr-find's suggested learning rate, all-MiniLM-L6-v2 on train.txt, length 64", seeds=1,
+                      **common)]
+    rows = []
+    for key, s in result["summary"].items():
+        runs = [r for r in result["runs"] if f"{r['schedule']} x{r['lr_factor']:g}" == key]
+        accs = [100 * r["accuracy"] for r in runs]
+        f1s = [100 * r["macro_f1"] for r in runs]
+        cpu = [r["cpu_minutes"] for r in runs]
+        base = f"emotion/{key_id(key)}"
+        what = f"all-MiniLM-L6-v2, --schedule {key.split()[0]} at {key.split()[1]} lr-find's suggestion, 3 epochs, length 64"
+        records += [
+            Record(id=f"{base}/accuracy", value=statistics.median(accs), unit="%", digits=1, spread=spread(accs),
+                   what=f"test accuracy (median over seeds), {what}", seeds=len(runs), **common),
+            Record(id=f"{base}/macro-f1", value=statistics.median(f1s), unit="", digits=1, spread=spread(f1s),
+                   what=f"macro F1 x 100 (median over seeds), {what}", seeds=len(runs), **common),
+            Record(id=f"{base}/cpu-minutes", value=statistics.median(cpu), unit="min", digits=1, spread=spread(cpu),
+                   what=f"CPU-minutes of one fine-tuning run (median), one thread, {what}", seeds=len(runs), **common)]
+        rows.append([f"`{key.split()[0]}` ({key.split()[1]} the suggestion)", f"{s['lr']:.3g}", str(len(runs)),
+                     f"{{{base}/accuracy|full}}" if len(runs) > 1 else f"{{{base}/accuracy}}",
+                     f"{{{base}/macro-f1}}", f"{{{base}/cpu-minutes}}"])
+    table = {"header": ["schedule", "lr", "seeds", "test accuracy (median; range)", "macro F1",
+                        "CPU-minutes per run"], "rows": rows}
+    return write_records("emotion", records, folder, tables={"emotion-schedules": table})
+
+
 def plot(result: dict, path: Path) -> None:
     import matplotlib
     matplotlib.use("Agg")
@@ -180,6 +223,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--lr-find-steps", type=int, default=100)
     parser.add_argument("--cores", default="0,1", help="comma-separated cores, one run each ('none': no pinning)")
     parser.add_argument("--factors", default="0.1,10", help="one-cycle runs at these multiples of the suggestion")
+    parser.add_argument("--records", type=Path, default=Path(__file__).resolve().parents[1] / "docs" / "results",
+                        help="results store folder the published records go to ('none': not written)")
     parser.add_argument("--finetune-args", nargs=argparse.REMAINDER, default=[],
                         help="more `bertforge finetune` flags (last on the line)")
     args = parser.parse_args(argv)
@@ -197,7 +242,10 @@ def main(argv: list[str] | None = None) -> None:
     factors = tuple(float(f) for f in args.factors.split(",") if f)
     runs = [commands(run, args, lr, out) for run in plan_runs(args.seeds, factors)]
     run_all(runs, cores, out)
-    write_report(collect(runs, out, lr), out)
+    result = collect(runs, out, lr)
+    write_report(result, out)
+    if str(args.records) != "none":
+        print("records:", write_store_records(result, args, args.records))
     print(f"CPU: {cpu_name()}, one thread per run; results in {out}")
 
 

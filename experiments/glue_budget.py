@@ -40,7 +40,7 @@ each GLUE suite) and resumes what was interrupted (runs from their checkpoints, 
 
     OMP_NUM_THREADS=1 python experiments/glue_budget.py --out ../runs/budget --glue ../shared/data/glue
     # a smoke test of the whole pipeline (tiny step counts, a tiny GLUE subset):
-    python experiments/glue_budget.py --out /tmp/budget-smoke --max-steps-cap 4 --hf-lrs 5e-4 \\
+    python experiments/glue_budget.py --out runs/budget-smoke --max-steps-cap 4 --hf-lrs 5e-4 \\
         --glue-args "--tasks rte,stsb --max-train-samples 16 --max-eval-samples 24"
 """
 from __future__ import annotations

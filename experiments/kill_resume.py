@@ -1,8 +1,8 @@
 """SIGKILL every training verb at random moments (some inside a checkpoint save), resume by running the same
 command again, and check the final weights are bitwise those of a run that was never interrupted.
 
-    python experiments/kill_resume.py --trials 20 --out /tmp/kill-resume
-    python experiments/kill_resume.py --torchrun --trials 10 --out /tmp/kill-resume-ddp
+    python experiments/kill_resume.py --trials 20 --out runs/kill-resume
+    python experiments/kill_resume.py --torchrun --trials 10 --out runs/kill-resume-ddp
 
 Verbs: pretrain, distill pretrain, finetune, distill task — tiny models on real data from ../shared/data
 (a Wikipedia slice, SST-2) with the real MiniLM vocabulary. Prints one line per trial and a summary table

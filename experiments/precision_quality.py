@@ -1,6 +1,6 @@
 """bf16 autocast against fp32 on CPU: does the result suffer? Same data, same seed, same steps, one flag apart.
 
-    python experiments/precision_quality.py --out /tmp/precision [--steps 300] [--train-samples 2000]
+    python experiments/precision_quality.py --out runs/precision [--steps 300] [--train-samples 2000]
 
 1. Pre-training: a `mini` BERT (MLM + NSP) for `--steps` steps on a slice of ../shared/data's Wikipedia with
    the real uncased vocabulary, once per precision; the held-out MLM loss and NSP accuracy at the end.

@@ -445,7 +445,7 @@ def _hostile_folder(tiny_model, tmp_path, fault: str) -> tuple[Path, str]:
     config = json.loads((folder / "config.json").read_text())
     if fault == "layers":
         (folder / "config.json").write_text(json.dumps({**config, "num_hidden_layers": 10 ** 6}))
-        return folder, "'num_hidden_layers' is 1,000,000 but the weights"
+        return folder, "'num_hidden_layers' is 1,000,000"  # against the weights, or the bound a config check knows
     if fault == "vocab":
         (folder / "config.json").write_text(json.dumps({**config, "vocab_size": config["vocab_size"] + 1}))
         return folder, f"'vocab_size' is {config['vocab_size'] + 1:,} but the weights"

@@ -20,6 +20,7 @@ SPELLED = {
     "serving/handlers.py": {"--auto-truncate"},
     # a command line to run next (another verb's flags)
     "generation/loading.py": {"--init-from", "--objective"},
+    "data/prepare.py": {"--data"},  # a prepared corpus given back to prepare: `bertforge pretrain --data` reads it
     "serving/onnx_backend.py": {"--format"},
     # OSError subclasses (FileNotFoundError), which a SettingError (a ValueError) cannot be
     "serving/served_model.py": {"--model"},

@@ -33,7 +33,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("tokenization",),
     ("checkpoint", "config"),
     ("atomic", "outputs", "settings", "device", "textio", "folder_files", "allocator", "version",
-     "lifeline"),
+     "lifeline", "results_store"),
 )
 
 

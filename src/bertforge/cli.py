@@ -24,6 +24,7 @@ VERBS = {
     "vocab": "vocab",
     "prepare": "prepare",
     "pretrain": "pretrain",
+    "lengthen": "lengthen",
     "fill-mask": "fill_mask",
     "finetune": "finetune",
     "lr-find": "lr_find",

@@ -18,9 +18,12 @@ A field's metadata (all keys optional):
                instead of running until killed (--help shows it)
   inf_means    what an infinite value means to code that passes one (the flag keeps its maximum)
   kind         a value the command line parses specially: "duration" (90s, 30m, 2h), "probability" ([0, 1)),
-               "existing_file", "existing_dir"
+               "existing_file", "existing_dir"; "range": a whole number (or a number) within `minimum` (else 1
+               when `positive`, else 0) and `maximum`, whose flag names the whole range when it refuses a value
   parse        a callable text -> value raising ValueError, for values of the field's own domain
   nargs        "+" for one or more values
+  repeatable   the flag may be given again and adds its values (`--text a --text b` is `--text a b`)
+  positional   the values are given without a flag (`fill-mask "a [MASK] ."`)
   deferred     the default is decided later (by a recipe, or from another input): this text stands for it in --help
   cli          False: no flag (a setting only code gives)
 A part's metadata (`part(...)`) says which of its fields the verb derives itself (`hide`: no flag, not a

@@ -145,7 +145,8 @@ def test_help_shows_each_default_and_what_the_verb_does(capsys):
             shows_default = action.default not in (None, argparse.SUPPRESS) and not isinstance(action.default, bool) \
                 and action.option_strings and action.dest not in ("help", "debug")
             if shows_default:
-                assert "(default: " in action.help, f"{' '.join(path)} {action.option_strings[0]}"
+                assert "(default: " in action.help or "; default: " in action.help, \
+                    f"{' '.join(path)} {action.option_strings[0]}"
     assert "0: after every epoch" in actions(verb_parser("finetune"))["eval_every"].help
     assert "0: at the end only" in actions(verb_parser("pretrain"))["eval_every"].help
     assert "(default: best)" in actions(verb_parser("finetune"))["keep"].help
@@ -163,3 +164,38 @@ def test_a_bad_value_stops_at_parse_time_naming_the_flag(argv, message, capsys):
         build_parser().parse_args(["finetune", "--model", "m", "--output", "o", "--task", "sst2", *argv])
     assert exit_.value.code == 2
     assert message in capsys.readouterr().err
+
+
+def test_help_says_the_default_and_the_bound_in_one_parenthetical(capsys):
+    """`(default: 100; at most 100,000)`, not two parentheticals; a "range" field's refusal names the whole range."""
+    from dataclasses import dataclass as settings_class
+
+    from bertforge.commands.flags import add_settings_arguments
+    from bertforge.settings import setting
+
+    @settings_class
+    class Toy:
+        size: int = setting(100, "how many", positive=True, maximum=100_000)
+        later: int | None = setting(None, "decided later", positive=True, maximum=50, deferred="default: the recipe's")
+        count: int = setting(3, "a count", kind="range", positive=True, maximum=1_000)
+        names: list[str] | None = setting(None, "names", nargs="+", repeatable=True)
+        one: list[str] | None = setting(None, "one at a time", repeatable=True)
+        gloss: int = setting(20, "batches (0: none)", non_negative=True, maximum=1_000)
+        nested: int = setting(5, "spans (1: single tokens (no span))", positive=True, maximum=9)
+        inner: int = setting(7, "an (aside) then more", positive=True, maximum=9)
+
+    parser = argparse.ArgumentParser(prog="toy")
+    add_settings_arguments(parser, Toy)
+    helps = {a.dest: a.help for a in parser._actions}
+    assert helps["size"] == "how many (default: 100; at most 100,000)"
+    assert helps["later"] == "decided later (default: the recipe's; at most 50)"
+    assert helps["count"] == "a count (default: 3; from 1 to 1,000)"
+    assert helps["gloss"] == "batches (0: none; default: 20; at most 1,000)"   # its own gloss takes the notes
+    assert helps["nested"] == "spans (1: single tokens (no span); default: 5; at most 9)"
+    assert helps["inner"] == "an (aside) then more (default: 7; at most 9)"
+    args = parser.parse_args(["--names", "a", "b", "--names", "c", "--one", "x y", "--one", "z"])
+    assert (args.names, args.one) == (["a", "b", "c"], ["x y", "z"])
+    for value in ("0", "1001"):
+        with pytest.raises(SystemExit):
+            parser.parse_args(["--count", value])
+        assert f"argument --count: expected a whole number from 1 to 1,000, got '{value}'" in capsys.readouterr().err

@@ -59,7 +59,8 @@ def test_help_states_the_bounds_and_every_mlm_verb_defaults_to_device_auto(capsy
     with pytest.raises(SystemExit):
         main(["generate", "--help"])
     text = " ".join(capsys.readouterr().out.split())
-    assert "(default 10; 1-1,000)" in text and "(default 1; 1-10,000)" in text and "1-8,192" in text
+    assert "default: 10; from 1 to 1,000)" in text and "default: 1; from 1 to 10,000)" in text
+    assert "(from 1 to 8,192)" in text
     parser = build_parser()
     for argv in (["generate", "--model", "m", "--length", "3"], ["score", "--model", "m", "--text", "a"],
                  ["fill-mask", "--model", ".", "a [MASK]"]):

@@ -60,16 +60,6 @@ def test_paths(tmp_path):
         assert str(path) in str(err.value)
 
 
-def test_output_arguments():
-    parser = argparse.ArgumentParser()
-    options.add_output_arguments(parser, help="where the model goes")
-    args = parser.parse_args(["--output", "out"])
-    assert (args.output, args.overwrite) == ("out", False)
-    assert parser.parse_args(["--output", "o", "--overwrite"]).overwrite is True
-    with pytest.raises(SystemExit):
-        parser.parse_args([])  # --output is required
-
-
 def test_bounded_int_takes_both_ends_and_names_the_range():
     from bertforge.commands.options import bounded_int
     parse = bounded_int(1, 1_000)

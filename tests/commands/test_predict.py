@@ -178,3 +178,22 @@ def test_parquet_and_datasets_inputs_read_like_finetune_data(sst2, reference, tm
     for given in (tmp_path / "in.parquet", tmp_path / "saved"):
         rows, _ = _predict(capsys, "--model", sst2, "--input", given)
         assert rows == json.loads(json.dumps(reference.predict(SENTENCES[:3])))
+
+
+def test_long_input_flags_reach_the_predictor(sst2, tmp_path, capsys):
+    """--long-inputs / --max-seq-length are `LongInputOptions`: chunked records are the library's chunked records
+    (not the truncated ones), and refuse stops at the first long input."""
+    from bertforge.tasks.long_inputs import LongInputOptions
+    long_text = " ".join(SENTENCES * 4)
+    (tmp_path / "long.txt").write_text(long_text + "\n", encoding="utf-8")
+    rows, _ = _predict(capsys, "--model", sst2, "--input", tmp_path / "long.txt", "--device", "cpu",
+                       "--max-seq-length", "16", "--long-inputs", "chunk", "--chunk-stride", "8")
+    chunked = Predictor.load(sst2, device="cpu", precision="fp32", long_inputs=LongInputOptions(
+        max_seq_length=16, long_inputs="chunk", chunk_stride=8)).predict([long_text])
+    cut = Predictor.load(sst2, device="cpu", precision="fp32", long_inputs=LongInputOptions(
+        max_seq_length=16)).predict([long_text])
+    assert chunked[0]["scores"] != cut[0]["scores"]  # the two modes differ on this input
+    assert rows[0]["scores"] == pytest.approx(chunked[0]["scores"], abs=1e-5)
+    assert main(["predict", "--model", str(sst2), "--text", long_text, "--device", "cpu", "--max-seq-length", "16",
+                 "--long-inputs", "refuse"]) == 1
+    assert "(with --long-inputs refuse)" in capsys.readouterr().err

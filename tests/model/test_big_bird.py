@@ -292,3 +292,30 @@ def test_a_trace_is_refused_not_frozen():
     ids, mask = padded_batch()
     with pytest.raises(ValueError, match="no ONNX export"):
         torch.jit.trace(model, (ids, mask), strict=False)
+
+
+def test_a_batch_too_short_for_the_blocks_attends_in_full_and_says_so(caplog, monkeypatch):
+    """At most (5 + 2 r) blocks, the layout would cover nearly everything: the batch attends in full as
+    transformers does (the same outputs as the reference kernels' dense full mask), and one warning line says
+    so, once."""
+    from bertforge.model import block_sparse
+    monkeypatch.setattr(block_sparse, "_SAID", set())
+    config = BigBirdConfig(vocab_size=VOCAB, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
+                           intermediate_size=32, max_position_embeddings=256, block_size=BLOCK,
+                           num_random_blocks=RANDOM)
+    model = BigBirdModel(config).eval()
+    ids, mask = padded_batch((70, 41))
+    limit = (5 + 2 * RANDOM) * BLOCK
+    assert ids.shape[1] <= limit
+    with caplog.at_level("WARNING", logger="bertforge.model.block_sparse"), torch.no_grad():
+        full = model(ids, attention_mask=mask).last_hidden_state
+        model(ids, attention_mask=mask)
+    said = [r.getMessage() for r in caplog.records if r.name == "bertforge.model.block_sparse"]
+    assert said == [f"BigBird: a batch of 70 tokens is at most {limit} (5 + 2 x {RANDOM} random blocks of {BLOCK}): "
+                    f"it attends in full, as transformers does; block-sparse attention starts above {limit} tokens"]
+    plain = BigBirdModel(config.replace(attention_type="original_full"))
+    plain.load_state_dict(model.state_dict())
+    with torch.no_grad():
+        want = plain.eval()(ids, attention_mask=mask).last_hidden_state
+    real = mask.bool()
+    torch.testing.assert_close(full[real], want[real], atol=1e-5, rtol=0)

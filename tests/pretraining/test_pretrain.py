@@ -233,3 +233,17 @@ def test_init_from_a_model_with_another_vocabulary_is_refused(train_data, vocab_
         pretrain(train_data, tmp_path / "run", vocab=str(vocab_dir), init_from=str(other), max_steps=1,
                  eval_batches=0, **{**FAST, "model": str(other)})
     assert not (tmp_path / "run").exists(), "a run refused before it started leaves nothing behind"
+
+
+def test_max_seq_length_is_the_one_phase_schedule_and_refuses_a_second_schedule() -> None:
+    """`--max-seq-length N` (every other verb's spelling) trains at N the whole run, as `--seq-len-schedule N:1`;
+    given with another schedule it is refused naming both flags, never silently preferring one."""
+    from bertforge.pretraining.pretrain import PretrainConfig
+    from bertforge.settings import SettingError
+    one = PretrainConfig.from_options(data="d", output="o", recipe="fast", max_seq_length=4096)
+    assert parse_schedule(one.seq_len_schedule) == [(4096, 1.0)]
+    assert one == PretrainConfig.from_options(data="d", output="o", recipe="fast", max_seq_length=4096,
+                                              seq_len_schedule="4096:1.0")
+    with pytest.raises(SettingError) as info:
+        PretrainConfig.from_options(data="d", output="o", max_seq_length=4096, seq_len_schedule="128:0.9,4096:0.1")
+    assert str(info.value) == "give --max-seq-length or --seq-len-schedule, not both"

@@ -112,7 +112,7 @@ def waiting_in_batcher(url: str, seconds: float = 60) -> None:
 
 @pytest.mark.parametrize("flag, value, expected", [
     ("--max-wait-ms", "inf", "a number of at least 0"), ("--max-wait-ms", "nan", "a number of at least 0"),
-    ("--max-wait-ms", "1e9", "at most 60000 milliseconds"), ("--port", "99999", "a port number from 1 to 65535"),
+    ("--max-wait-ms", "1e9", "expected at most 60,000, got '1e9'"), ("--port", "99999", "a port number from 1 to 65535"),
     ("--port", "-1", "a port number"), ("--body-timeout", "0", "greater than 0"),
     ("--idle-timeout", "inf", "greater than 0"), ("--graceful-timeout", "-3", "at least 0"),
     ("--max-input-chars", "0", "at least 1"), ("--max-concurrent-requests", "1.5", "whole number"),

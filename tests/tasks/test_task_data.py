@@ -515,8 +515,19 @@ def test_a_missing_dev_file_names_the_folder_and_the_names_tried_in_one_short_li
     (tmp_path / "notes.txt").write_text("no data here")
     with pytest.raises(FileNotFoundError) as info:
         load("classification", need_train=False, data=str(tmp_path))
-    assert str(info.value) == (f"classification dev file 'dev' not found: looked for dev / valid / validation / eval "
-                               f"+ .jsonl / .csv / .tsv / .json / .parquet / .arrow (or .gz) in {tmp_path}")
+    assert str(info.value) == (f"classification dev file 'dev' not found: looked for dev / valid / validation / val / "
+                               f"eval + .jsonl / .csv / .tsv / .json / .parquet / .arrow / .txt (or .gz) in {tmp_path}")
+
+
+def test_a_folder_of_semicolon_txt_tables_is_found_by_data(tmp_path: Path) -> None:
+    """The emotion tutorial's folder as it is (train.txt, val.txt: `text;label_name` with a header) works with
+    --data alone; the labels come from the label column, not the text."""
+    (tmp_path / "train.txt").write_text("text;label_name\ni am glad;joy\ni am sad;sadness\nso happy;joy\n")
+    (tmp_path / "val.txt").write_text("text;label_name\nvery sad today;sadness\n")
+    data = load("classification", data=str(tmp_path))
+    assert sorted(data.labels) == ["joy", "sadness"]
+    assert [ex.text for ex in data.train] == ["i am glad", "i am sad", "so happy"]
+    assert [(ex.text, ex.label) for ex in data.evals["eval"]] == [("very sad today", "sadness")]
 
 
 def test_train_and_eval_from_parquet_and_a_datasets_folder(tmp_path: Path) -> None:

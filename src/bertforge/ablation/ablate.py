@@ -18,43 +18,77 @@ import re
 import shutil
 import statistics
 import time
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 from bertforge.allocator import release_freed_memory
 from bertforge.atomic import atomic_write_text
 from bertforge.config import CONFIG_NAME, has_config
-from bertforge.settings import SettingError
+from bertforge.settings import (MAX_BATCH, MAX_EPOCHS, MAX_LR, MAX_SAMPLES, MAX_SEED, MAX_STEPS, SettingError,
+                                check_settings, setting)
 from bertforge.ablation.tables import TABLES, Table, Variant
 
 PROBES = ("mlm", "nsp", "sop")  # held-out questions every row answers
 FINETUNE_TASKS = {"sst2": "SST-2", "mrpc": "MRPC"}
 
 
+def _names(text: str) -> tuple[str, ...]:
+    """'sst2,mrpc' -> ('sst2', 'mrpc')."""
+    names = tuple(t.strip() for t in text.split(",") if t.strip())
+    if not names:
+        raise ValueError(f"expected comma-separated names, got {text!r}")
+    return names
+
+
 @dataclass
 class AblationSettings:
-    table: str
-    data: str                        # a folder written by `bertforge prepare`
-    output: str
-    budget: float = 600.0            # seconds of pre-training per row
-    steps: int | None = None         # or a step budget: fairer than wall clock on a shared machine
-    model: str | None = None         # overrides the table's size (e.g. mini instead of tiny)
-    glue: str | None = None          # folder holding SST-2/ and MRPC/; None: no fine-tuning
-    tasks: tuple[str, ...] = ("sst2", "mrpc")
-    finetune_samples: int = 4000     # train examples per task (MRPC has 3,668)
-    finetune_epochs: float = 2.0
-    finetune_lr: float = 1e-4        # small models from short runs want a larger lr than the paper's 2e-5
-    finetune_seeds: int = 1          # fine-tuning runs per task (seeds seed, seed+1, ...); the table shows medians
-    batch_size: int = 64
-    lr: float | None = None          # None: 1e-3, or the recipe's own peak (fast: 2e-3)
-    warmup_steps: int | None = None  # None: 200, or the recipe's share of the step budget (fast: 6 %)
-    recipe: str = "bert"             # fast: every row in the ModernBERT layout with the fast recipe's training
-    eval_batches: int = 20
-    seed: int = 0
-    extra: dict[str, Any] = field(default_factory=dict)  # any other PretrainConfig field for every row
-    rows: tuple[str, ...] | None = None  # run only these rows (names or slugs), e.g. one process per core
-    reuse: tuple[str, ...] = ()      # other tables' output folders: a row finished there with the same run is copied
+    """One ablation table at a small, equal budget per row: what `run_ablation` runs and `bertforge ablate`'s
+    flags (each default, range and help written here once)."""
+
+    table: str = setting(help="one of: " + ", ".join(TABLES), positional=True, choices=tuple(sorted(TABLES)),
+                         metavar="TABLE")
+    data: str = setting(help="a corpus folder written by `bertforge prepare`", kind="existing_dir", metavar="DIR")
+    output: str = setting(help="folder for the table; an earlier run of the same table there is continued",
+                          metavar="DIR")
+    budget: float = setting(600.0, "pre-training wall-clock seconds per row (e.g. 90s, 10m, 1h)", kind="duration",
+                            maximum=86_400.0)
+    steps: int | None = setting(None, "pre-training steps per row instead of a wall-clock budget (fair on a busy "
+                                "machine)", positive=True, maximum=MAX_STEPS)
+    model: str | None = setting(None, "size for every row instead of the table's own (tiny, mini...)")
+    glue: str | None = setting(None, "folder holding SST-2/ and MRPC/ (e.g. ../shared/data/glue); omit to skip "
+                               "fine-tuning", kind="existing_dir", metavar="DIR")
+    tasks: Sequence[str] = setting(("sst2", "mrpc"), "comma-separated fine-tuning tasks", parse=_names)
+    finetune_samples: int = setting(4000, "train examples per task (MRPC has 3,668)", positive=True,
+                                    maximum=MAX_SAMPLES)
+    finetune_epochs: float = setting(2.0, "epochs of each probe fine-tuning", positive=True, maximum=MAX_EPOCHS)
+    # small models from short runs want a larger lr than the paper's 2e-5
+    finetune_lr: float = setting(1e-4, "learning rate of each probe fine-tuning", positive=True, maximum=MAX_LR)
+    finetune_seeds: int = setting(1, "fine-tuning runs per task and row (seeds --seed, --seed+1, ...); the table "
+                                  "shows medians", positive=True, maximum=100)
+    batch_size: int = setting(64, "pre-training batch size of every row", positive=True, maximum=MAX_BATCH)
+    lr: float | None = setting(None, "peak lr (default: 1e-3; 2e-3 with --recipe fast)", positive=True,
+                               maximum=MAX_LR)
+    warmup_steps: int | None = setting(None, "default: 200; with --recipe fast, 6 % of --steps (100 under a time "
+                                       "budget)", non_negative=True, maximum=MAX_STEPS)
+    recipe: str = setting("bert", "fast: every row in the ModernBERT layout (pre-LN, GeGLU, rotary, no biases; "
+                          "BERT's segment embeddings and NSP head kept where a row asks for them), 30 % masking, "
+                          "dropout 0", choices=("bert", "fast"))
+    eval_batches: int = setting(20, "held-out batches per probe", positive=True, maximum=1_000_000)
+    seed: int = setting(0, "seed of every row's pre-training", non_negative=True, maximum=MAX_SEED)
+    extra: dict[str, Any] = setting(default_factory=dict, help="any other PretrainConfig field for every row",
+                                    cli=False)
+    rows: Sequence[str] | None = setting(
+        None, "run only these rows (slugs as in the output folder, e.g. mlm-nsp); other rows finished there still "
+        "appear in the table, so one process per core can each take different rows", parse=_names,
+        metavar="ROW[,ROW]")
+    reuse: Sequence[str] = setting(
+        default_factory=list, help="another table's output folder (repeatable): a row finished there with exactly "
+        "this row's pre-training, corpus, probes and fine-tuning is copied instead of run again (e.g. RoBERTa "
+        "Table 2's SEGMENT-PAIR + NSP row is BERT Table 5's MLM + NSP row)", kind="existing_dir", nargs="+", repeatable=True,
+        metavar="DIR")
+    overwrite: bool = setting(False, "empty an existing, non-empty --output folder first (default: continue the "
+                              "same table there, refuse anything else)")
 
 
 def budget_text(settings: AblationSettings) -> str:
@@ -65,14 +99,42 @@ def slug(name: str) -> str:
     return re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")
 
 
+def run_ablation(settings: AblationSettings, say: Callable[[str], None] | None = None) -> dict[str, Any]:
+    """`bertforge ablate`: claim OUTPUT (a folder of the same table is continued, whichever rows each process
+    runs), record the settings, and run the table (`run_table`)."""
+    from bertforge.outputs import claim_output, read_run_config, write_run_config
+    table = _checked_table(settings)
+    select_rows(table, settings.rows)  # a misspelt row fails before anything is written
+    recorded = {k: v for k, v in asdict(settings).items() if k != "overwrite"}
+    compared = {k: v for k, v in recorded.items() if k not in ("rows", "reuse")}  # rows: one process each
+    output = claim_output(settings.output, verb="ablate", overwrite=settings.overwrite, resumable=True,
+                          settings=compared, inputs=(settings.data, settings.glue, *settings.reuse))
+    earlier = read_run_config(output)
+    if earlier is not None and earlier.get("table") not in (None, settings.table):
+        raise SettingError("{path} holds the ablation table {earlier!r}, not {asked!r}; use {overwrite}, or choose "
+                           "another {output}", owner=AblationSettings, path=str(output), earlier=earlier["table"],
+                           asked=settings.table)
+    write_run_config(output, "ablate", recorded)
+    return _run_rows(settings, table, say)
+
+
+def _checked_table(settings: AblationSettings) -> Table:
+    """The table `settings` name, once its settings are checked."""
+    if settings.table not in TABLES:
+        raise ValueError(f"unknown table {settings.table!r}; choose one of {', '.join(TABLES)}")
+    check_settings(settings)
+    return TABLES[settings.table]
+
+
 def run_table(settings: AblationSettings, say: Callable[[str], None] | None = None) -> dict[str, Any]:
     """Pre-train, probe and fine-tune each selected row of the table; write its table and plot. `say`
     receives the progress lines (the command passes print; none: quiet)."""
+    return _run_rows(settings, _checked_table(settings), say)
+
+
+def _run_rows(settings: AblationSettings, table: Table, say: Callable[[str], None] | None) -> dict[str, Any]:
     from bertforge.data.objectives import get_objective
     say = say or (lambda msg: None)
-    if settings.table not in TABLES:
-        raise ValueError(f"unknown table {settings.table!r}; choose one of {', '.join(TABLES)}")
-    table = TABLES[settings.table]
     # heads dropped/added between pre-training and fine-tuning are expected here, not news
     logging.getLogger("bertforge.checkpoint").setLevel(logging.ERROR)
     out = Path(settings.output)
@@ -222,8 +284,6 @@ def row_fingerprint(table: Table, variant: Variant, settings: AblationSettings) 
     MLM + NSP row is RoBERTa Table 2's SEGMENT-PAIR row). None for a distilled row: it depends on its teacher."""
     if variant.kind != "pretrain":
         return None
-    from dataclasses import asdict
-
     from bertforge.pretraining.pretrain import PretrainConfig, data_fingerprint
     options = row_options(table, variant, settings)
     resolved = asdict(PretrainConfig.from_options(data=settings.data, output="", **options))  # defaults filled in

@@ -5,16 +5,8 @@ import argparse
 
 from bertforge.commands import add_common
 from bertforge.commands.flags import add_settings_arguments, settings_from_args
-from bertforge.commands.options import add_output_arguments, at_most
-from bertforge.pretraining.distill import DistillConfig
+from bertforge.pretraining.distill import DistillConfig, DistillInitSettings
 from bertforge.tasks.distill import TaskDistillSettings
-
-
-def _layers(value: str) -> list[int]:
-    try:
-        return [int(v) for v in value.split(",") if v.strip()]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"--layers takes comma-separated layer numbers, not {value!r}") from None
 
 
 def register(sub) -> None:
@@ -31,10 +23,7 @@ def register(sub) -> None:
                                         "layers 0, 2, 4, ... and MLM head (if it has one) into a DistilBERT student "
                                         "with half the layers; writes a checkpoint that transformers loads, plus the "
                                         "teacher's tokenizer.")
-    init.add_argument("--teacher", required=True, metavar="DIR", help="BERT or DistilBERT checkpoint folder")
-    add_output_arguments(init, help="folder for the student (new or empty, unless --overwrite)")
-    init.add_argument("--layers", type=at_most(_layers, 1_000), metavar="I,J,...",
-                      help="teacher layers to keep (default 0,2,4,...)")
+    add_settings_arguments(init, DistillInitSettings)
     add_common(init)
     init.set_defaults(run=run_init)
 
@@ -57,8 +46,8 @@ def register(sub) -> None:
 
 
 def run_init(args: argparse.Namespace) -> int:
-    from bertforge.pretraining.distill import INIT_RECORD, init_student
-    out = init_student(args.teacher, args.output, args.layers, overwrite=args.overwrite)
+    from bertforge.pretraining.distill import INIT_RECORD, distill_init
+    out = distill_init(settings_from_args(DistillInitSettings, args))
     print(f"student written to {out} (see {out / INIT_RECORD})")
     return 0
 

@@ -8,12 +8,14 @@ the fields the verb derives itself; `settings_from_args` builds the verb's setti
 from __future__ import annotations
 
 import argparse
+import re
 import typing
 from dataclasses import MISSING, fields, replace
 from typing import Any, Callable, Iterable, Mapping
 
-from bertforge.commands.options import (at_most, duration, existing_dir, existing_file, non_negative_float,
-                                        non_negative_int, positive_float, positive_int, probability)
+from bertforge.commands.options import (at_most, bound_text, bounded_float, bounded_int, duration, existing_dir,
+                                        existing_file, non_negative_float, non_negative_int, path_or_glob,
+                                        positive_float, positive_int, probability)
 from bertforge.settings import field_flag
 
 UNSET = argparse.SUPPRESS  # a deferred flag the user did not give is absent from the parsed namespace
@@ -21,12 +23,23 @@ UNSET = argparse.SUPPRESS  # a deferred flag the user did not give is absent fro
 __all__ = ["UNSET", "add_data_arguments", "add_settings_arguments", "data_options_from_args", "flat_args",
            "settings_from_args"]
 
-# value shapes a field's `kind` names
+
+def _existing_file(text: str) -> str:
+    return str(existing_file(text))
+
+
+def _existing_dir(text: str) -> str:
+    return str(existing_dir(text))
+
+
+# value shapes a field's `kind` names (argparse's messages and the doc tests, which skip path values, read each
+# converter's name)
 KINDS: dict[str, Callable[[str], Any]] = {
     "duration": duration,
     "probability": probability,
-    "existing_file": lambda text: str(existing_file(text)),
-    "existing_dir": lambda text: str(existing_dir(text)),
+    "existing_file": _existing_file,
+    "existing_dir": _existing_dir,
+    "path_or_glob": path_or_glob,
 }
 
 
@@ -72,18 +85,71 @@ def _add_flag(target, f, kind: Any, default: Any, help_text: str, deferred: str 
     if kind == (bool | None):
         target.add_argument(flag, dest=f.name, action=argparse.BooleanOptionalAction, default=default, help=help_text)
         return
-    kwargs: dict[str, Any] = {"dest": f.name, "type": _converter(f, kind), "choices": meta.get("choices"),
+    kwargs: dict[str, Any] = {"type": _converter(f, kind), "choices": meta.get("choices"),
                               "metavar": meta.get("metavar"), "nargs": meta.get("nargs")}
+    if meta.get("repeatable"):  # --text a --text b means --text a b; --source a --source b, two sources
+        kwargs["action"] = "extend" if meta.get("nargs") else "append"
+    notes = []
     if deferred:
         kwargs["default"] = UNSET
-        help_text += f" ({deferred})".replace("%", "%%")
+        notes.append(deferred)
     elif default is MISSING:
         kwargs["required"] = True
     else:
         kwargs["default"] = default
-        if default is not None:
-            help_text += f" (default: {_shown(default)})".replace("%", "%%")
-    target.add_argument(flag, help=help_text, **kwargs)
+        if default is not None and default != [] and default != "":  # an empty default is "none given"
+            shown = _duration_text(default) if meta.get("kind") == "duration" else _shown(default)
+            notes.append(f"default: {shown}")
+    bound = _bound_note(f, help_text)
+    notes += [bound] if bound else []
+    if notes:
+        help_text = _with_notes(help_text, notes)
+    if meta.get("positional"):
+        kwargs.pop("required", None)
+        target.add_argument(f.name, help=help_text, **kwargs)
+        return
+    target.add_argument(flag, dest=f.name, help=help_text, **kwargs)
+
+
+def _with_notes(help_text: str, notes: list[str]) -> str:
+    """`help_text` with `notes` (the default, the bound) in one parenthetical: a help text that ends in one
+    ("(0: none)") takes them inside it ("(0: none; default: 20)"), else a new one is added."""
+    text = "; ".join(notes).replace("%", "%%")
+    opening = _last_parenthetical(help_text)
+    if opening is not None:
+        return f"{help_text[:-1]}; {text})"
+    return f"{help_text} ({text})"
+
+
+def _last_parenthetical(text: str) -> int | None:
+    """Where the parenthetical that ends `text` opens, or None when `text` does not end in a balanced one."""
+    if not text.endswith(")"):
+        return None
+    depth = 0
+    for i in range(len(text) - 1, -1, -1):
+        depth += {")": 1, "(": -1}.get(text[i], 0)
+        if depth == 0:
+            return i
+    return None
+
+
+def _bound_note(f, help_text: str) -> str | None:
+    """What --help says of the field's range ("at most 1,000", "from 1 to 1,000"), unless its help says it."""
+    high = f.metadata.get("maximum")
+    if high is None:
+        return None
+    shown = _duration_text(high) if f.metadata.get("kind") == "duration" else bound_text(high)
+    if re.search(rf"(at most |\d-|to ){re.escape(shown)}(?![\d./]|,\d)", help_text):
+        return None
+    if f.metadata.get("kind") == "range":
+        return f"from {bound_text(_low(f))} to {shown}"
+    return f"at most {shown}"
+
+
+def _low(f) -> float:
+    """The smallest value of a "range" field: its `minimum`, else 1 when `positive`, else 0."""
+    low = f.metadata.get("minimum")
+    return low if low is not None else 1 if f.metadata.get("positive") else 0
 
 
 def _shown(value: Any) -> str:
@@ -98,6 +164,9 @@ def _converter(f, kind: Any) -> Callable[[str], Any]:
     high = f.metadata.get("maximum")
     if high is None:
         return _unbounded(f, kind)
+    if f.metadata.get("kind") == "range":  # the message names the whole range
+        low = _low(f)
+        return bounded_int(int(low), int(high)) if _scalar(kind, f.name) is int else bounded_float(low, high)
     shown = _duration_text(high) if f.metadata.get("kind") == "duration" else None
     return at_most(_unbounded(f, kind), high, shown)
 

@@ -3,12 +3,22 @@ from __future__ import annotations
 
 import argparse
 import json
+from dataclasses import dataclass
 from pathlib import Path
 
 from bertforge.commands import add_common
+from bertforge.commands.flags import add_settings_arguments, settings_from_args
 from bertforge.config import config_file
-from bertforge.commands.options import at_most, positive_int
-from bertforge.settings import MAX_LENGTH
+from bertforge.settings import MAX_LENGTH, check_settings, setting
+
+
+@dataclass
+class InfoSettings:
+    """The model to describe and the length its FLOPs figure is for. (No library function runs them: the
+    counting is a few calls on a meta-device model, here.)"""
+
+    model: str = setting(help="preset name, config.json or checkpoint folder")
+    seq_len: int = setting(128, "sequence length for the FLOPs figure", positive=True, maximum=MAX_LENGTH)
 
 
 def register(sub) -> None:
@@ -16,9 +26,7 @@ def register(sub) -> None:
                        description="Print the shape, parameter counts (total, embeddings, encoder layers) and "
                        "training FLOPs per token of a model preset (tiny ... large, or with a family: bert-base, "
                        "albert-base, albert-xxlarge, roberta-mini ...), a config.json or a checkpoint folder.")
-    p.add_argument("--model", required=True, help="preset name, config.json or checkpoint folder")
-    p.add_argument("--seq-len", type=at_most(positive_int, MAX_LENGTH), default=128,
-                   help="sequence length for the FLOPs figure")
+    add_settings_arguments(p, InfoSettings)
     add_common(p)
     p.set_defaults(run=run)
 
@@ -64,7 +72,9 @@ def run(args: argparse.Namespace) -> int:
     import torch
 
     from bertforge.model.auto import family
-    config = load_config(args.model)
+    settings = settings_from_args(InfoSettings, args)
+    check_settings(settings)
+    config = load_config(settings.model)
     fam = family(config.model_type)
     with torch.device("meta"):  # shapes only: counting even xxlarge allocates nothing
         encoder = fam.model_class("base")(config)
@@ -87,6 +97,6 @@ def run(args: argparse.Namespace) -> int:
     sharing = f", sharing {config.layer_sharing}" if config.layer_sharing != "none" else ""
     print(f"  = embeddings {_millions(embeddings)}{detail} + transformer layers {_millions(layers)} "
           f"({config.num_hidden_layers} layers{sharing}) + pooler {_millions(pooler)}")
-    print(f"training FLOPs per token at length {args.seq_len} (15% masked): "
-          f"{full.flops_per_token(args.seq_len) / 1e6:.1f} MFLOP")
+    print(f"training FLOPs per token at length {settings.seq_len} (15% masked): "
+          f"{full.flops_per_token(settings.seq_len) / 1e6:.1f} MFLOP")
     return 0

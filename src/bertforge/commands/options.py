@@ -13,11 +13,12 @@ import re
 from pathlib import Path
 from typing import Any, Callable
 
+# the inference settings' bounds and input check, written beside them; re-exported for the verbs that take them from here
+from bertforge.tasks.inference_options import MAX_BATCH_TOKENS, MAX_CHARS, check_plain_text
+
 __all__ = [
     "MAX_BATCH_TOKENS",
     "MAX_CHARS",
-    "add_output_arguments",
-    "add_text_argument",
     "at_most",
     "bound_text",
     "bounded_float",
@@ -38,9 +39,6 @@ __all__ = [
 
 _INT = re.compile(r"[+-]?\d+")
 
-# Bounds of the inference flags (the training settings' are in bertforge.settings): far beyond any real use
-MAX_BATCH_TOKENS = 1 << 20     # padded tokens in one model call
-MAX_CHARS = 100_000_000        # characters of one input text
 
 
 def _int(text: str, what: str) -> int:
@@ -221,31 +219,6 @@ def duration(text: str) -> float:
     if seconds <= 0:
         raise argparse.ArgumentTypeError(f"expected a duration greater than 0, got {text!r}")
     return seconds
-
-
-def add_output_arguments(parser: argparse.ArgumentParser, help: str = "output folder",
-                         required: bool = True) -> None:
-    """`--output DIR` and `--overwrite`; pass both to `bertforge.outputs.claim_output`."""
-    parser.add_argument("--output", required=required, metavar="DIR", help=help)
-    parser.add_argument("--overwrite", action="store_true",
-                        help="empty an existing, non-empty --output folder first (default: refuse it)")
-
-
-def add_text_argument(parser: argparse.ArgumentParser, help: str, **kwargs) -> argparse.Action:
-    """`--text TEXT [TEXT ...]`, repeatable: the one way every verb that reads sentences takes them on the
-    command line (`--text a --text b` and `--text a b` mean the same)."""
-    return parser.add_argument("--text", nargs="+", action="extend", metavar="TEXT", help=help, **kwargs)
-
-
-TABLE_SUFFIXES = (".csv", ".tsv", ".jsonl", ".json", ".parquet", ".arrow", ".feather")
-
-
-def check_plain_text(path: str | None, verb: str, flag: str = "--input") -> None:
-    """Refuse a table (.csv/.tsv/.jsonl) given to a verb that reads one text per line: its header and every
-    other column would be read as text."""
-    if path and path != "-" and str(path).lower().removesuffix(".gz").endswith(TABLE_SUFFIXES):
-        raise ValueError(f"{flag} {path}: {verb} reads plain text, one text per line; this is a table "
-                         "(.csv/.tsv/.jsonl/.parquet/.arrow): give its text column as a .txt file, or the texts with --text")
 
 
 probability.upper_bound = fraction.upper_bound = 1.0  # type: ignore[attr-defined] # the bound --help shows

@@ -11,7 +11,8 @@ from bertforge.training.metrics_log import CURVES, METRICS_LOG
 def register(sub) -> None:
     from bertforge.pretraining.pretrain import PretrainConfig
     p = sub.add_parser("pretrain", help="pre-train a BERT on a prepared corpus",
-                       description="Pre-train with MLM+NSP (BERT), MLM+SOP (ALBERT), MLM (RoBERTa), LTR or ELECTRA. "
+                       description="Pre-train with MLM+NSP (BERT), MLM+SOP (ALBERT), MLM (RoBERTa), LTR, ELECTRA, XLNet's "
+                       "permutation LM (plm) or masked diffusion (mdlm; causal-then-masked and hybrid mix LTR and MLM). "
                        "The final model goes to OUTPUT in the Hugging Face layout with its tokenizer; checkpoints to "
                        "OUTPUT/checkpoints/step-N. Running the same command again resumes from the newest complete "
                        "checkpoint. Launch with `torchrun --nproc_per_node N -m bertforge pretrain ...` for "

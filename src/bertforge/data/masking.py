@@ -255,3 +255,36 @@ def mask_tokens(ids: np.ndarray, lengths: np.ndarray, keys: np.ndarray, config: 
     inputs = np.where(to_mask, tables.mask_id, np.where(to_random, replacement, ids))
     labels = np.where(chosen, ids, -100)
     return inputs, labels
+
+
+def parse_rate_schedule(text: str) -> list[tuple[float, float]]:
+    """'0.3:0.3,0.15:0.4,0.05:0.3' -> [(0.3, 0.3), (0.15, 0.4), (0.05, 0.3)]: mask rates and the fractions of the
+    run they hold (which add up to 1), as the sequence-length schedule is spelt. Raises ValueError."""
+    phases = []
+    for phase in str(text).split(","):
+        rate, _, frac = phase.strip().partition(":")
+        try:
+            phases.append((float(rate), float(frac) if frac else 1.0))
+        except ValueError:
+            raise ValueError(f"cannot read the mask-rate schedule {text!r}; use e.g. 0.3:0.3,0.15:0.4,0.05:0.3") from None
+    if abs(sum(f for _, f in phases) - 1.0) > 1e-6 or any(f <= 0 for _, f in phases):
+        raise ValueError(f"the fractions of the mask-rate schedule {text!r} must be positive and add up to 1")
+    if any(not 0.0 < r < 1.0 for r, _ in phases):
+        raise ValueError(f"the rates of the mask-rate schedule {text!r} must be in (0, 1)")
+    return phases
+
+
+def phase_value(phases: list[tuple[Any, float]], progress: float) -> Any:
+    """The value of the phase (value, fraction of the run) that `progress` (0..1) through the run is in: one rule
+    for every phased setting (the mask rate here, pre-training's sequence length)."""
+    edge = 0.0
+    for value, frac in phases:
+        edge += frac
+        if progress < edge - 1e-12:
+            return value
+    return phases[-1][0]
+
+
+def rate_at(phases: list[tuple[float, float]], progress: float) -> float:
+    """The scheduled mask rate at `progress` (0..1) through the run."""
+    return phase_value(phases, progress)

@@ -13,6 +13,9 @@ class Objective:
     left_to_right: bool = False  # predicts token i + 1 under a causal mask; nothing is masked
     generator: bool = False  # ELECTRA: a small generator fills the masks, the model tells replaced tokens
     reads: str | None = None  # the objective whose batches it trains on, when not its own
+    permuted: bool = False  # XLNet: a factorisation order per sequence, its last 1/K predicted (data/permutation.py)
+    diffusion: bool = False  # MDLM: a mask rate t per sequence, all chosen tokens [MASK], loss weighted 1/t
+    mix: str | None = None  # causal and masked batches: "phase" (causal first, then masked) or "batch" (drawn)
 
     @property
     def batches(self) -> str:
@@ -26,6 +29,10 @@ OBJECTIVE_TABLE: dict[str, Objective] = {o.name: o for o in (
     Objective("mlm"),  # RoBERTa
     Objective("ltr", left_to_right=True),  # BERT's left-to-right ablation
     Objective("electra", generator=True, reads="mlm"),
+    Objective("plm", permuted=True, reads="ltr"),  # XLNet: the corpus's unmasked ltr rows, orders drawn per batch
+    Objective("mdlm", diffusion=True, reads="ltr"),  # masked diffusion on the unmasked rows (data/diffusion.py)
+    Objective("causal-then-masked", mix="phase", reads="ltr"),  # ltr for --causal-fraction of the run, then MLM
+    Objective("hybrid", mix="batch", reads="ltr"),  # each batch ltr with probability --causal-fraction, else MLM
 )}
 
 

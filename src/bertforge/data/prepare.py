@@ -26,14 +26,16 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from bertforge.data.corpus import FORMATS, MAX_DAMAGED_SHARE, LineCounts, document_sentences
+from bertforge.data.corpus import MAX_DAMAGED_SHARE, LineCounts, document_sentences
 from bertforge.data.hashing import combine
+from bertforge.data.prepare_settings import PREPARE_DEFAULTS, PrepareSettings, recorded_settings
 from bertforge.data.records import RecordError
 from bertforge.data.shards import (MANIFEST, MANIFEST_KIND, MANIFEST_VERSION, SPLITS, CorpusError, ShardWriter,
                                    load_tokenizer, token_dtype, vocab_sha256)
 from bertforge.data.sources import Chunk, Columns, Source, iter_chunks, open_sources
 from bertforge.lifeline import die_with_parent
 from bertforge.outputs import RUN_CONFIG
+from bertforge.settings import SettingError, check_settings
 
 STATE = "prepare-state.json"
 CANDIDATES = "heldout-candidates.npz"
@@ -299,17 +301,17 @@ def prepare_corpus(
     vocab_dir: Any,
     output_dir: str | Path,
     *,
-    max_seq_length: int = 128,
-    workers: int | None = None,
-    input_format: str = "auto",
-    heldout_fraction: float | None = 0.01,
-    heldout_documents: int | None = None,
+    max_seq_length: int = PREPARE_DEFAULTS["max_seq_length"],
+    workers: int | None = PREPARE_DEFAULTS["workers"],
+    input_format: str = PREPARE_DEFAULTS["input_format"],
+    heldout_fraction: float | None = PREPARE_DEFAULTS["heldout_fraction"],
+    heldout_documents: int | None = PREPARE_DEFAULTS["heldout_documents"],
     shard_tokens: int = 2 ** 25,
     chunk_bytes: int = 1 << 20,
-    show_progress: bool = True,
-    text_column: str = "text",
-    document_column: str | None = None,
-    skip_bad_rows: bool = False,
+    show_progress: bool = PREPARE_DEFAULTS["progress"],
+    text_column: str = PREPARE_DEFAULTS["text_column"],
+    document_column: str | None = PREPARE_DEFAULTS["document_column"],
+    skip_bad_rows: bool = PREPARE_DEFAULTS["skip_bad_rows"],
     resume: bool = True,
 ) -> dict[str, Any]:
     """Tokenise text and record files into memory-mapped shards under `output_dir`; returns the manifest.
@@ -325,7 +327,13 @@ def prepare_corpus(
     Memory stays bounded by a few chunks of `chunk_bytes` per worker whatever the corpus size; an interrupted
     call continues from its last finished shard when called again the same way (unless `resume=False`).
     """
-    _check_arguments(input_format, max_seq_length, heldout_fraction, heldout_documents)
+    check_settings(PrepareSettings(input=inputs, vocab=vocab_dir, output=str(output_dir), text_column=text_column,
+                                   document_column=document_column, skip_bad_rows=skip_bad_rows,
+                                   max_seq_length=max_seq_length, workers=workers, input_format=input_format,
+                                   heldout_fraction=heldout_fraction, heldout_documents=heldout_documents))
+    if heldout_documents is None and not (heldout_fraction or 0.0) < 1.0:  # a range no maximum says: [0, 1)
+        raise SettingError("{heldout_fraction} must be below 1 (1 would hold out every document), got {got}",
+                           owner=PrepareSettings, got=heldout_fraction)
     columns = Columns(text_column, document_column, skip_bad_rows)
     sources = open_sources(inputs, input_format, columns)
     output_dir = Path(output_dir)
@@ -362,16 +370,31 @@ def prepare_corpus(
     return manifest
 
 
-def _check_arguments(input_format: str, max_seq_length: int, heldout_fraction: float | None,
-                     heldout_documents: int | None) -> None:
-    if input_format not in ("auto",) + FORMATS:
-        raise ValueError(f"input_format must be 'auto', 'sentences' or 'paragraphs', got {input_format!r}")
-    if heldout_documents is not None and heldout_documents < 0:
-        raise ValueError("heldout_documents must be >= 0")
-    if heldout_documents is None and not 0.0 <= (heldout_fraction or 0.0) < 1.0:
-        raise ValueError(f"heldout_fraction must be in [0, 1), got {heldout_fraction}")
-    if max_seq_length < 8:
-        raise ValueError(f"max_seq_length must be at least 8, got {max_seq_length}")
+def prepare(settings: PrepareSettings) -> dict[str, Any]:
+    """`bertforge prepare`: claim `settings.output` (a finished run of the same settings there is kept, an
+    interrupted one continued), record the settings and the inputs' identity, and prepare the corpus into it;
+    returns the manifest. Every input is resolved (globs expanded, folders walked) before the output is claimed,
+    so `overwrite` can never empty a file a pattern matches."""
+    from bertforge.data.identity import check_input_content, record_input_content
+    from bertforge.data.records import expand_inputs
+    from bertforge.outputs import fresh_output
+    for path in map(Path, settings.input):
+        if path.is_dir() and (path / MANIFEST).is_file():
+            raise SettingError("{input} {path} is a folder written by `bertforge prepare` (it has manifest.json): "
+                               "give it to `bertforge pretrain --data`; prepare reads raw text files",
+                               owner=PrepareSettings, path=str(path))
+    inputs = (*[p for p in map(Path, settings.input) if p.exists()], *[p for p, _ in expand_inputs(settings.input)],
+              settings.vocab)
+    content = check_input_content(settings.output, "prepare", inputs, settings.overwrite)
+    with fresh_output(settings.output, verb="prepare", overwrite=settings.overwrite,
+                      settings=recorded_settings(settings), inputs=inputs) as output:
+        record_input_content(output, content)
+        return prepare_corpus(settings.input, settings.vocab, output, max_seq_length=settings.max_seq_length,
+                              workers=settings.workers, input_format=settings.input_format,
+                              heldout_fraction=settings.heldout_fraction, heldout_documents=settings.heldout_documents,
+                              show_progress=settings.progress, text_column=settings.text_column,
+                              document_column=settings.document_column, skip_bad_rows=settings.skip_bad_rows,
+                              resume=not settings.overwrite)
 
 
 def _put_in_place(work: Path, output_dir: Path) -> None:

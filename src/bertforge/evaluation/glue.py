@@ -54,53 +54,17 @@ from typing import Any, Callable, Iterator, Sequence
 
 from bertforge.checkpoint import SAFE_INDEX, SAFE_WEIGHTS
 from bertforge.config import CONFIG_NAME, has_config
-from bertforge.device import device_setting, precision_setting
-from bertforge.evaluation.protocols import Protocol, changed_settings, get_protocol, recorded_default
+from bertforge.evaluation.protocols import Protocol, changed_settings, recorded_default
 from bertforge.evaluation.report import FORMAT, write_report
 from bertforge.evaluation.scheduler import WORKERS_LOCK, Failure, run_units, workers_running
 from bertforge.evaluation.scores import (GLUE_TASKS, glue_average, majority_baseline, summarize_runs, task_score)
+from bertforge.evaluation.settings import GlueSettings
 from bertforge.evaluation.units import Unit, UnitContext, planned_steps, read_result, unit_folder
 from bertforge.folder_files import WEIGHTS_MAX_BYTES, check_folder_file
-from bertforge.settings import SettingError
+from bertforge.settings import SettingError, check_settings
 from bertforge.tokenization.auto import TOKENIZER_FOLDER_FILES
 
 VERB = "glue"
-
-
-@dataclass
-class GlueSettings:
-    """One GLUE suite: which checkpoint, which data, which protocol (with overrides), how to run it."""
-
-    model: str
-    data: str
-    output: str
-    protocol: str = "sane"
-    tasks: Sequence[str] | None = None     # None: all nine, those without files skipped; named: all must exist
-    seeds: int | None = None               # None: the protocol's
-    seed: int = 42                         # the first seed; the others follow it
-    learning_rates: Sequence[float] | None = None   # protocol overrides, None: the protocol's
-    epochs: float | None = None
-    batch_size: int | None = None
-    max_seq_length: int | None = None
-    max_train_samples: int | None = None
-    max_eval_samples: int | None = None
-    wnli: str | None = None
-    batch_order: str | None = None
-    jobs: int | None = None                # None: one per core (per GPU on CUDA)
-    device: str = device_setting()
-    precision: str = precision_setting()
-    save_every: int = 100
-    keep_predictors: bool = False
-    name: str | None = None
-    overwrite: bool = False
-    progress: bool = True
-    command: str | None = None             # the command line that asked for this, for glue.md
-
-    def resolve_protocol(self) -> Protocol:
-        return get_protocol(self.protocol, seeds=self.seeds, epochs=self.epochs, batch_size=self.batch_size,
-                            learning_rates=self.learning_rates, max_seq_length=self.max_seq_length,
-                            max_train_samples=self.max_train_samples, max_eval_samples=self.max_eval_samples,
-                            wnli=self.wnli, batch_order=self.batch_order)
 
 
 class GlueError(SettingError, RuntimeError):
@@ -349,6 +313,7 @@ def run_glue(settings: GlueSettings, say: Callable[[str], None] | None = None, h
     """Run (or continue) the suite and write glue.json, glue.md and glue.png into OUTPUT; returns glue.json's
     contents. Raises RuntimeError after writing them when some units failed (the others' results are kept)."""
     say = say or (lambda _line: None)
+    check_settings(settings)
     if int(os.environ.get("WORLD_SIZE", "1")) > 1:
         raise GlueError("bertforge glue runs its own processes ({jobs}); start it without torchrun")
     protocol = settings.resolve_protocol()

@@ -7,11 +7,12 @@ from typing import Any
 import torch
 
 from bertforge.generation import samplers as S
+from bertforge.generation.diffusion import mdlm_sample
 from bertforge.generation.mlm import MaskedLM
 from bertforge.generation.template import GenerationInputError, Template, build_template
 
-DEFAULT_ITERATIONS = {"mask-predict": 10, "gibbs": 10, "mh": 10, "left-to-right": 0}
-DEFAULT_TEMPERATURE = {"mask-predict": 0.0, "gibbs": 1.0, "mh": 1.0, "left-to-right": 0.0}
+DEFAULT_ITERATIONS = {"mask-predict": 10, "gibbs": 10, "mh": 10, "left-to-right": 0, "mdlm": 10}
+DEFAULT_TEMPERATURE = {"mask-predict": 0.0, "gibbs": 1.0, "mh": 1.0, "left-to-right": 0.0, "mdlm": 1.0}
 
 
 def sample_generator(seed: int, index: int) -> torch.Generator:
@@ -23,14 +24,15 @@ def generate(model: Any, tokenizer: Any, text: str | None = None, *, span_length
              length: int | None = None, prefix: str | None = None, sampler: str = "mask-predict",
              iterations: int | None = None, num_samples: int = 1, batch_size: int = 8, seed: int = 0,
              temperature: float | None = None, top_k: int = 0, burn_in: int = 0, parallel: bool = False,
-             max_tokens: int = 8192, precision: str = "auto",
+             top_p: float = 1.0, max_tokens: int = 8192, precision: str = "auto",
              progress: Callable[[int | None], Any] | None = None) -> list[dict]:
     """Fill the masks of `text` (or generate `length` tokens after `prefix`) `num_samples` times.
 
     Each result: {"text", "spans" (the generated pieces, one string per span), "tokens" (generated tokens),
     "sampler", "seed", "sample"}; `mh` adds "acceptance_rate" and "energy". `iterations` is T for
-    mask-predict and the number of sweeps over the targets for gibbs and mh (default 10); `temperature`
-    defaults to 0 (greedy) for mask-predict and left-to-right and to 1 for gibbs and mh. `precision` is
+    mask-predict, the number of sweeps over the targets for gibbs and mh and of reverse steps for mdlm
+    (default 10); `temperature` defaults to 0 (greedy) for mask-predict and left-to-right and to 1 for gibbs,
+    mh and mdlm; `top_p` (mdlm) cuts each draw to its nucleus. `precision` is
     `bertforge.device.Precision`'s ("auto": fp32 on CPU, bf16 on CUDA). `progress`, if given,
     is called once the input is checked, with the number of model calls (None when unknown), and returns a
     tqdm-like bar updated once per model call and closed at the end."""
@@ -39,6 +41,8 @@ def generate(model: Any, tokenizer: Any, text: str | None = None, *, span_length
     iterations = DEFAULT_ITERATIONS[sampler] if iterations is None else int(iterations)
     temperature = DEFAULT_TEMPERATURE[sampler] if temperature is None else float(temperature)
     _check(sampler, iterations, num_samples, batch_size, temperature, top_k, burn_in)
+    if not 0.0 < top_p <= 1.0 or (top_p < 1.0 and sampler != "mdlm"):
+        raise GenerationInputError(f"top_p must be in (0, 1] and below 1 only with the mdlm sampler, got {top_p}")
     mlm = MaskedLM(model, tokenizer, max_tokens=max_tokens, precision=precision)
     template = build_template(tokenizer, mlm.max_length, text=text, span_lengths=span_lengths, length=length,
                               prefix=prefix)
@@ -49,8 +53,12 @@ def generate(model: Any, tokenizer: Any, text: str | None = None, *, span_length
         indices = list(range(start, min(start + batch_size, num_samples)))
         generators = [sample_generator(seed, i) for i in indices]
         ids = template.ids.repeat(len(indices), 1)
-        out = _run(sampler, mlm, ids, template.targets, generators, iterations, temperature, top_k, burn_in,
-                   parallel, step)
+        if sampler == "mdlm":
+            out = S.SamplerOutput(mdlm_sample(mlm, ids, template.targets, iterations, generators, temperature,
+                                              top_k, top_p, step))
+        else:
+            out = _run(sampler, mlm, ids, template.targets, generators, iterations, temperature, top_k, burn_in,
+                       parallel, step)
         for row, index in enumerate(indices):
             result = _describe(tokenizer, template, out.ids[row], sampler, seed, index)
             if out.extras:
@@ -72,7 +80,7 @@ def model_calls(sampler: str, template: Template, iterations: int, num_samples: 
     elif sampler == "gibbs":
         per_batch = iterations * n
     else:
-        return None
+        return None  # mh depends on the chain; mdlm skips the steps that reveal nothing
     return batches * per_batch
 
 

@@ -13,7 +13,7 @@ import torch
 
 from bertforge.generation.mlm import MaskedLM
 
-SAMPLERS = ("mask-predict", "gibbs", "mh", "left-to-right")
+SAMPLERS = ("mask-predict", "gibbs", "mh", "left-to-right", "mdlm")  # mdlm: generation/diffusion.py
 
 
 @dataclass

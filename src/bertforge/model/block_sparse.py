@@ -18,12 +18,15 @@ batch's padded length, so the grid is the batch's, as in transformers. The dense
 """
 from __future__ import annotations
 
+import logging
 import math
 
 import torch
 import torch.nn.functional as F
 
 from bertforge.model.packing import BlockPattern, PackedBatch
+
+logger = logging.getLogger(__name__)
 
 
 def _random_blocks(heads: int, blocks: int, r: int, training: bool, device: torch.device) -> torch.Tensor:
@@ -53,6 +56,7 @@ def block_pattern(batch: PackedBatch, block: int, random_blocks: int, heads: int
     keys[:, :L] = _real(batch)
     keys[~keys.any(dim=1), 0] = True  # a row with no real token: let its queries see one key (never read)
     if L <= (5 + 2 * random_blocks) * block:
+        _say_full_attention(L, block, random_blocks)
         return BlockPattern(block, length, keys, True, None, None)
     blocks = length // block
     i = torch.arange(1, blocks - 1, device=batch.device)[:, None]
@@ -63,6 +67,21 @@ def block_pattern(batch: PackedBatch, block: int, random_blocks: int, heads: int
     table = torch.cat([window.expand(heads, -1, -1),
                        _random_blocks(heads, blocks, random_blocks, training, batch.device)], dim=-1)
     return BlockPattern(block, length, keys, False, table, valid)
+
+
+_SAID: set[tuple[int, int]] = set()
+
+
+def _say_full_attention(length: int, block: int, random_blocks: int) -> None:
+    """Once per (block size, random blocks) and process: a batch too short for the block layout attends in full
+    (as transformers changes it to `original_full`), which is said rather than done silently."""
+    if (block, random_blocks) in _SAID:
+        return
+    _SAID.add((block, random_blocks))
+    limit = (5 + 2 * random_blocks) * block
+    logger.warning(f"BigBird: a batch of {length:,} tokens is at most {limit:,} (5 + 2 x {random_blocks} random "
+                   f"blocks of {block}): it attends in full, as transformers does; block-sparse attention starts "
+                   f"above {limit:,} tokens")
 
 
 def _real(batch: PackedBatch) -> torch.Tensor:

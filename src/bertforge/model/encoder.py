@@ -31,6 +31,10 @@ from bertforge.model.block_sparse import block_pattern
 from bertforge.model.sliding_window import sliding_window_pattern
 
 
+#: a local layer's window is computed band by band once a row is longer than this many windows
+BANDED_FROM = 4
+
+
 def sharing_schedule(layer_sharing: str, num_layers: int) -> list[tuple[int, int]]:
     """(index of the layer whose attention runs, index of the layer whose feed-forward runs) per depth."""
     shared_attention = layer_sharing in ("all", "attention")
@@ -89,7 +93,7 @@ class Encoder(nn.Module):
         contexts = {True: (batch, rope)}
         if not all(self.global_layer):
             local_rope = self.local_rotary(positions, x.dtype, heads) if self.local_rotary is not None else rope
-            contexts[False] = (local_attention_batch(batch, self.config.local_attention), local_rope)
+            contexts[False] = (self._local_batch(batch), local_rope)
         if self.relative_attention_bias is not None:
             contexts = {kind: (self.relative_attention_bias(b), r) for kind, (b, r) in contexts.items()}
         widths = sorted({key[1] for key in self.context_key if isinstance(key, tuple)})
@@ -103,6 +107,18 @@ class Encoder(nn.Module):
             pattern = block_pattern(batch, block, random_blocks, heads, self.training)
             contexts[("blocks", 0)] = (dataclasses.replace(batch, blocks=pattern), rope)
         return contexts
+
+    def _local_batch(self, batch: PackedBatch) -> PackedBatch:
+        """What ModernBERT's local layers attend with: past BANDED_FROM windows of length, the sliding window
+        computed band by band as Longformer's (no global tokens), so a long input never builds [length, length]
+        masks; shorter rows (where a dense mask costs no more) and the reference kernels keep the masked grids."""
+        window = self.config.local_attention
+        longest = max((g.length for g in batch.groups), default=0)
+        if (not self.kernels.banded_attention or batch.grid or batch.causal or self.relative_attention_bias is not None
+                or longest <= BANDED_FROM * window or torch.jit.is_tracing()):
+            return local_attention_batch(batch, window)
+        pattern = dataclasses.replace(sliding_window_pattern(batch, 0), radius=window // 2)
+        return dataclasses.replace(batch, window=pattern)
 
     def forward(self, x: torch.Tensor, batch: PackedBatch, collect: list[torch.Tensor] | None = None,
                 positions: Optional[torch.Tensor] = None, memory: Optional[Memory] = None,

@@ -37,3 +37,24 @@ def count_flops(config: BertConfig, seq_lens: Iterable[int], n_masked: float = 0
     if nsp:
         flops += len(seq_lens) * 2 * H * 2
     return float(flops * (3 if training else 1))
+
+
+def count_xlnet_flops(config: BertConfig, seq_lens: Iterable[int], n_predicted: float = 0.0,
+                      training: bool = False) -> float:
+    """FLOPs of an XLNet batch: per layer, the content stream over every real token (projections, content and
+    relative-position scores over the 2L offsets, feed-forward), the offsets' own projection (once per batch,
+    at its longest length), and with `n_predicted` > 0 the query stream at those rows only
+    (`target_positions`) and the decoder on them. Segment scores, softmax and norms are left out (< 1%)."""
+    H, I, V, layers = config.hidden_size, config.intermediate_size, config.vocab_size, config.num_hidden_layers
+    seq_lens = list(seq_lens)
+    tokens = sum(seq_lens)
+    share = n_predicted / tokens if tokens else 0.0
+    per_layer = 2 * (2 * max(seq_lens, default=0)) * H * H  # the relative encodings' projection (2L offsets)
+    for L in seq_lens:
+        P = share * L
+        rows = L + P                                          # content rows + query rows
+        per_layer += 2 * 3 * L * H * H + 2 * P * H * H        # q, k, v of the content stream; q of the query stream
+        per_layer += rows * (2 * L * H + 2 * 2 * L * H + 2 * L * H)  # content score, position score, x V
+        per_layer += rows * 2 * (H * H + 2 * H * I)           # output projection and feed-forward
+    flops = layers * per_layer + n_predicted * 2 * H * V
+    return float(flops * (3 if training else 1))

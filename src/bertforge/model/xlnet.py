@@ -160,15 +160,19 @@ def relative_positional_encoding(qlen: int, klen: int, config: XLNetConfig, devi
     return torch.cat([torch.sin(angle), torch.cos(angle)], dim=-1)
 
 
-def relative_shift(scores: torch.Tensor, klen: int) -> torch.Tensor:
+def relative_shift(scores: torch.Tensor, klen: int, rows: Optional[torch.Tensor] = None,
+                   qlen: Optional[int] = None) -> torch.Tensor:
     """[B, n, qlen, offsets] scores of each query against every offset -> [B, n, qlen, klen], the score of
     query i against key j being that of offset i - j, i.e. of row qlen - i + j of the encoding. (Offsets a
-    "uni" model never reads — keys after the query — are clamped to the last row; they are masked.)"""
-    B, n, qlen, offsets = scores.shape
-    i = torch.arange(qlen, device=scores.device)[:, None]
-    j = torch.arange(klen, device=scores.device)[None, :]
-    index = (qlen - i + j).clamp(max=offsets - 1)
-    return scores.gather(-1, index.expand(B, n, qlen, klen))
+    "uni" model never reads — keys after the query — are clamped to the last row; they are masked.)
+    With `rows` [B, P] the P queries are those of positions `rows` of a segment of `qlen` tokens."""
+    B, n, q, offsets = scores.shape
+    j = torch.arange(klen, device=scores.device)
+    if rows is None:
+        index = (q - torch.arange(q, device=scores.device)[:, None] + j).clamp(max=offsets - 1)
+        return scores.gather(-1, index.expand(B, n, q, klen))
+    index = (qlen - rows[:, None, :, None] + j).clamp(max=offsets - 1)
+    return scores.gather(-1, index.expand(B, n, q, klen))
 
 
 def attention_masks(padding: Optional[torch.Tensor], perm_mask: Optional[torch.Tensor], config: XLNetConfig,
@@ -235,10 +239,12 @@ class XLNetRelativeAttention(nn.Module):
         self.scale = 1 / math.sqrt(d)
 
     def attend(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, k_r: torch.Tensor,
-               segments: Optional[torch.Tensor], mask: Optional[torch.Tensor]) -> torch.Tensor:
-        """q [B, Lq, n, d] against keys/values [B, Lk, n, d] and position keys k_r [offsets, n, d]."""
+               segments: Optional[torch.Tensor], mask: Optional[torch.Tensor],
+               rows: Optional[torch.Tensor] = None, qlen: Optional[int] = None) -> torch.Tensor:
+        """q [B, Lq, n, d] against keys/values [B, Lk, n, d] and position keys k_r [offsets, n, d]; with
+        `rows` [B, Lq], the queries are of those positions of the segment's `qlen` (see `relative_shift`)."""
         content = torch.einsum("bind,bjnd->bnij", q + self.r_w_bias, k)
-        position = relative_shift(torch.einsum("bind,rnd->bnir", q + self.r_r_bias, k_r), k.shape[1])
+        position = relative_shift(torch.einsum("bind,rnd->bnir", q + self.r_r_bias, k_r), k.shape[1], rows, qlen)
         score = content + position
         if segments is not None:
             by_kind = torch.einsum("bind,snd->bnis", q + self.r_s_bias, self.seg_embed)  # [B, n, Lq, 2]
@@ -255,10 +261,11 @@ class XLNetRelativeAttention(nn.Module):
 
     def forward(self, h: torch.Tensor, g: Optional[torch.Tensor], content_mask: Optional[torch.Tensor],
                 query_mask: Optional[torch.Tensor], positions: torch.Tensor, segments: Optional[torch.Tensor],
-                target_mapping: Optional[torch.Tensor], memory: Optional[torch.Tensor] = None
-                ) -> tuple[torch.Tensor, Optional[torch.Tensor]]:
-        """h [B, L, H]; g [B, P, H] (the P predictions `target_mapping` [B, P, L] places) or None; memory
-        [B, M, H]: the previous segment's states at this layer, which keys and values also cover."""
+                target_mapping: Optional[torch.Tensor], memory: Optional[torch.Tensor] = None,
+                query_rows: Optional["QueryRows"] = None) -> tuple[torch.Tensor, Optional[torch.Tensor]]:
+        """h [B, L, H]; g [B, P, H] (the P predictions `target_mapping` [B, P, L] places, or `query_rows`)
+        or None; memory [B, M, H]: the previous segment's states at this layer, which keys and values also
+        cover."""
         keys = h if memory is None else torch.cat([memory.to(h.dtype), h], dim=1)
         k = torch.einsum("bih,hnd->bind", keys, self.k)
         v = torch.einsum("bih,hnd->bind", keys, self.v)
@@ -267,8 +274,12 @@ class XLNetRelativeAttention(nn.Module):
         h_out = self.post_attention(h, self.attend(q_h, k, v, k_r, segments, content_mask))
         if g is None:
             return h_out, None
+        q_g = torch.einsum("bph,hnd->bpnd", g, self.q)
+        if query_rows is not None:  # P queries only, each at its position: no [L, L] query stream
+            vec_g = self.attend(q_g, k, v, k_r, query_rows.segments, query_mask, query_rows.positions, h.shape[1])
+            return h_out, self.post_attention(g, vec_g)
         # each prediction's query goes to the position it predicts, attends from there, and comes back
-        q_g = torch.einsum("bpnd,bpl->blnd", torch.einsum("bph,hnd->bpnd", g, self.q), target_mapping)
+        q_g = torch.einsum("bpnd,bpl->blnd", q_g, target_mapping)
         vec_g = torch.einsum("blnd,bpl->bpnd", self.attend(q_g, k, v, k_r, segments, query_mask), target_mapping)
         return h_out, self.post_attention(g, vec_g)
 
@@ -327,7 +338,38 @@ class XLNetPreTrainedModel(BertPreTrainedModel):
             nn.init.normal_(module.mask_emb, mean=0.0, std=std)
 
     def flops_per_token(self, seq_len: int = 128, masked_fraction: float = 0.15, training: bool = True) -> float:
-        raise NotImplementedError("FLOP counts are not modelled for XLNet's relative attention")
+        """Matmul FLOPs per real token for full sequences of `seq_len`; the LM head predicts `masked_fraction`
+        of them through the query stream (PLM with K = 6 predicts 1/6), the other heads none."""
+        from bertforge.model.flops import count_xlnet_flops
+        predicted = masked_fraction * seq_len if isinstance(self, XLNetLMHeadModel) else 0.0
+        return count_xlnet_flops(self.config, [seq_len], n_predicted=predicted, training=training) / seq_len
+
+    @property
+    def embeddings(self) -> "ModuleGroup":
+        """What `bertforge info` counts as embeddings: the word embeddings and the query stream's `mask_emb`."""
+        base = self.bert if hasattr(self, "bert") else self
+        return ModuleGroup([base.word_embedding], [base.mask_emb])
+
+    @property
+    def encoder(self) -> "ModuleGroup":
+        """The relative-attention layers (no pooler: XLNet's heads summarise <cls> themselves)."""
+        return ModuleGroup(list((self.bert if hasattr(self, "bert") else self).layer))
+
+    pooler = None
+
+
+class ModuleGroup:
+    """Modules (and loose parameters) counted together, as `BertModel.embeddings` / `.encoder` are."""
+
+    projection = None  # no factorised embedding
+
+    def __init__(self, modules: list[nn.Module], loose: list[nn.Parameter] = ()) -> None:
+        self.modules, self.loose = modules, list(loose)
+
+    def parameters(self):
+        for module in self.modules:
+            yield from module.parameters()
+        yield from self.loose
 
 
 def padding_of(attention_mask: Optional[torch.Tensor], input_mask: Optional[torch.Tensor]) -> Optional[torch.Tensor]:
@@ -337,6 +379,24 @@ def padding_of(attention_mask: Optional[torch.Tensor], input_mask: Optional[torc
     if input_mask is not None:
         return input_mask.float()
     return 1.0 - attention_mask.float() if attention_mask is not None else None
+
+
+@dataclass
+class QueryRows:
+    """The query stream's P rows when it runs only at the predicted positions (`target_positions`)."""
+    positions: torch.Tensor  # [B, P] the position each prediction is of
+    segments: Optional[torch.Tensor]  # [B, P, keys] those rows of `segment_difference`
+
+
+def query_rows(positions: torch.Tensor, query_mask: Optional[torch.Tensor], segments: Optional[torch.Tensor]
+               ) -> tuple[QueryRows, Optional[torch.Tensor]]:
+    """The rows of the query stream's mask and segments at `positions` [B, P] (the only rows it computes)."""
+    def rows(table: Optional[torch.Tensor]) -> Optional[torch.Tensor]:
+        if table is None:
+            return None
+        table = table.expand(positions.shape[0], -1, -1)
+        return table.gather(1, positions[:, :, None].expand(-1, -1, table.shape[-1]))
+    return QueryRows(positions, rows(segments)), rows(query_mask)
 
 
 @dataclass
@@ -368,22 +428,29 @@ class XLNetModel(XLNetPreTrainedModel):
                 mems: Optional[list[torch.Tensor]] = None, perm_mask: Optional[torch.Tensor] = None,
                 target_mapping: Optional[torch.Tensor] = None, token_type_ids: Optional[torch.Tensor] = None,
                 input_mask: Optional[torch.Tensor] = None, use_mems: bool = False,
-                output_hidden_states: bool = False) -> XLNetModelOutput:
+                output_hidden_states: bool = False, target_positions: Optional[torch.Tensor] = None
+                ) -> XLNetModelOutput:
         """perm_mask [B, L, L]: 1 where token i may not see token j; target_mapping [B, P, L]: prediction p
-        is of token l where it is 1 (both as in transformers). `mems`: one [B, M, H] tensor per layer, the
-        `mems` a previous call returned with `use_mems=True` (batch first: transformers' are [M, B, H])."""
-        _check_inputs(input_ids, perm_mask, target_mapping, mems, len(self.layer))
+        is of token l where it is 1 (both as in transformers). `target_positions` [B, P] (instead of a
+        one-hot target_mapping): prediction p is of that position, and the query stream computes only
+        those P rows instead of all L, the same numbers at a fraction of the cost. `mems`: one [B, M, H]
+        tensor per layer, the `mems` a previous call returned with `use_mems=True` (batch first:
+        transformers' are [M, B, H])."""
+        _check_inputs(input_ids, perm_mask, target_mapping, mems, len(self.layer), target_positions)
         L, dtype, device = input_ids.shape[1], self.word_embedding.weight.dtype, input_ids.device
         mlen = mems[0].shape[1] if mems is not None else 0
         content_mask, query_mask = attention_masks(padding_of(attention_mask, input_mask), perm_mask, self.config,
                                                    L, mlen, dtype, device)
         h = self.dropout(self.word_embedding(input_ids))
-        g = None
+        g, rows = None, None
         if target_mapping is not None:
             target_mapping = target_mapping.to(dtype)
             g = self.dropout(self.mask_emb.expand(input_ids.shape[0], target_mapping.shape[1], -1))
         positions = self.dropout(relative_positional_encoding(L, mlen + L, self.config, device).to(dtype))
         segments = segment_difference(token_type_ids, mlen)
+        if target_positions is not None:
+            rows, query_mask = query_rows(target_positions, query_mask, segments)
+            g = self.dropout(self.mask_emb.expand(input_ids.shape[0], target_positions.shape[1], -1))
         collect: list[torch.Tensor] | None = [] if output_hidden_states else None
         new_mems: list[torch.Tensor] = []
         for i, layer in enumerate(self.layer):
@@ -391,7 +458,7 @@ class XLNetModel(XLNetPreTrainedModel):
             if use_mems:
                 new_mems.append(self.cache_memory(h, memory))
             _collect(collect, h, g)
-            h, g = layer(h, g, content_mask, query_mask, positions, segments, target_mapping, memory)
+            h, g = layer(h, g, content_mask, query_mask, positions, segments, target_mapping, memory, rows)
         _collect(collect, h, g)
         out = self.dropout(g if g is not None else h)
         return XLNetModelOutput(last_hidden_state=out, hidden_states=tuple(collect) if collect is not None else None,
@@ -413,10 +480,17 @@ def _collect(collect: Optional[list[torch.Tensor]], h: torch.Tensor, g: Optional
 
 
 def _check_inputs(input_ids: torch.Tensor, perm_mask: Optional[torch.Tensor], target_mapping: Optional[torch.Tensor],
-                  mems: Optional[list[torch.Tensor]], n_layers: int) -> None:
+                  mems: Optional[list[torch.Tensor]], n_layers: int,
+                  target_positions: Optional[torch.Tensor] = None) -> None:
     if input_ids.dim() != 2:
         raise ValueError(f"input_ids must be [batch, seq], got shape {tuple(input_ids.shape)}")
     B, L = input_ids.shape
+    if target_positions is not None:
+        if target_mapping is not None:
+            raise ValueError("pass target_mapping or target_positions, not both")
+        if target_positions.dim() != 2 or target_positions.shape[0] != B or target_positions.dtype != torch.long:
+            raise ValueError(f"target_positions must be a long tensor [batch = {B}, predictions], got "
+                             f"{target_positions.dtype} {tuple(target_positions.shape)}")
     if mems is not None and (len(mems) != n_layers or any(m.dim() != 3 or m.shape[0] != B for m in mems)
                              or len({m.shape[1] for m in mems}) != 1):
         raise ValueError(f"mems must be {n_layers} tensors (one per layer) of [batch = {B}, memory, hidden], "
@@ -459,9 +533,11 @@ class XLNetLMHeadModel(_XLNetHead):
                 perm_mask: Optional[torch.Tensor] = None, target_mapping: Optional[torch.Tensor] = None,
                 token_type_ids: Optional[torch.Tensor] = None, input_mask: Optional[torch.Tensor] = None,
                 labels: Optional[torch.Tensor] = None, mems: Optional[list[torch.Tensor]] = None,
-                use_mems: bool = False, output_hidden_states: bool = False) -> XLNetLMHeadModelOutput:
+                use_mems: bool = False, output_hidden_states: bool = False,
+                target_positions: Optional[torch.Tensor] = None) -> XLNetLMHeadModelOutput:
         out = self.encode(input_ids, attention_mask, token_type_ids, input_mask, output_hidden_states,
-                          perm_mask=perm_mask, target_mapping=target_mapping, mems=mems, use_mems=use_mems)
+                          perm_mask=perm_mask, target_mapping=target_mapping, mems=mems, use_mems=use_mems,
+                          target_positions=target_positions)
         logits = F.linear(out.last_hidden_state, self.bert.word_embedding.weight, self.lm_bias)
         loss = None
         if labels is not None:
@@ -471,8 +547,11 @@ class XLNetLMHeadModel(_XLNetHead):
 
 
 class XLNetSequenceSummary(nn.Module):
-    """XLM's sequence summary: the last token's state (<cls>: XLNet pads on the left), or the first, or the
-    mean -> first dropout -> `summary` (H -> H) -> activation -> last dropout."""
+    """XLM's sequence summary: the last real token's state (<cls>), or the first, or the mean -> first dropout
+    -> `summary` (H -> H) -> activation -> last dropout. XLNet pads on the left, so <cls> is position -1 as
+    transformers reads it; a batch padded on the right (bertforge's task batches) gives the same states for its
+    real tokens (positions are relative, padding keys are hidden), and `padding` [B, L] (1 = pad) finds its
+    <cls> before the padding."""
 
     def __init__(self, config: XLNetConfig) -> None:
         super().__init__()
@@ -482,10 +561,19 @@ class XLNetSequenceSummary(nn.Module):
         self.act = activation(config.summary_activation) if config.summary_activation else (lambda x: x)
         self.last_dropout = Dropout(config.summary_last_dropout)
 
-    def forward(self, hidden: torch.Tensor) -> torch.Tensor:
-        picked = {"last": lambda: hidden[:, -1], "first": lambda: hidden[:, 0],
+    def forward(self, hidden: torch.Tensor, padding: Optional[torch.Tensor] = None) -> torch.Tensor:
+        picked = {"last": lambda: _last_real(hidden, padding), "first": lambda: hidden[:, 0],
                   "mean": lambda: hidden.mean(dim=1)}[self.summary_type]()
         return self.last_dropout(self.act(self.summary(self.first_dropout(picked))))
+
+
+def _last_real(hidden: torch.Tensor, padding: Optional[torch.Tensor]) -> torch.Tensor:
+    """[B, H]: each row's state at its last real position (position -1 with left padding or none)."""
+    if padding is None:
+        return hidden[:, -1]
+    positions = torch.arange(hidden.shape[1], device=hidden.device)
+    last = torch.where(padding.to(hidden.device) > 0, -1, positions).amax(dim=1).clamp(min=0)
+    return hidden[torch.arange(hidden.shape[0], device=hidden.device), last]
 
 
 class XLNetForSequenceClassification(_XLNetHead):
@@ -503,7 +591,8 @@ class XLNetForSequenceClassification(_XLNetHead):
                 token_type_ids: Optional[torch.Tensor] = None, input_mask: Optional[torch.Tensor] = None,
                 labels: Optional[torch.Tensor] = None, output_hidden_states: bool = False) -> TaskOutput:
         out = self.encode(input_ids, attention_mask, token_type_ids, input_mask, output_hidden_states)
-        logits = self.logits_proj(self.sequence_summary(out.last_hidden_state))
+        padding = padding_of(attention_mask, input_mask)
+        logits = self.logits_proj(self.sequence_summary(out.last_hidden_state, padding))
         loss = sequence_loss(logits, labels, self.config) if labels is not None else None
         return TaskOutput(loss=loss, logits=logits, hidden_states=out.hidden_states)
 
@@ -573,11 +662,12 @@ class XLNetForMultipleChoice(_XLNetHead):
                 labels: Optional[torch.Tensor] = None, output_hidden_states: bool = False) -> TaskOutput:
         (B, C), rows = choice_rows(input_ids, attention_mask, token_type_ids, input_mask)
         out = self.encode(*rows, output_hidden_states)
-        logits = self.logits_proj(self.sequence_summary(out.last_hidden_state)).reshape(B, C)
+        padding = padding_of(rows[1], rows[3])
+        logits = self.logits_proj(self.sequence_summary(out.last_hidden_state, padding)).reshape(B, C)
         return TaskOutput(loss=choice_loss(logits, labels), logits=logits, hidden_states=out.hidden_states)
 
 
-# role "masked_lm"/"pretraining" is the LM head (the permutation objective itself is not built yet)
+# role "masked_lm"/"pretraining" is the LM head, which `pretrain --objective plm` trains (pretraining/plm.py)
 FAMILY = Family(config_class=XLNetConfig, classes={
     "base": XLNetModel, "masked_lm": XLNetLMHeadModel, "pretraining": XLNetLMHeadModel,
     "sequence_classification": XLNetForSequenceClassification,

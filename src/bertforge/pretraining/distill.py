@@ -29,7 +29,7 @@ from bertforge.training.engine import FaultHooks, Session, fit
 from bertforge.pretraining.pretrain import CorpusStage
 from bertforge.training.options import TrainOptions, distill_defaults
 from bertforge.outputs import fresh_output
-from bertforge.settings import MAX_BATCH, MAX_LENGTH, SettingError, flat_keywords, part, setting
+from bertforge.settings import MAX_BATCH, MAX_LENGTH, SettingError, check_settings, flat_keywords, part, setting
 from bertforge.training.run_output import claim_run_output
 
 INIT_RECORD = "distill_init.json"
@@ -81,6 +81,31 @@ def copy_teacher_weights(teacher, student, layers: Sequence[int], copy_head: boo
         student.bert.encoder.layers[i].load_state_dict(teacher.bert.encoder.layers[j].state_dict())
     if copy_head:
         student.mlm.load_state_dict(teacher.mlm.state_dict())
+
+
+def _layer_list(text: str) -> list[int]:
+    """'0,2,4' -> [0, 2, 4]."""
+    try:
+        return [int(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        raise ValueError(f"expected comma-separated layer numbers such as 0,2,4, not {text!r}") from None
+
+
+@dataclass
+class DistillInitSettings:
+    """`bertforge distill init`: a DistilBERT student from every other layer (or `layers`) of a teacher."""
+
+    teacher: str = setting(help="BERT or DistilBERT checkpoint folder", metavar="DIR")
+    output: str = setting(help="folder for the student (new or empty, unless --overwrite)", metavar="DIR")
+    layers: Sequence[int] | None = setting(None, "teacher layers to keep (default 0,2,4,...)", parse=_layer_list,
+                                           minimum=0, maximum=1_000, metavar="I,J,...")
+    overwrite: bool = setting(False, "empty an existing, non-empty --output folder first (default: refuse it)")
+
+
+def distill_init(settings: DistillInitSettings) -> Path:
+    """`bertforge distill init`: the settings checked, then `init_student`."""
+    check_settings(settings)
+    return init_student(settings.teacher, settings.output, settings.layers, overwrite=settings.overwrite)
 
 
 def init_student(teacher_dir: str | Path, output_dir: str | Path, layers: Optional[Sequence[int]] = None, *,

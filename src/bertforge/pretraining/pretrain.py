@@ -9,7 +9,7 @@ from __future__ import annotations
 import hashlib
 import math
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -17,12 +17,16 @@ import torch
 
 from bertforge.config import config_file
 from bertforge.data import MaskingConfig, PretrainingDataset, load_manifest
+from bertforge.data.masking import parse_rate_schedule, phase_value, rate_at
 from bertforge.data.shards import MANIFEST, load_tokenizer
 from bertforge.data.objectives import OBJECTIVE_TABLE
+from bertforge.data.permutation import PermutationConfig
 from bertforge.device import Precision
-from bertforge.settings import MAX_BATCH, SettingError, flat_keywords, part, setting
+from bertforge.settings import MAX_BATCH, MAX_LENGTH, SettingError, flat_keywords, part, setting
 from bertforge.training.engine import FaultHooks, FitResult, NonFiniteLossError, Session, Stage, TrainOptions, fit
 from bertforge.training.options import pretrain_defaults
+from bertforge.pretraining.mdlm import CorruptingStep
+from bertforge.pretraining.plm import plm_batch, plm_forward
 from bertforge.pretraining.recipes import DEFAULT_RECIPE, RECIPES, recipe_options
 from bertforge.training.run_output import claim_run_output
 
@@ -47,17 +51,32 @@ class PretrainConfig:
                          "--recipe fast --model mini is modernbert-mini")
     objective: str = setting("mlm+nsp", "mlm+nsp (BERT), mlm+sop (ALBERT), mlm (RoBERTa), ltr (left to right), "
                              "electra (a small generator fills the masks, the model learns which tokens were "
-                             "replaced)", choices=tuple(OBJECTIVE_TABLE), deferred=BY_RECIPE)
+                             "replaced), plm (XLNet's permutation LM: a random factorisation order per sequence, "
+                             "its last 1/--plm-k predicted by the two-stream attention), mdlm (masked diffusion: a "
+                             "mask rate t per sequence, every chosen token [MASK], the loss weighted by 1/t; "
+                             "generates with `generate --sampler mdlm`), causal-then-masked (ltr for "
+                             "--causal-fraction of the run, then mlm), hybrid (each batch ltr with probability "
+                             "--causal-fraction, else mlm)", choices=tuple(OBJECTIVE_TABLE),
+                             deferred=BY_RECIPE)
     packing: str = setting("full-sentences", "how mlm/ltr fill sequences", choices=("full-sentences", "doc-sentences"))
     vocab: str | None = setting(None, "tokenizer folder (default: the vocab the corpus was prepared with)",
                                 metavar="DIR")
     batch_size: int = setting(32, "sequences per micro-batch and process", positive=True, maximum=MAX_BATCH)
     seq_len_schedule: str = setting("128:1.0", "sequence-length phases as fractions of the run, e.g. 128:0.9,512:0.1",
                                     metavar="LEN:FRAC,...")
+    max_seq_length: int | None = setting(None, "one sequence length for the whole run: the same as "
+                                         "--seq-len-schedule N:1 (give one of the two)", metavar="N", positive=True,
+                                         maximum=MAX_LENGTH)
     eval_batches: int = setting(20, "held-out batches per evaluation (0: none)", non_negative=True, maximum=1_000_000)
     masking: str = setting("dynamic", "dynamic: new masks every epoch; static: --dupe-factor masked copies, drawn once",
                            choices=("dynamic", "static"))
     mask_rate: float = setting(0.15, "share of tokens masked", deferred=BY_RECIPE, minimum=0.0, maximum=1.0)
+    mask_rate_schedule: str | None = setting(None, "mask-rate phases as fractions of the run, e.g. "
+                                             "0.3:0.3,0.15:0.4,0.05:0.3 (instead of --mask-rate while training; "
+                                             "held-out batches keep --mask-rate)", metavar="RATE:FRAC,...")
+    causal_fraction: float = setting(0.5, "causal-then-masked: the share of the run trained left to right "
+                                     "before masked; hybrid: the probability a batch is left to right",
+                                     metavar="P", minimum=0.0, maximum=1.0)
     dupe_factor: int = setting(10, "static masking: how many differently masked copies of the corpus (BERT used 10)",
                                positive=True, maximum=1_000)
     whole_word: bool = setting(False, "mask whole words (all their pieces) together")
@@ -74,11 +93,29 @@ class PretrainConfig:
                                         "paper: 1/4 to 1/2)", positive=True, maximum=1.0)
     disc_weight: float = setting(50.0, "electra: weight of replaced-token detection against the generator's MLM "
                                  "loss", positive=True, maximum=1_000.0)
+    plm_k: int = setting(6, "plm: predict the last 1/K of each factorisation order (XLNet used 6; the RoBERTa and "
+                         "ALBERT tables compare K = 6 and 7)", metavar="K", positive=True, minimum=2, maximum=1_000)
+    plm_span: int = setting(5, "plm: the longest span of neighbouring tokens predicted together, as in the paper "
+                            "(lengths uniform in 1..N, each span's tokens one after the other in the order; 1: "
+                            "single tokens)", metavar="N", positive=True, maximum=512)
+    plm_memory: int = setting(0, "plm: segment recurrence: the first N tokens of each sequence are its previous "
+                              "segment, encoded without gradient into the memory the rest attends to (as XLNet "
+                              "reuses the previous segment's states); the rest is predicted (0: none)",
+                              metavar="N", non_negative=True, maximum=32_768)
     overwrite: bool = setting(False, "start again in an OUTPUT that holds another run (its contents are deleted)")
     recipe: str = setting(DEFAULT_RECIPE, "; ".join(f"{r.name}: {r.summary}" for r in RECIPES.values())
                           + ". A flag given here wins over the recipe", choices=tuple(RECIPES))
     train: TrainOptions = part(TrainOptions, pretrain_defaults, title="training",
                                deferred={"lr": BY_RECIPE, "warmup_steps": BY_RECIPE + "; fast: 6 % of --max-steps"})
+
+    def __post_init__(self) -> None:
+        # one length, spelt as every other verb spells it, is the one-phase schedule
+        if self.max_seq_length is None:
+            return
+        default = next(f.default for f in fields(self) if f.name == "seq_len_schedule")
+        if self.seq_len_schedule not in (default, f"{self.max_seq_length}:1.0"):
+            raise SettingError("give {max_seq_length} or {seq_len_schedule}, not both", owner=PretrainConfig)
+        self.seq_len_schedule = f"{self.max_seq_length}:1.0"
 
     @classmethod
     def from_options(cls, *, data: str, output: str, recipe: str = DEFAULT_RECIPE, **given: Any) -> "PretrainConfig":
@@ -127,12 +164,21 @@ def parse_schedule(text: str) -> list[tuple[int, float]]:
 
 def seq_len_at(phases: list[tuple[int, float]], progress: float) -> int:
     """The phase's sequence length at `progress` (0..1) through the run."""
-    edge = 0.0
-    for length, frac in phases:
-        edge += frac
-        if progress < edge - 1e-12:
-            return length
-    return phases[-1][0]
+    return phase_value(phases, progress)
+
+
+def check_mask_rate_schedule(cfg: PretrainConfig) -> None:
+    """A readable schedule, for an objective that masks at a rate (ltr, plm and mdlm have none)."""
+    if not cfg.mask_rate_schedule:
+        return
+    objective = OBJECTIVE_TABLE[cfg.objective]
+    if objective.left_to_right or objective.permuted or objective.diffusion:
+        raise SettingError("{mask_rate_schedule} needs an objective that masks at a rate; {objective} {got} has "
+                           "none", owner=PretrainConfig, got=cfg.objective)
+    try:
+        parse_rate_schedule(cfg.mask_rate_schedule)
+    except ValueError as err:
+        raise SettingError("{mask_rate_schedule}: {why}", owner=PretrainConfig, why=str(err)) from None
 
 
 def resolve_vocab(data: str | Path, vocab: str | None) -> str:
@@ -165,6 +211,8 @@ def build_model(cfg: PretrainConfig, tokenizer: Any, max_len: int) -> torch.nn.M
     dropout = dropout_overrides(cfg.dropout)
     if OBJECTIVE_TABLE[cfg.objective].generator:
         model = _build_electra(cfg, tokenizer, dropout)
+    elif OBJECTIVE_TABLE[cfg.objective].permuted:
+        model = _build_xlnet(cfg, tokenizer, dropout)
     elif cfg.init_from:
         from bertforge.checkpoint import quiet_loading
         with quiet_loading():  # the run says itself which heads are new and which of them it trains (init_note)
@@ -177,6 +225,8 @@ def build_model(cfg: PretrainConfig, tokenizer: Any, max_len: int) -> torch.nn.M
                 setattr(config, name, value)
         else:
             config = preset_config(cfg.model, vocab_size=vocab_size, pad_token_id=tokenizer.pad_token_id, **dropout)
+            if "sep_token_id" in config.field_names():  # Longformer's QA head ends the question at this id
+                config.sep_token_id = tokenizer.sep_token_id
         model = family(config.model_type).model_class("pretraining")(config)
         reinitialise(model, cfg.init)
     if model.config.vocab_size < vocab_size:
@@ -225,6 +275,34 @@ def _build_electra(cfg: PretrainConfig, tokenizer: Any, dropout: dict[str, float
         name = cfg.model if cfg.model.startswith("electra-") else f"electra-{cfg.model.rpartition('-')[2]}"
         config = preset_config(name, vocab_size=len(tokenizer.vocab), pad_token_id=tokenizer.pad_token_id, **dropout)
     return build_electra_pretraining(config, generator_fraction=cfg.generator_fraction, disc_weight=cfg.disc_weight)
+
+
+def _build_xlnet(cfg: PretrainConfig, tokenizer: Any, dropout: dict[str, float]) -> torch.nn.Module:
+    """PLM trains an `XLNetLMHeadModel`: `--model mini` means XLNet at BERT-mini's shape; an XLNet config.json,
+    an `xlnet-*` preset or --init-from an XLNet folder work too; any other family is refused."""
+    from bertforge.config import PRESETS
+    from bertforge.model.auto import family, preset_config, read_model_type
+    from bertforge.model.xlnet import XLNetLMHeadModel
+    if cfg.init_from:
+        if read_model_type(config_file(cfg.init_from)) != "xlnet":
+            raise SettingError("{objective} plm trains XLNet; {init_from} {path} is not an XLNet folder",
+                               owner=PretrainConfig, path=cfg.init_from)
+        return XLNetLMHeadModel.from_pretrained(cfg.init_from, **dropout)
+    path = config_file(cfg.model)
+    if path.suffix == ".json" or path.is_file():
+        config = family(read_model_type(path)).config_class.from_json_file(path)
+        for name, value in dropout.items():
+            setattr(config, name, value)
+    else:
+        name = f"xlnet-{cfg.model}" if cfg.model in PRESETS else cfg.model
+        config = preset_config(name, vocab_size=len(tokenizer.vocab), pad_token_id=tokenizer.pad_token_id, **dropout)
+    if config.model_type != "xlnet":
+        raise SettingError("{objective} plm trains XLNet's two-stream attention; {model} {name} is a "
+                           "{family} model (give a size such as mini, or xlnet-mini)", owner=PretrainConfig,
+                           name=cfg.model, family=config.model_type)
+    model = XLNetLMHeadModel(config)
+    reinitialise(model, cfg.init)
+    return model
 
 
 def check_init_vocab(init_from: str, data: str, tokenizer: Any) -> None:
@@ -287,6 +365,8 @@ def add_pretraining_metrics(sums: dict[str, float], out: Any, batch: dict[str, t
     logits = logits.detach()
     hit = logits.gather(-1, target[:, None]).squeeze(-1) >= logits.amax(-1)
     _add(sums, mlm_n=n, mlm_correct=float(hit.sum()), mlm_loss=float(mlm_loss.detach()) * n)
+    if getattr(out, "nelbo", None) is not None:  # MDLM: the bound per token of the batch
+        _add(sums, nelbo=float(out.nelbo) * out.nelbo_tokens, nelbo_tokens=out.nelbo_tokens)
     if getattr(out, "disc_loss", None) is not None:  # ELECTRA's discriminator, per micro-batch
         _add(sums, disc_batches=1, disc_loss=float(out.disc_loss.detach()), disc_acc=float(out.disc_accuracy),
              replaced=float(out.replaced_fraction))
@@ -310,6 +390,8 @@ def summarize_pretraining(s: dict[str, float]) -> dict[str, float]:
     if s.get("nsp_n"):
         out["nsp_loss"] = s["nsp_loss"] / s["nsp_n"]
         out["nsp_acc"] = s["nsp_correct"] / s["nsp_n"]
+    if s.get("nelbo_tokens"):
+        out["nelbo"] = s["nelbo"] / s["nelbo_tokens"]
     if s.get("disc_batches"):
         for key in ("disc_loss", "disc_acc", "replaced"):
             out[key] = s[key] / s["disc_batches"]
@@ -318,9 +400,11 @@ def summarize_pretraining(s: dict[str, float]) -> dict[str, float]:
 
 @torch.no_grad()
 def evaluate(model: torch.nn.Module, dataset: PretrainingDataset, batches: int, device: torch.device,
-             objective: str, autocast) -> dict[str, float]:
-    """MLM (or LTR) accuracy and perplexity, and NSP/SOP accuracy, on the first `batches` held-out batches.
-    The held-out masks are a function of the example, so every evaluation sees the same questions."""
+             objective: str, autocast, plm: PermutationConfig | None = None,
+             step: CorruptingStep | None = None) -> dict[str, float]:
+    """MLM (or LTR, or PLM: `plm`) accuracy and perplexity, and NSP/SOP accuracy, on the first `batches`
+    held-out batches. The held-out masks (and orders) are a function of the example (the batch's position),
+    so every evaluation sees the same questions."""
     was_training = model.training
     model.eval()
     dataset.load_state_dict({**dataset.state_dict(), "epoch": 0, "index": 0})
@@ -328,13 +412,23 @@ def evaluate(model: torch.nn.Module, dataset: PretrainingDataset, batches: int, 
     for i, batch in enumerate(dataset):
         if i >= batches:
             break
+        if plm is not None:
+            batch = plm_batch(batch, dataset, plm)
+        if step is not None:
+            batch = step(batch, dataset, heldout=True)
         with autocast():
-            out = model(**model_inputs(batch, objective, device))
+            if step is not None:
+                out = step.forward(model, batch, device)
+            else:
+                out = (plm_forward(model, batch, device) if plm is not None
+                       else model(**model_inputs(batch, objective, device)))
         add_pretraining_metrics(sums, out, batch)
     model.train(was_training)
     result = summarize_pretraining(sums)
     if "mlm_loss" in result:
         result["perplexity"] = math.exp(min(result["mlm_loss"], 50.0))
+    if "nelbo" in result:  # MDLM: exp of the NELBO bounds the perplexity from above
+        result["perplexity_bound"] = math.exp(min(result["nelbo"], 50.0))
     return result
 
 
@@ -374,6 +468,20 @@ class PretrainStage(CorpusStage):
         objective = OBJECTIVE_TABLE[cfg.objective]
         if not objective.sentence_task and not objective.generator:  # mlm, ltr: the head is in no loss
             freeze_sentence_head(model)
+        self.plm = (PermutationConfig(k=cfg.plm_k, max_span=cfg.plm_span, memory=cfg.plm_memory)
+                    if objective.permuted else None)
+        self.rates = parse_rate_schedule(cfg.mask_rate_schedule) if cfg.mask_rate_schedule else None
+        self.step = (CorruptingStep(objective, cfg.causal_fraction, cfg.mask_rate)
+                     if objective.diffusion or objective.mix else None)
+        # held-out batches of the mixed objectives: masked, at --mask-rate, whatever the schedule says now
+        self.heldout_step = (CorruptingStep(objective, cfg.causal_fraction, cfg.mask_rate)
+                             if self.step is not None else None)
+
+    def next_batch(self) -> dict[str, torch.Tensor]:
+        batch = super().next_batch()
+        if self.step is not None:
+            return self.step(batch, self.train_data)
+        return plm_batch(batch, self.train_data, self.plm) if self.plm is not None else batch
 
     def run_record(self) -> dict[str, Any]:
         c = self.cfg
@@ -382,9 +490,17 @@ class PretrainStage(CorpusStage):
                 "whole_word": c.whole_word, "span_masking": c.span_masking, "seq_len_schedule": c.seq_len_schedule,
                 "dropout": c.dropout, "init_from": c.init_from, "data": data_fingerprint(c.data),
                 **({"generator_fraction": c.generator_fraction, "disc_weight": c.disc_weight}
-                   if OBJECTIVE_TABLE[c.objective].generator else {})}
+                   if OBJECTIVE_TABLE[c.objective].generator else {}),
+                **({"plm_k": c.plm_k, "plm_span": c.plm_span, "plm_memory": c.plm_memory}
+                   if OBJECTIVE_TABLE[c.objective].permuted else {}),
+                **({"mask_rate_schedule": c.mask_rate_schedule} if c.mask_rate_schedule else {}),
+                **({"causal_fraction": c.causal_fraction} if OBJECTIVE_TABLE[c.objective].mix else {})}
 
     def loss(self, net: torch.nn.Module, batch: dict[str, torch.Tensor]) -> Any:
+        if self.plm is not None:
+            return plm_forward(net, batch, self.device)
+        if self.step is not None:
+            return self.step.forward(net, batch, self.device)
         return net(**model_inputs(batch, self.cfg.objective, self.device))
 
     def save(self, folder: Path) -> None:
@@ -406,13 +522,19 @@ class PretrainStage(CorpusStage):
 
     def set_progress(self, fraction: float) -> None:
         self.train_data.set_max_seq_length(seq_len_at(self.phases, fraction))
+        rate = rate_at(self.rates, fraction) if self.rates else self.cfg.mask_rate
+        if self.step is not None:
+            self.step.progress, self.step.rate = fraction, rate
+        elif self.rates:  # the corpus masks its own batches: at the scheduled rate from now on
+            self.train_data.masking = replace(self.train_data.masking, rate=rate)
+            self.train_data.max_predictions = self.train_data.masking.predictions_for(self.train_data.max_seq_length)
 
     def evaluate(self) -> dict[str, float]:
         if self.heldout is None:
             return {}
         self.heldout.set_max_seq_length(self.train_data.max_seq_length)
         return evaluate(self.model, self.heldout, self.cfg.eval_batches, self.device, self.cfg.objective,
-                        self.precision.autocast)
+                        self.precision.autocast, self.plm, self.heldout_step)
 
     def postfix(self, values: dict[str, float]) -> dict[str, str]:
         shown = {"mlm_acc": f"{values.get('mlm_acc', 0):.3f}"}
@@ -477,8 +599,12 @@ def run_pretraining(cfg: PretrainConfig, hooks: FaultHooks | None = None) -> Fit
     opts = cfg.train
     opts.check()
     parse_schedule(cfg.seq_len_schedule)
+    check_mask_rate_schedule(cfg)
     if cfg.eval_batches < 0:
         raise SettingError("{eval_batches} must be 0 or more, got {got}", owner=PretrainConfig, got=cfg.eval_batches)
+    if OBJECTIVE_TABLE[cfg.objective].permuted and cfg.plm_k < 2:
+        raise SettingError("{plm_k} must be at least 2 (the last 1/K of each order is predicted), got {got}",
+                           owner=PretrainConfig, got=cfg.plm_k)
     # every input resolved before OUTPUT is claimed: the vocab a corpus names is read too, so --overwrite
     # must not empty it
     inputs = (cfg.data, resolve_vocab(cfg.data, cfg.vocab), cfg.init_from, cfg.model)

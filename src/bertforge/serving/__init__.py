@@ -13,11 +13,14 @@ _NAMES = {
     "OnnxModel": "bertforge.serving.onnx_backend",
     "export_onnx": "bertforge.serving.onnx_export",
     "ServedModel": "bertforge.serving.served_model",
-    "ServeSettings": "bertforge.serving.limits",
+    "ServeSettings": "bertforge.serving.settings",
+    "ServerSettings": "bertforge.serving.settings",
+    "serve_folder": "bertforge.serving.server",
     "create_app": "bertforge.serving.app",
 }
 
-__all__ = ["OnnxModel", "Pooling", "SentenceEncoder", "ServeSettings", "ServedModel", "create_app", "export_onnx"]
+__all__ = ["OnnxModel", "Pooling", "SentenceEncoder", "ServeSettings", "ServedModel", "ServerSettings", "create_app",
+           "export_onnx", "serve_folder"]
 
 
 def __getattr__(name: str) -> Any:

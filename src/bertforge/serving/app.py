@@ -1,5 +1,6 @@
 """The HTTP API (FastAPI): OpenAI- and TEI-style embeddings, similarity and rerank, predictions, fill-mask,
-tokenize, health, info and Prometheus metrics, all in front of one `ServedModel` and its dynamic batchers.
+generate (mdlm infilling), tokenize, health, info and Prometheus metrics, all in front of one `ServedModel` and
+its dynamic batchers.
 
 This module only wires: the handlers are plain functions in `handlers.py`, the requests typed in `requests.py`,
 the bounds on bodies in `body.py`, and what wraps every request in `middleware.py`. Errors are JSON
@@ -38,6 +39,7 @@ MODEL_ROUTES = {
     "/rerank": (requests.RerankRequest, handlers.rerank),
     "/predict": (requests.PredictRequest, handlers.predict),
     "/fill-mask": (requests.FillMaskRequest, handlers.fill_mask),
+    "/generate": (requests.GenerateRequest, handlers.generate),
     "/tokenize": (requests.TokenizeRequest, handlers.tokenize),
 }
 MODEL_ENDPOINTS = tuple(MODEL_ROUTES)
@@ -91,6 +93,7 @@ def _service(model: ServedModel, settings: ServeSettings, metrics: ServerMetrics
     """The model with one batcher per kind of model call it makes, all running in `executor`'s one thread."""
     runs = {"embed": model.embed_batch if model.encoder else None,
             "fill-mask": model.fill_mask_batch if model.mlm else None,
+            "generate": model.generate_batch if model.mlm else None,
             "predict": model.predict_batch if model.predictor else None}
     batchers = {kind: Batcher(kind, run, executor, settings.max_batch_tokens, settings.max_wait_ms, metrics)
                 for kind, run in runs.items() if run is not None}

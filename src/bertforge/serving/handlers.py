@@ -14,11 +14,18 @@ from typing import Any
 import numpy as np
 
 from bertforge.serving.batcher import Batcher
-from bertforge.serving.limits import INLINE_TOKENIZE_CHARS, MAX_FILL_MASK_PREDICTIONS, RequestError, ServeSettings
+from bertforge.serving.limits import (
+    INLINE_TOKENIZE_CHARS,
+    MAX_FILL_MASK_PREDICTIONS,
+    MAX_GENERATE_STEP_TOKENS,
+    RequestError,
+    ServeSettings,
+)
 from bertforge.serving.metrics import ServerMetrics
 from bertforge.serving.requests import (
     EmbedRequest,
     FillMaskRequest,
+    GenerateRequest,
     OpenAIEmbeddingsRequest,
     PredictRequest,
     RerankRequest,
@@ -169,6 +176,20 @@ async def fill_mask(svc: Service, req: FillMaskRequest) -> list[list[dict[str, A
                                 f"predictions; a request may ask for at most {MAX_FILL_MASK_PREDICTIONS:,}")
     tokens = await svc.checked_lengths(req.texts, None, indexed("inputs", len(req.texts)))
     return await svc.run("fill-mask", [(t, req.top_k) for t in req.texts], tokens, "/fill-mask")
+
+
+async def generate(svc: Service, req: GenerateRequest) -> list[dict[str, Any]]:
+    """Each text's [MASK] spans filled by the mdlm sampler; its other tokens are kept as they are."""
+    mask = svc.model.tokenizer.mask_token
+    for i, t in enumerate(req.texts):
+        if mask not in t.replace("[MASK]", mask):
+            raise RequestError(422, f"inputs[{i}]: no [MASK] in the text")
+    tokens = await svc.checked_lengths(req.texts, None, indexed("inputs", len(req.texts)))
+    if req.steps * sum(tokens) > MAX_GENERATE_STEP_TOKENS:
+        raise RequestError(422, f"steps: {req.steps} steps x {sum(tokens):,} tokens = {req.steps * sum(tokens):,}; "
+                                f"a request may ask for at most {MAX_GENERATE_STEP_TOKENS:,}")
+    items = [(t, req.steps, req.top_k, req.top_p, req.temperature, req.seed) for t in req.texts]
+    return await svc.run("generate", items, tokens, "/generate")
 
 
 async def tokenize(svc: Service, req: TokenizeRequest) -> list[list[dict[str, Any]]]:

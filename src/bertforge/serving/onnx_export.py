@@ -108,6 +108,7 @@ def export_onnx(directory: str | Path, output: str | Path, quantize: str | None 
         raise FileNotFoundError(f"{directory}: no config.json; expected a model folder")
     if output.resolve() == directory.resolve():
         raise SettingError("{output} must be a new folder, not the model folder itself")
+    refuse_sparse_attention(directory)
     if calibrate_on is not None and quantize is None:
         raise SettingError("{calibrate_on} measures what int8 costs: it needs {quantize} int8")
     if not math.isfinite(max_drop):  # nan compares false: `drop > nan` would let any int8 graph pass
@@ -130,6 +131,21 @@ def export_onnx(directory: str | Path, output: str | Path, quantize: str | None 
             shutil.move(str(fp32), output / ONNX_FILE)
     write_info(output, info)
     return output / ONNX_FILE
+
+
+#: model types whose attention is planned per batch in Python (windows, global tokens, random blocks)
+SPARSE_ATTENTION = {"longformer": "Longformer", "big_bird": "BigBird"}
+
+
+def refuse_sparse_attention(directory: Path) -> None:
+    """Longformer's and BigBird's attention have no ONNX form: a trace would freeze one batch's chunk plan,
+    global tokens and random blocks into the graph, wrong for every other batch."""
+    from bertforge.config import read_model_config
+    family = SPARSE_ATTENTION.get(read_model_config(directory).get("model_type"))
+    if family is not None:
+        raise ExportError("{model} {path}: a " + family + " folder has no ONNX export (its sparse attention is "
+                          "planned from each batch, which a trace would freeze to the example batch); serve it with "
+                          "the PyTorch backend", path=str(directory))
 
 
 def _checked_price(output: Path, fp32: Path, data_file: str | Path, max_drop: float, force: bool) -> dict[str, Any]:
@@ -294,7 +310,8 @@ def quantizer_errors_only() -> Iterator[None]:
 
 
 def _uses_token_types(model: torch.nn.Module) -> bool:
-    return accepts(model.forward, "token_type_ids") and getattr(model.config, "type_vocab_size", 0) > 0
+    relative = getattr(model.config, "model_type", None) == "xlnet"  # relative segments: read, though no table
+    return accepts(model.forward, "token_type_ids") and (relative or getattr(model.config, "type_vocab_size", 0) > 0)
 
 
 def folder_files_to_copy(source: Path) -> list[str]:

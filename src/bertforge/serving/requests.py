@@ -7,7 +7,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from bertforge.serving.limits import RequestError, ServeSettings
+from bertforge.serving.limits import MAX_GENERATE_STEPS, RequestError, ServeSettings
 
 
 # ---- fields ---------------------------------------------------------------------------------------------------------
@@ -135,6 +135,40 @@ class FillMaskRequest:
         if not isinstance(top_k, int) or isinstance(top_k, bool) or not 1 <= top_k <= 100:
             raise RequestError(422, f"top_k: expected a whole number from 1 to 100, got {json.dumps(top_k)[:40]}")
         return cls(found, top_k)
+
+
+def number(data: dict[str, Any], field: str, default: float, low: float, high: float, whole: bool = False,
+           open_low: bool = False) -> Any:
+    """`data[field]` (or `default`): a number from `low` (excluded with `open_low`) to `high`."""
+    value = data.get(field, default)
+    kind = int if whole else (int, float)
+    inside = isinstance(value, kind) and not isinstance(value, bool) and (low < value if open_low else low <= value)
+    if not inside or not value <= high:
+        what = "a whole number" if whole else "a number"
+        raise RequestError(422, f"{field}: expected {what} from {low}{' (excluded)' if open_low else ''} to "
+                                f"{high}, got {json.dumps(value)[:40]}")
+    return value
+
+
+@dataclass(frozen=True)
+class GenerateRequest:
+    """POST /generate: `{"inputs": [texts with [MASK] spans], "steps": 10, "top_k": 0, "top_p": 1.0,
+    "temperature": 1.0, "seed": 0}`: each text's masks filled by the mdlm sampler."""
+
+    texts: list[str]
+    steps: int
+    top_k: int
+    top_p: float
+    temperature: float
+    seed: int
+
+    @classmethod
+    def parse(cls, data: dict[str, Any], settings: ServeSettings) -> GenerateRequest:
+        found = texts(data, "inputs", settings)
+        return cls(found, number(data, "steps", 10, 1, MAX_GENERATE_STEPS, whole=True),
+                   number(data, "top_k", 0, 0, 1_000_000, whole=True),
+                   float(number(data, "top_p", 1.0, 0, 1, open_low=True)),
+                   float(number(data, "temperature", 1.0, 0, 100)), number(data, "seed", 0, 0, 2**31 - 1, whole=True))
 
 
 @dataclass(frozen=True)

@@ -102,7 +102,7 @@ class ServedModel:
         """The endpoints this folder serves (paths without their leading slash)."""
         embeddings = ["v1/embeddings", "embed", "similarity", "rerank"]
         names = {"encoder": embeddings, "predictor": ["predict"] + (["rerank"] if self.cross_encoder else []),
-                 "mlm": embeddings + ["fill-mask"]}[self.kind]
+                 "mlm": embeddings + ["fill-mask", "generate"]}[self.kind]
         return names + ["tokenize"]
 
     @property
@@ -200,6 +200,19 @@ class ServedModel:
             results = fill_mask(self.mlm, self.tokenizer, [t for t, _ in items], top_k=top_k)
         return [[{"top": [{"token": tok, "score": float(p)} for tok, p in mask["top"][:k]]} for mask in masks]
                 for (_, k), masks in zip(items, results)]
+
+    def generate_batch(self, items: list[tuple]) -> list[dict[str, Any]]:
+        """/generate: each (text, steps, top_k, top_p, temperature, seed) filled by the mdlm sampler."""
+        import torch
+
+        from bertforge.generation.api import generate
+        out = []
+        with torch.no_grad(), self.precision.autocast():
+            for text, steps, top_k, top_p, temperature, seed in items:
+                (sample,) = generate(self.mlm, self.tokenizer, text, sampler="mdlm", iterations=steps, top_k=top_k,
+                                     top_p=top_p, temperature=temperature, seed=seed, precision="fp32")
+                out.append({key: sample[key] for key in ("text", "spans", "tokens")})
+        return out
 
     def info(self) -> dict[str, Any]:
         config = read_model_config(self.path)

@@ -12,6 +12,8 @@ import json
 import uuid
 from typing import Any
 
+from bertforge.serving.settings import ServerSettings
+
 
 def protocol_class(idle_timeout: float, base: type[asyncio.Protocol] | None = None) -> type[asyncio.Protocol]:
     """uvicorn's HTTP protocol (`base`; by default httptools when installed, else h11) with the request-head
@@ -70,8 +72,11 @@ def protocol_class(idle_timeout: float, base: type[asyncio.Protocol] | None = No
     return HeadDeadline
 
 
-def server_config(app, host: str = "127.0.0.1", port: int = 8080, graceful_timeout: float | None = 30.0,
-                  log_level: str = "warning"):
+_DEFAULT = ServerSettings(model="")  # the defaults `bertforge serve` has, for callers that leave some out
+
+
+def server_config(app, host: str = _DEFAULT.host, port: int = _DEFAULT.port,
+                  graceful_timeout: float | None = _DEFAULT.graceful_timeout, log_level: str = "warning"):
     """A `uvicorn.Config` for an app made by `create_app`, with its idle timeout on every connection."""
     import uvicorn
     idle = app.state.settings.idle_timeout
@@ -79,8 +84,39 @@ def server_config(app, host: str = "127.0.0.1", port: int = 8080, graceful_timeo
                           timeout_graceful_shutdown=graceful_timeout or None, log_level=log_level)
 
 
-def serve(app, host: str, port: int, graceful_timeout: float | None = 30.0) -> None:
+def serve(app, host: str, port: int, graceful_timeout: float | None = _DEFAULT.graceful_timeout) -> None:
     """Serve until SIGTERM or SIGINT, then stop accepting, finish the requests in flight (at most
     `graceful_timeout` seconds) and return."""
     import uvicorn
     uvicorn.Server(server_config(app, host, port, graceful_timeout)).run()
+
+
+def serve_folder(settings: ServerSettings) -> None:
+    """`bertforge serve`: load `settings.model` (a `ServerSettings`), serve it until SIGTERM or SIGINT, then
+    finish the requests in flight and return. A signal that arrives while the model is still loading ends the
+    process at once (status 128 + signal)."""
+    import logging
+    import signal
+
+    from bertforge.serving.app import create_app
+    from bertforge.serving.served_model import ServedModel
+    from bertforge.settings import check_settings
+    check_settings(settings)  # before the model loads
+    serving = {"on": False}
+
+    def stop(signum, frame) -> None:
+        if not serving["on"]:
+            raise SystemExit(128 + signum)
+
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, stop)
+    model = ServedModel(settings.model, device=settings.device, precision=settings.precision, backend=settings.backend)
+    app = create_app(model, settings.limits, own_process=True)
+    log = logging.getLogger("bertforge.serve")
+    log.info("serving %s (%s, %s backend) on http://%s:%d", settings.model, model.kind, settings.backend,
+             settings.host, settings.port)
+    # uvicorn stops accepting on SIGTERM/SIGINT, finishes in-flight requests, then re-raises the signal to the
+    # handler that was there before: ours, which by then only has to let `serve` return
+    serving["on"] = True
+    serve(app, settings.host, settings.port, graceful_timeout=settings.graceful_timeout)
+    log.info("stopped after finishing in-flight requests")

@@ -30,6 +30,7 @@ class InferenceSettings:
     max_query_length: int = 64
     max_answer_length: int = 30
     n_best: int = 20
+    long_inputs: Any = None  # a `LongInputOptions`: warn, refuse or chunk inputs longer than max_seq_length
 
     def seq_length(self, spec: TaskSpec) -> int:
         return default_seq_length(spec, self.max_seq_length)
@@ -149,11 +150,27 @@ class EvalRun:
 def predict_examples(model, tokenizer, spec: TaskSpec, examples: Sequence[Any], settings: "InferenceSettings",
                      labels: Sequence[str] | None, *, device: torch.device | str | None = None,
                      precision: Precision | str | None = None, progress: bool = False) -> EvalRun:
-    """Encode, run and decode `examples` (no scoring)."""
-    features = encode(spec, tokenizer, examples, settings, labels, training=False)
+    """Encode, run and decode `examples` (no scoring); inputs longer than the settings' length are handled as
+    their `long_inputs` says (without it: truncated, as when training)."""
+    long = getattr(settings, "long_inputs", None)
+    owners = None
+    if long is not None and HEADS[spec.head].per_text:
+        from bertforge.tasks.long_inputs import encode_texts
+        label2id = {name: i for i, name in enumerate(labels)} if labels else None
+        features, owners, _ = encode_texts(tokenizer, examples, settings.seq_length(spec), long, label2id,
+                                           regression=spec.head == "regression")
+    else:
+        features = encode(spec, tokenizer, examples, settings, labels, training=False)
+        if long is not None:
+            from bertforge.tasks.long_inputs import check_encoded
+            check_encoded(spec.head, tokenizer, examples, features, settings.seq_length(spec), long)
     outputs = run_model(model, features, settings.eval_batch_size, tokenizer.pad_token_id, device=device,
                         precision=precision, max_batch_tokens=getattr(settings, "max_batch_tokens", None),
                         progress=progress)
+    if owners is not None:  # chunked: each example's logits are its windows' mean; its first window stands for it
+        from bertforge.tasks.long_inputs import mean_by_owner
+        outputs = mean_by_owner(outputs, owners, len(examples))
+        features = [features[owners.index(i)] for i in range(len(examples))]
     return EvalRun(features, outputs, decode_outputs(spec, examples, features, outputs, labels, settings))
 
 

@@ -85,7 +85,8 @@ class FinetuneSettings:
                                               "(5e-5,4e-5,3e-5,2e-5); one run per rate and restart, the best is kept",
                                               flag="--lr", metavar="LR|grid", parse=parse_learning_rates, maximum=MAX_LR)
     restarts: int = setting(1, "runs per learning rate, each with another seed", positive=True, maximum=1_000)
-    max_seq_length: int | None = setting(None, "tokens per example (default: 384 for SQuAD, 128 otherwise)",
+    max_seq_length: int | None = setting(None, "tokens per example (default: 384 for SQuAD, 128 otherwise), up to "
+                                         "the checkpoint's positions (4,096 for a lengthened Longformer)",
                                          positive=True, maximum=MAX_LENGTH)
     max_train_samples: int | None = setting(None, "train on a seeded sample of this many examples", positive=True,
                                             maximum=MAX_SAMPLES)
@@ -262,6 +263,7 @@ def finetune(settings: FinetuneSettings, say: Callable[[str], None] | None = Non
         if not data.train:
             raise ValueError("no training examples")
         tokenizer = load_tokenizer(settings.model)
+        _check_length_fits(settings, spec)
         train_features = encode(spec, tokenizer, data.train, settings, data.labels, training=True)
         say(f"{spec.name}: {len(data.train)} train examples ({len(train_features)} features), "
             + ", ".join(f"{len(v)} {k} examples" for k, v in data.evals.items()))
@@ -337,6 +339,17 @@ def _check_settings(s: FinetuneSettings) -> None:
                                expected=expected, got=given)
     if s.train.keep not in ("best", "last"):
         raise SettingError("{keep} must be best or last, got {got!r}", owner=FinetuneSettings, got=s.train.keep)
+
+
+def _check_length_fits(settings: FinetuneSettings, spec: TaskSpec) -> None:
+    """--max-seq-length up to the checkpoint's positions (4,096 for a lengthened Longformer), not past them."""
+    from bertforge.model.auto import AutoConfig
+    from bertforge.tasks.predictor import model_positions
+    most = model_positions(AutoConfig.from_pretrained(settings.model))
+    if most is not None and settings.seq_length(spec) > most:
+        raise SettingError("{max_seq_length} {got:,} is more than the {most:,} tokens {model} {path} reads (its "
+                           "position table)", owner=FinetuneSettings, got=settings.seq_length(spec), most=most,
+                           path=settings.model)
 
 
 def _inputs(settings: FinetuneSettings) -> tuple[str | None, ...]:

@@ -20,19 +20,17 @@ from bertforge.checkpoint import newly_initialized
 from bertforge.config import CONFIG_NAME, ConfigError, read_model_config
 from bertforge.device import Precision, placement
 from bertforge.folder_files import FolderFileError, folder_has, read_folder_json
+from bertforge.settings import SettingError
 from bertforge.tasks.evaluation import EvalRun, InferenceSettings, decode_outputs, evaluate_examples, run_model
-from bertforge.tasks.features import encode_classification, encode_multiple_choice, encode_ner, encode_squad
+from bertforge.tasks.inference_options import DEFAULT_MAX_BATCH_TOKENS, DEFAULT_MAX_CHARS
+from bertforge.tasks.features import encode_multiple_choice, encode_ner, encode_squad
+from bertforge.tasks.long_inputs import LongInputOptions, check_chunkable, check_encoded, encode_texts, mean_by_owner
 from bertforge.tasks.readers import GLUE_FORMATS, SquadExample, SwagExample, TextExample
 from bertforge.tasks.registry import HEADS, TASKS, TaskSpec, get_task
 from bertforge.tasks.task_data import load_task_data
 
 #: A predictor folder's own file: the task, head kind, label names and lengths the model was fine-tuned with.
 TASK_FILE = "task.json"
-#: Characters kept of each input text before tokenization: far beyond what 512 tokens can hold, small
-#: enough that one pathological line (a 50 MB log dump) costs milliseconds, not minutes and gigabytes.
-DEFAULT_MAX_CHARS = 100_000
-#: Padded tokens per batch (rows x longest row): 128 rows of 128 tokens, 42 SQuAD windows of 384.
-DEFAULT_MAX_BATCH_TOKENS = 16_384
 _POSITIVE_INTS = ("max_seq_length", "doc_stride", "max_query_length", "max_answer_length", "n_best")
 
 _WORD = re.compile(r"\w+|[^\w\s]", re.UNICODE)
@@ -188,10 +186,18 @@ def check_model(model, tokenizer, task: dict[str, Any], source: str) -> None:
         if vocab > config.vocab_size:
             raise PredictorError(f"{source}: the tokenizer has {vocab} tokens but the embedding table only "
                                  f"{config.vocab_size} rows (vocab.txt does not belong to this model)")
-        length = task.get("max_seq_length")
-        if length is not None and length > config.max_position_embeddings:
+        length, most = task.get("max_seq_length"), model_positions(config)
+        if length is not None and most is not None and length > most:
             raise PredictorError(f"{source}: {TASK_FILE} field 'max_seq_length' is {length} but the model has "
-                                 f"{config.max_position_embeddings} positions")
+                                 f"{most} positions")
+
+
+def model_positions(config) -> int | None:
+    """The longest input a model config reads (RoBERTa's and Longformer's tables hold two rows more than that);
+    None for XLNet, whose relative positions have no table."""
+    if getattr(config, "model_type", None) == "xlnet":
+        return None
+    return getattr(config, "max_sequence_length", None) or getattr(config, "max_position_embeddings", None)
 
 
 # ---- the predictor --------------------------------------------------------------------------------------------
@@ -205,7 +211,8 @@ class Predictor:
 
     def __init__(self, model, tokenizer, task: dict[str, Any], path: Path | None = None, *,
                  device: torch.device | str | None = None, precision: Precision | str = "fp32",
-                 max_chars: int = DEFAULT_MAX_CHARS, max_batch_tokens: int | None = DEFAULT_MAX_BATCH_TOKENS) -> None:
+                 max_chars: int = DEFAULT_MAX_CHARS, max_batch_tokens: int | None = DEFAULT_MAX_BATCH_TOKENS,
+                 long_inputs: LongInputOptions | None = None) -> None:
         model.eval()
         self.model = model
         self.tokenizer = tokenizer
@@ -222,14 +229,33 @@ class Predictor:
                                           max_query_length=self.task.get("max_query_length") or 64,
                                           max_answer_length=self.task.get("max_answer_length") or 30,
                                           n_best=self.task.get("n_best") or 20, max_batch_tokens=max_batch_tokens)
+        self._read_long_inputs(long_inputs or LongInputOptions())
         self.timing: dict[str, float] = {}
         self._progress = False
+
+    def _read_long_inputs(self, options: LongInputOptions) -> None:
+        """How inputs longer than the model reads are handled (`tasks/long_inputs.py`); a `max_seq_length` of
+        their own replaces task.json's, up to the model's positions."""
+        check_chunkable(self.head, options)
+        config = getattr(self.model, "config", None)
+        length = options.max_seq_length
+        most = model_positions(config) if config is not None else None
+        if length is not None and most is not None and length > most:
+            raise SettingError("{max_seq_length} is {got:,} but the model reads at most {most:,} tokens "
+                               "(its position table)", owner=LongInputOptions, got=length, most=most)
+        if length is not None:
+            self.settings.max_seq_length = length
+        if options.chunk_stride is not None and self.head == "question_answering":
+            self.settings.doc_stride = options.chunk_stride
+        self.long_inputs = self.settings.long_inputs = options
 
     @classmethod
     def load(cls, directory: str | Path, device: torch.device | str = "auto", precision: Precision | str = "auto", *,
              max_chars: int = DEFAULT_MAX_CHARS,
-             max_batch_tokens: int | None = DEFAULT_MAX_BATCH_TOKENS) -> "Predictor":
-        """Read and check a predictor folder, and put the model on `device` ("auto": CUDA when present)."""
+             max_batch_tokens: int | None = DEFAULT_MAX_BATCH_TOKENS,
+             long_inputs: LongInputOptions | None = None) -> "Predictor":
+        """Read and check a predictor folder, and put the model on `device` ("auto": CUDA when present);
+        `long_inputs` says how much of each input it reads and what happens to longer ones."""
         from bertforge.model.auto import model_class_for
         from bertforge.tokenization import load_tokenizer
         directory = Path(directory)
@@ -247,7 +273,7 @@ class Predictor:
         check_model(model, tokenizer, task, str(directory))
         model.to(device)
         return cls(model, tokenizer, task, directory, device=device, precision=run_precision, max_chars=max_chars,
-                   max_batch_tokens=max_batch_tokens)
+                   max_batch_tokens=max_batch_tokens, long_inputs=long_inputs)
 
     @property
     def head(self) -> str:
@@ -304,10 +330,13 @@ class Predictor:
             idx = [i for i, ex in enumerate(examples) if (ex.text_pair is not None) == want_pair]
             if not idx:
                 continue
-            feats = encode_classification(self.tokenizer, [examples[i] for i in idx],
-                                          self.settings.seq_length(self.spec))
-            for i, logits in zip(idx, self._run(feats, batch_size)):
-                out[i] = self._label_result(logits)
+            feats, owners, dropped = encode_texts(self.tokenizer, [examples[i] for i in idx],
+                                                  self.settings.seq_length(self.spec), self.long_inputs)
+            outputs = self._run(feats, batch_size)
+            if owners is not None:  # chunked: the mean of each input's windows' logits
+                outputs = mean_by_owner(outputs, owners, len(idx))
+            for j, (i, logits) in enumerate(zip(idx, outputs)):
+                out[i] = _dropped(self._label_result(logits), dropped.get(j))
         return [_mark(out[i], i in cut) for i in range(len(examples))]
 
     def _label_result(self, logits: np.ndarray) -> dict[str, Any]:
@@ -335,8 +364,10 @@ class Predictor:
                 words_spans.append(words)
             else:
                 raise ValueError(f"input {i}: expected a text or a list of words, got {type(x).__name__}")
-        feats = encode_ner(self.tokenizer, [[w for w, _, _ in ws] for ws in words_spans],
-                           self.settings.seq_length(self.spec))
+        sentences = [[w for w, _, _ in ws] for ws in words_spans]
+        feats = encode_ner(self.tokenizer, sentences, self.settings.seq_length(self.spec))
+        dropped = check_encoded(self.head, self.tokenizer, sentences, feats, self.settings.seq_length(self.spec),
+                                self.long_inputs)
         outputs = self._run(feats, batch_size)
         tags = decode_outputs(self.spec, [], feats, outputs, self.labels, self.settings)
         results = []
@@ -348,8 +379,8 @@ class Predictor:
                 if isinstance(item, str):
                     entity.update(text=item[ws[first][1]:ws[last][2]], start=ws[first][1], end=ws[last][2])
                 entities.append(entity)
-            results.append(_mark({"words": [w for w, _, _ in ws], "tags": word_tags, "entities": entities},
-                                 i in cut))
+            results.append(_mark(_dropped({"words": [w for w, _, _ in ws], "tags": word_tags, "entities": entities},
+                                          dropped.get(i)), i in cut))
         return results
 
     def _qa(self, inputs: list[Any], batch_size: int) -> list[dict[str, Any]]:
@@ -361,6 +392,7 @@ class Predictor:
                                          self._cap(item[1], i, "context", cut), ()))
         feats = encode_squad(self.tokenizer, examples, self.settings.seq_length(self.spec), self.settings.doc_stride,
                              self.settings.max_query_length)
+        check_encoded(self.head, self.tokenizer, examples, feats, self.settings.seq_length(self.spec), self.long_inputs)
         preds = decode_outputs(self.spec, examples, feats, self._run(feats, batch_size), None, self.settings)
         threshold = self.task.get("null_threshold", 0.0) if self.spec.name == "squad2" else None
         results = []
@@ -391,6 +423,8 @@ class Predictor:
             idx = [i for i, ex in enumerate(examples) if len(ex.endings) == count]
             feats = encode_multiple_choice(self.tokenizer, [examples[i] for i in idx],
                                            self.settings.seq_length(self.spec))
+            check_encoded(self.head, self.tokenizer, [examples[i] for i in idx], feats,
+                          self.settings.seq_length(self.spec), self.long_inputs)
             for i, logits in zip(idx, self._run(feats, batch_size)):
                 probs = _softmax(logits.astype(np.float64))
                 results[i] = _mark({"label": int(np.argmax(probs)), "score": float(probs.max()),
@@ -458,6 +492,13 @@ def _input_kind(task: str) -> str | None:
     if fmt is None:
         return None
     return "single texts" if fmt.pair is None else "pairs"
+
+
+def _dropped(result: dict[str, Any], tokens: int | None) -> dict[str, Any]:
+    """A result whose input was cut at max_seq_length says how many tokens the model did not read."""
+    if tokens:
+        result["dropped_tokens"] = tokens
+    return result
 
 
 def _mark(result: dict[str, Any], truncated: bool) -> dict[str, Any]:

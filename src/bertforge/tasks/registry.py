@@ -61,8 +61,11 @@ HeadKind = str  # a name in HEADS
 GENERIC_SUFFIXES = (".jsonl", ".csv", ".tsv", ".json", ".parquet", ".arrow")
 NER_SUFFIXES = (".txt", ".conll", ".bio", ".iob", ".jsonl", ".json", ".tsv", ".parquet", ".arrow")
 QA_SUFFIXES = (".json", ".jsonl", ".parquet", ".arrow")
+#: A user's classification folder may hold `text;label` tables as .txt (the ktrain emotion layout): tried last,
+#: and read as a table only when its header splits (the reader sniffs it).
+TABLE_SUFFIXES = GENERIC_SUFFIXES + (".txt",)
 #: Names tried, in order, for the dev file of a user's own data folder.
-GENERIC_DEV_NAMES = ("dev", "valid", "validation", "eval")
+GENERIC_DEV_NAMES = ("dev", "valid", "validation", "val", "eval")
 
 
 @dataclass(frozen=True)
@@ -185,9 +188,10 @@ TASKS: dict[str, TaskSpec] = {
     # The user's own data (flags --text-column, --label-column, ... choose the columns).
     "classification": TaskSpec("classification", "sequence_classification", read_classification,
                                classification_metrics, "accuracy", ".", ("train",), ("dev",), ("test",),
-                               generic=True),
+                               suffixes=TABLE_SUFFIXES, generic=True),
     "regression": TaskSpec("regression", "regression", partial(read_classification, regression=True),
-                           regression_metrics, "spearman", ".", ("train",), ("dev",), ("test",), generic=True),
+                           regression_metrics, "spearman", ".", ("train",), ("dev",), ("test",),
+                           suffixes=TABLE_SUFFIXES, generic=True),
     "ner": TaskSpec("ner", "token_classification", read_ner, ner_metrics, "f1", ".", ("train",), ("dev",),
                     ("test",), suffixes=NER_SUFFIXES, generic=True),
     "qa": TaskSpec("qa", "question_answering", read_qa, squad_v1_evaluate, "f1", ".", ("train",), ("dev",),

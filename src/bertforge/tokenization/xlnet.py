@@ -78,11 +78,13 @@ def train_xlnet_sentencepiece(
     do_lower_case: bool = False,
     character_coverage: float = 0.99995,
     max_sentences: int = 2_000_000,
+    skip_bad_lines: bool = False,
 ) -> Path:
     """Learn a SentencePiece unigram model with XLNet's special-token layout and write an XLNet tokenizer folder.
 
     Lines are preprocessed as the tokenizer will (accents stripped; lowercased only with ``do_lower_case``). A
-    small corpus may give fewer than ``vocab_size`` pieces. Returns ``output_dir``."""
+    small corpus may give fewer than ``vocab_size`` pieces. A line that is not UTF-8 stops the run, naming its
+    file and line, unless ``skip_bad_lines``. Returns ``output_dir``."""
     import sentencepiece
 
     paths = [Path(files)] if isinstance(files, (str, os.PathLike)) else [Path(f) for f in files]
@@ -95,17 +97,29 @@ def train_xlnet_sentencepiece(
     out = Path(output_dir)
     out.mkdir(parents=True, exist_ok=True)
     seen = [0]
-    lines: Iterator[str] = _preprocessed_lines(paths, lambda _: None, seen, do_lower_case, False)
+    lines: Iterator[str] = _preprocessed_lines(paths, lambda _: None, seen, do_lower_case, False, skip_bad_lines)
+    failed: list[ValueError] = []
+
+    def guarded() -> Iterator[str]:  # SentencePiece's C++ would bury a bad line's message in its own
+        try:
+            yield from lines
+        except ValueError as exc:
+            failed.append(exc)
+
     try:
         sentencepiece.SentencePieceTrainer.Train(
-            sentence_iterator=lines, model_prefix=str(out / "spiece"), vocab_size=vocab_size, model_type="unigram",
+            sentence_iterator=guarded(), model_prefix=str(out / "spiece"), vocab_size=vocab_size, model_type="unigram",
             unk_id=0, bos_id=1, eos_id=2, pad_id=-1, control_symbols=list(XLNET_SPECIALS),
             character_coverage=character_coverage, input_sentence_size=max_sentences, shuffle_input_sentence=True,
             max_sentence_length=1 << 16, hard_vocab_limit=False, num_threads=os.cpu_count() or 1, minloglevel=2)
     except RuntimeError as exc:
+        if failed:
+            raise failed[0] from None
         if seen[0] == 0:
             raise ValueError(f"no text found in {', '.join(str(p) for p in paths)}") from None
         raise ValueError(f"SentencePiece training failed: {exc}") from None
+    if failed:
+        raise failed[0]
     (out / "spiece.vocab").unlink(missing_ok=True)
     XLNetTokenizer(out / MODEL_FILE, do_lower_case=do_lower_case).save_pretrained(out)
     return out

@@ -1,0 +1,47 @@
+"""experiments/emotion_tutorial.py: the runs it plans, the medians it publishes and the records it writes to the
+results store, from run folders laid out as `bertforge evaluate` and the scheduler leave them."""
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "experiments"))
+import emotion_tutorial  # noqa: E402
+
+
+def fake_run(out: Path, name: str, accuracy: float, macro_f1: float, cpu_minutes: float) -> None:
+    (out / "eval" / name).mkdir(parents=True)
+    (out / "eval" / name / "classification_report.json").write_text(json.dumps(
+        {"accuracy": accuracy, "macro avg": {"precision": 0, "recall": 0, "f1": macro_f1, "support": 10}}))
+    (out / "cpu").mkdir(exist_ok=True)
+    (out / "cpu" / f"{name}.json").write_text(json.dumps({"cpu_minutes": cpu_minutes}))
+
+
+def test_plan_puts_both_schedules_of_each_seed_first_then_the_lr_factors() -> None:
+    names = [run.name for run in emotion_tutorial.plan_runs(2, (0.1, 10.0))]
+    assert names == ["onecycle-x1-seed1", "linear-x1-seed1", "onecycle-x1-seed2", "linear-x1-seed2",
+                     "onecycle-x0.1-seed1", "onecycle-x10-seed1"]
+
+
+def test_medians_and_records_come_from_the_run_folders(tmp_path: Path) -> None:
+    from bertforge.results_store import read_store, render
+    runs = emotion_tutorial.plan_runs(3, (0.1,))
+    accuracy = {"onecycle-x1-seed1": 0.93, "onecycle-x1-seed2": 0.95, "onecycle-x1-seed3": 0.90,
+                "linear-x1-seed1": 0.92, "linear-x1-seed2": 0.94, "linear-x1-seed3": 0.96, "onecycle-x0.1-seed1": 0.5}
+    for i, run in enumerate(runs):
+        fake_run(tmp_path, run.name, accuracy[run.name], 0.8, 20.0 + i)
+    result = emotion_tutorial.collect(runs, tmp_path, 1.75e-4)
+    assert result["summary"]["onecycle x1"]["median_accuracy"] == 0.93
+    assert result["summary"]["linear x1"]["median_accuracy"] == 0.94
+    assert result["summary"]["onecycle x0.1"]["lr"] == 1.75e-5
+    folder = tmp_path / "store"
+    emotion_tutorial.write_store_records(result, None, folder)
+    store = read_store(folder)
+    assert render(store, "emotion/onecycle-x1/accuracy|full") == "93.0 % (90.0-95.0 %)"
+    assert render(store, "emotion/linear-x1/cpu-minutes") == "23.0 min"   # the runs' CPU minutes 21, 23, 25
+    assert render(store, "emotion/lr-find/suggested-lr") == "0.000175"
+    rows = store.tables["emotion-schedules"]["rows"]
+    assert [row[0] for row in rows] == ["`onecycle` (x1 the suggestion)", "`linear` (x1 the suggestion)",
+                                        "`onecycle` (x0.1 the suggestion)"]
+    assert rows[2][3] == "{emotion/onecycle-x0.1/accuracy}"   # one seed: no range to show
