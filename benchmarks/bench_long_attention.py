@@ -19,13 +19,12 @@ from __future__ import annotations
 
 import argparse
 import multiprocessing
-import resource
 import sys
 from pathlib import Path
 from typing import Callable
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import interleave, markdown_table, median, start_process  # noqa: E402
+from common import interleave, markdown_table, median, peak_resident_growth, start_process  # noqa: E402
 
 PATHS = ("banded", "dense")
 
@@ -77,32 +76,11 @@ def _bigbird_step(path: str, length: int, heads: int, head_dim: int, block: int,
     return step
 
 
-def _resident_bytes() -> int:
-    with open("/proc/self/statm") as statm:
-        return int(statm.read().split()[1]) * resource.getpagesize()
-
-
 def _peak_growth(args: tuple) -> float:
-    """MiB the resident set grows by at its highest during one step, over what it was before (a fresh process;
-    a thread samples /proc/self/statm every millisecond while the step runs)."""
-    import threading
+    """MiB the resident set grows by at its highest during one step, over what it was before (a fresh process)."""
     import torch
     torch.set_num_threads(args[-1])
-    step = make_step(*args[:-1])
-    before, peak, done = _resident_bytes(), [0], threading.Event()
-
-    def sample() -> None:
-        while not done.is_set():
-            peak[0] = max(peak[0], _resident_bytes())
-            done.wait(0.001)
-    watcher = threading.Thread(target=sample)
-    watcher.start()
-    try:
-        step()
-    finally:
-        done.set()
-        watcher.join()
-    return max(0, max(peak[0], _resident_bytes()) - before) / 2 ** 20
+    return peak_resident_growth(make_step(*args[:-1])) / 2 ** 20
 
 
 def peak_memory(path: str, length: int, *shape_and_threads: object) -> float:

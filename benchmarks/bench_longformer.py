@@ -28,14 +28,13 @@ import multiprocessing
 import shlex
 import sys
 import tempfile
-import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_long_attention import _resident_bytes  # noqa: E402
-from common import interleave, machine_info, markdown_table, median, same_optimizer, start_process  # noqa: E402
+from common import (interleave, machine_info, markdown_table, median, peak_resident_growth, same_optimizer,  # noqa: E402
+                    start_process)
 
 CONTENDERS = ("banded", "dense", "transformers")
 LABELS = {"banded": "bertforge", "dense": "bertforge dense", "transformers": "transformers"}
@@ -168,20 +167,7 @@ def _peak_growth(args: tuple) -> float:
     batch = make_batch(length, setup.vocab_size, setup.seed)
     optimizer = same_optimizer(model, setup.optimizer_lr) if setup.optimizer_lr else None
     one_step(model, make_batch(min(length, 16), setup.vocab_size, setup.seed), optimizer)  # one-time costs
-    before, peak, done = _resident_bytes(), [0], threading.Event()
-
-    def sample() -> None:
-        while not done.is_set():
-            peak[0] = max(peak[0], _resident_bytes())
-            done.wait(0.001)
-    watcher = threading.Thread(target=sample)
-    watcher.start()
-    try:
-        one_step(model, batch, optimizer)
-    finally:
-        done.set()
-        watcher.join()
-    return max(0, max(peak[0], _resident_bytes()) - before) / 1e6
+    return peak_resident_growth(lambda: one_step(model, batch, optimizer)) / 1e6
 
 
 def peak_memory(contender: str, length: int, setup: Setup, threads: int) -> float:

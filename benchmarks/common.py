@@ -179,6 +179,33 @@ def assert_same_start(ours, theirs, inputs: dict, what: str, tol: float = 1e-4) 
     return diffs
 
 
+def resident_bytes() -> int:
+    """This process's resident set (Linux: /proc/self/statm)."""
+    import resource
+    with open("/proc/self/statm") as statm:
+        return int(statm.read().split()[1]) * resource.getpagesize()
+
+
+def peak_resident_growth(step: Callable[[], object]) -> int:
+    """Bytes the resident set grows by at its highest while `step()` runs, over what it was before; a thread
+    samples it every millisecond. Run it in a fresh process, so that no earlier allocation is reused."""
+    import threading
+    before, peak, done = resident_bytes(), [0], threading.Event()
+
+    def sample() -> None:
+        while not done.is_set():
+            peak[0] = max(peak[0], resident_bytes())
+            done.wait(0.001)
+    watcher = threading.Thread(target=sample)
+    watcher.start()
+    try:
+        step()
+    finally:
+        done.set()
+        watcher.join()
+    return max(0, max(peak[0], resident_bytes()) - before)
+
+
 def markdown_table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
     cells = [[str(h) for h in headers]] + [[str(c) for c in row] for row in rows]
     widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]
