@@ -14,9 +14,7 @@ import os
 import subprocess
 import sys
 import time
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import interleave, machine_info, markdown_table, median  # noqa: E402
 
 KINDS = ("glibc as it comes", "bertforge (keep_freed_memory)")

@@ -17,13 +17,11 @@ from __future__ import annotations
 
 import argparse
 import copy
-import sys
 import time
 from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_model import log, pretrain_step, pretraining_batches  # noqa: E402
 from common import default_shared_data, interleave, machine_info, median, minilm_folder, start_process  # noqa: E402
 

@@ -27,7 +27,6 @@ from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import machine_info, markdown_table, median, minilm_folder, start_process  # noqa: E402
 
 from bertforge.model.auto import AutoModel  # noqa: E402

@@ -31,7 +31,6 @@ import json
 import math
 import random
 import statistics
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -39,7 +38,6 @@ from pathlib import Path
 import numpy as np
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import (default_shared_data, machine_info, markdown_table, minilm_folder, same_optimizer,  # noqa: E402
                     start_process)
 

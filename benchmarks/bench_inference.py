@@ -21,14 +21,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 import tempfile
 from pathlib import Path
 
 import numpy as np
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import (default_shared_data, interleave, machine_info, markdown_table, median,  # noqa: E402
                     minilm_folder, start_process)
 
@@ -47,8 +45,9 @@ def make_predictor_folder(model_dir: Path, out: Path, seed: int = 0) -> Path:
         model.classifier.weight.normal_(0.0, 0.5)
     model.save_pretrained(out)
     load_tokenizer(model_dir).save_pretrained(out)
-    (out / "task.json").write_text(json.dumps({"task": "sst2", "head": "sequence_classification",
-                                               "labels": ["negative", "positive"], "max_seq_length": 128}))
+    from bertforge.tasks.predictor import write_task_file
+    write_task_file(out, {"task": "sst2", "head": "sequence_classification", "labels": ["negative", "positive"],
+                          "max_seq_length": 128})
     return out
 
 

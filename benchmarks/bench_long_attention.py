@@ -19,11 +19,8 @@ from __future__ import annotations
 
 import argparse
 import multiprocessing
-import sys
-from pathlib import Path
 from typing import Callable
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import interleave, markdown_table, median, peak_resident_growth, start_process  # noqa: E402
 
 PATHS = ("banded", "dense")

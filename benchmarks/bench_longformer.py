@@ -32,7 +32,6 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import (interleave, machine_info, markdown_table, median, peak_resident_growth, same_optimizer,  # noqa: E402
                     start_process)
 

@@ -30,7 +30,6 @@ from __future__ import annotations
 import argparse
 import lzma
 import random
-import sys
 import tempfile
 import time
 from dataclasses import dataclass, field
@@ -40,7 +39,6 @@ import torch
 from torch import nn
 import torch.nn.functional as F
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import (assert_same_start, default_shared_data, interleave, machine_info,  # noqa: E402
                     markdown_table, median, minilm_folder, peak_flops, peak_gemm, same_optimizer, start_process)
 

@@ -19,12 +19,10 @@ computes the whole grid and masks it, so its useful work is not less.
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_model import log, pretraining_batches  # noqa: E402
 from common import (default_shared_data, gemm_flops, gemm_seconds, interleave, machine_info,  # noqa: E402
                     markdown_table, median, minilm_folder, start_process)

@@ -24,13 +24,11 @@ from __future__ import annotations
 import argparse
 import collections
 import json
-import sys
 import tempfile
 from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import default_shared_data, machine_info, markdown_table, median, minilm_folder  # noqa: E402
 
 FUSED = ("Attention", "MultiHeadAttention", "SkipLayerNormalization", "EmbedLayerNormalization", "BiasGelu", "Gelu",

@@ -20,17 +20,17 @@ from __future__ import annotations
 import argparse
 import random
 import shutil
-import sys
 import tempfile
 from pathlib import Path
 
-from common import REPO, default_shared_data, interleave, machine_info, markdown_table, median, minilm_folder, \
+from common import default_shared_data, interleave, machine_info, markdown_table, median, minilm_folder, \
     start_process
 
-sys.path.insert(0, str(REPO / "experiments"))
-from generation_infill import last_articles, pick_sentences  # noqa: E402
+from bertforge.measuring import last_articles, pick_sentences
 
-TOKENIZER_FILES = ("vocab.txt", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json")
+from bertforge.tokenization.base import CONFIG_FILE, SPECIAL_TOKENS_MAP_FILE
+
+TOKENIZER_FILES = ("vocab.txt", "tokenizer.json", CONFIG_FILE, SPECIAL_TOKENS_MAP_FILE)
 
 
 def minilm_with_mlm_head(folder: Path) -> Path:

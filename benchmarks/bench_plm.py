@@ -20,7 +20,6 @@ from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import (corpus_slice, interleave, machine_info, markdown_table, median, minilm_folder,  # noqa: E402
                     same_optimizer, start_process)
 

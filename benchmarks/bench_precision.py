@@ -12,7 +12,6 @@ the CPU has native bf16 arithmetic (AVX-512 BF16 or AMX), without which autocast
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
 import subprocess
@@ -33,7 +32,8 @@ def seconds_per_step(data: str, recipe: str, precision: str, steps: int, threads
            "--no-progress"]
     env = {**os.environ, "PYTHONPATH": str(REPO / "src"), "OMP_NUM_THREADS": str(threads)}
     subprocess.run(cmd, env=env, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines() if line]
+    from bertforge.training.metrics_log import read_metrics_log
+    rows = read_metrics_log(run)
     times = {row["step"]: row["time"] for row in rows if row.get("split") == "train"}
     first = sorted(times)[1]  # the first logged steps pay for start-up
     return (times[steps] - times[first]) / (steps - first)

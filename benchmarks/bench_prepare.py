@@ -27,7 +27,6 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import interleave, machine_info, median  # noqa: E402
 
 

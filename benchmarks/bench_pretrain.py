@@ -23,22 +23,13 @@ from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import (assert_same_start, corpus_slice, interleave, machine_info,  # noqa: E402
+from bertforge.measuring import prepare_slice
+from common import (assert_same_start, interleave, machine_info,  # noqa: E402
                     markdown_table, median, peak_flops, peak_gemm, same_optimizer, save_initial_weights,
                     start_process)
 
 # label -> (preset, batch size, steps per repeat, repeats)
 CONFIGS = {"mini": ("mini", 32, 6, 5), "base": ("base", 8, 2, 3)}
-
-
-def prepare_slice(vocab: str, megabytes: float, workdir: Path) -> Path:
-    """The first `megabytes` of the shared Wikipedia corpus, prepared with `vocab`."""
-    from bertforge.data import prepare_corpus
-    text = corpus_slice(workdir, megabytes)
-    out = workdir / "prepared"
-    prepare_corpus([text], vocab, out, show_progress=False)
-    return out
 
 
 class Timers:

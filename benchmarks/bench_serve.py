@@ -555,7 +555,8 @@ def cmd_int8(args) -> dict:
     from bertforge.tasks.predictor import Predictor
     from bertforge.tokenization import load_tokenizer
     data = str(Path(args.data).parent)
-    task = json.loads((Path(args.model) / "task.json").read_text(encoding="utf-8"))
+    from bertforge.tasks.predictor import read_task_file
+    task = read_task_file(Path(args.model))
     report = {}
     with tempfile.TemporaryDirectory() as tmp:
         for q in ("fp32", "int8"):

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import copy
-import sys
 import tempfile
 from pathlib import Path
 
@@ -28,9 +27,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_model import log, pretraining_batches  # noqa: E402
-from bench_pretrain import prepare_slice  # noqa: E402
+from bertforge.measuring import prepare_slice
 from common import (default_shared_data, interleave, machine_info, markdown_table, median, minilm_folder,  # noqa: E402
                     start_process)
 

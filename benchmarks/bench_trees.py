@@ -21,7 +21,6 @@ import sys
 import tempfile
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import corpus_slice, default_shared_data, interleave, machine_info, minilm_folder  # noqa: E402
 
 # One worker per tree, started once (its imports and its first steps are not what is measured): it reads one JSON
@@ -89,10 +88,10 @@ class Worker:
         self.log.close()
 
 
-def step_seconds(metrics: Path) -> float:
-    """Seconds per optimizer step between the second and the last logged training step."""
-    records = [json.loads(line) for line in metrics.read_text(encoding="utf-8").splitlines() if line.strip()]
-    train = [r for r in records if r.get("split") == "train" and "time" in r]
+def step_seconds(run: Path) -> float:
+    """Seconds per optimizer step between the second and the last logged training step of run folder `run`."""
+    from bertforge.training.metrics_log import read_metrics_log
+    train = [r for r in read_metrics_log(run) if r.get("split") == "train" and "time" in r]
     first, last = train[1], train[-1]
     return (last["time"] - first["time"]) / (last["step"] - first["step"])
 
@@ -129,14 +128,14 @@ def main() -> None:
             out = work / f"pretrain-{next(counter)}"
             workers[name].cli("pretrain", "--data", str(work / f"prepared-{name}"), "--model", args.pretrain_model,
                               "--batch-size", "32", "--max-steps", str(args.pretrain_steps), *common, "--output", str(out))
-            return step_seconds(out / "metrics.jsonl")
+            return step_seconds(out)
 
         def finetune(name: str) -> float:
             out = work / f"finetune-{next(counter)}"
             workers[name].cli("finetune", "--task", "sst2", "--data", str(sst2), "--model", str(model), "--batch-size",
                               str(args.finetune_batch_size), "--epochs", "1", "--max-train-samples",
                               str(args.finetune_examples), "--max-eval-samples", "32", *common, "--output", str(out))
-            return step_seconds(out / "metrics.jsonl")
+            return step_seconds(out)
 
         kinds = [kind for kind in args.only.split(",") if kind]
         predictor = work / "predictor"  # one predictor folder for both trees (its format is the same in both)

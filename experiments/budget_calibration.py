@@ -40,9 +40,7 @@ from typing import Callable
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
-sys.path.insert(0, str(HERE.parent / "benchmarks"))
-from common import cpu_model, interleave, machine_info, markdown_table, median, start_process  # noqa: E402
+from bertforge.measuring import cpu_model, interleave, machine_info, markdown_table, median, start_process  # noqa: E402
 
 CONTENDERS = {"fast": "bertforge --recipe fast", "bert": "bertforge --recipe bert", "transformers": "transformers"}
 BUDGETS = {"5m": 5 * 60, "20m": 20 * 60, "1h": 3600, "3h": 3 * 3600}  # CPU-seconds

@@ -37,7 +37,6 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "src"))
 
 STS_B = ROOT.parent / "shared" / "data" / "glue" / "STS-B"
 TRAINERS = ("bertforge", "sentence-transformers")
@@ -273,9 +272,8 @@ def epoch_curve(folder: Path, trainer: str) -> list[dict[str, float]]:
     """Each trainer's own STS-B dev evaluation after every epoch (bertforge's metrics.jsonl, sentence-transformers'
     log history): [{"epoch", "step", "spearman"}]."""
     if trainer == "bertforge":
-        path = folder / "metrics.jsonl"
-        records = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()] if path.is_file() else []
-        evals = [r for r in records if r.get("split") == "eval" and "spearman" in r]
+        from bertforge.training.metrics_log import read_metrics_log
+        evals = [r for r in read_metrics_log(folder) if r.get("split") == "eval" and "spearman" in r]
         per_epoch = evals[0]["step"] if evals else 1
         return [{"epoch": r["step"] / per_epoch, "step": r["step"], "spearman": r["spearman"]} for r in evals]
     path = folder / "log_history.json"
@@ -367,7 +365,8 @@ def plot(results: dict, path: Path) -> None:
     fig.savefig(path, dpi=110)
     curves = results["tasks"].get("sts", {}).get("curves", {})
     if any(curves.values()):
-        plot_curves(curves, results["tasks"]["sts"]["eval"]["untuned"]["spearman"], path.with_name("curves.png"))
+        from bertforge.training.metrics_log import CURVES
+        plot_curves(curves, results["tasks"]["sts"]["eval"]["untuned"]["spearman"], path.with_name(CURVES))
 
 
 def plot_curves(curves: dict[str, list[dict[str, float]]], untuned: float, path: Path) -> None:

@@ -80,7 +80,8 @@ def run_serially(steps: list[list[str]], core: int | None, log: Path) -> subproc
 
 
 def finished(run: Run, out: Path) -> bool:
-    return (out / "eval" / run.name / "metrics.json").is_file() and (out / "cpu" / f"{run.name}.json").is_file()
+    from bertforge.training.run_output import RESULTS
+    return (out / "eval" / run.name / RESULTS).is_file() and (out / "cpu" / f"{run.name}.json").is_file()
 
 
 def run_all(runs: list[Run], cores: list[int | None], out: Path) -> None:

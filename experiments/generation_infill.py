@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import lzma
 import random
 import sys
 import time
@@ -22,8 +21,8 @@ from pathlib import Path
 
 import torch
 
-from bertforge.data.sentences import split_sentences
 from bertforge.generation import generate, load_mlm, pseudo_log_likelihood
+from bertforge.measuring import last_articles, pick_sentences
 
 METHODS = {
     # name: generate() options
@@ -36,28 +35,6 @@ METHODS = {
     "gibbs 10 sweeps temperature 0.1": {"sampler": "gibbs", "iterations": 10, "temperature": 0.1},
     "mh 3 sweeps temperature 1": {"sampler": "mh", "iterations": 3},
 }
-
-
-def last_articles(path: Path, n: int) -> list[list[str]]:
-    """The paragraphs (title line dropped) of the last `n` blank-line separated articles."""
-    with lzma.open(path, "rt", encoding="utf-8") as handle:
-        blocks = handle.read().strip().split("\n\n")
-    return [block.split("\n")[1:] for block in blocks[-n:]]
-
-
-def pick_sentences(articles: list[list[str]], tokenizer, count: int, rng: random.Random,
-                   min_pieces: int = 12, max_pieces: int = 40) -> list[str]:
-    pool = []
-    for paragraphs in articles:
-        for paragraph in paragraphs:
-            if paragraph.endswith(".") and len(paragraph.split()) < 6:
-                continue  # a section heading
-            for sentence in split_sentences(paragraph):
-                n = len(tokenizer.encode(sentence, add_special_tokens=False))
-                if min_pieces <= n <= max_pieces:
-                    pool.append(sentence)
-    rng.shuffle(pool)
-    return pool[:count]
 
 
 def mask_span(tokenizer, sentence: str, rng: random.Random) -> tuple[str, list[str]]:

@@ -59,7 +59,6 @@ from typing import Callable
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
-sys.path.insert(0, str(HERE))
 
 CONTENDERS = {"fast": "bertforge --recipe fast", "bert": "bertforge --recipe bert", "transformers": "transformers"}
 BUDGETS = {"5m": 5 * 60, "20m": 20 * 60, "1h": 3600, "3h": 3 * 3600}  # CPU-seconds of one core
@@ -118,7 +117,9 @@ def finished(out: Path, job: Job) -> bool:
     folder = run_folder(out, job)
     if job.contender == "transformers":
         return (folder / "pretrain_result.json").is_file()
-    return (folder / "training_summary.json").is_file() and (folder / "model.safetensors").is_file()
+    from bertforge.checkpoint import SAFE_WEIGHTS
+    from bertforge.training.run_output import TRAINING_SUMMARY
+    return (folder / TRAINING_SUMMARY).is_file() and (folder / SAFE_WEIGHTS).is_file()
 
 
 def pretrain_command(out: Path, job: Job, args) -> list[str]:
@@ -200,10 +201,8 @@ def machine_path(out: Path, name: str) -> Path:
 
 def write_machine(out: Path, name: str) -> None:
     """Record what a run is made on (its row says so: a published calibration's steps run on any CPU)."""
-    sys.path.insert(0, str(REPO / "benchmarks"))
-    from common import machine_info
-
     from bertforge.atomic import atomic_write_text
+    from bertforge.measuring import machine_info
     from budget_calibration import has_avx512
     path = machine_path(out, name)
     if not path.is_file():

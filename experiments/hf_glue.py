@@ -313,7 +313,8 @@ def build_result(args, protocol, tasks: list[str], skipped: dict[str, str], resu
                                    train_examples=min(len(train), protocol.max_train_samples or len(train)),
                                    dev_examples=dict(zip(("dev", "dev_mismatched"), map(len, devs))))
         wall[task] = round(sum(r["wall_seconds"] for r in runs), 1)
-    config = json.loads((Path(args.model) / "config.json").read_text(encoding="utf-8"))
+    from bertforge.config import read_model_config
+    config = read_model_config(args.model)
     model = {"path": str(args.model), "model_type": config.get("model_type"),
              "fingerprint": model_fingerprint(args.model)}
     result = assemble(args.name or f"transformers: {default_name(args.model)}", model, protocol, entries, skipped,
@@ -371,7 +372,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         parser.error(f"--jobs must be at least 1, got {args.jobs}")
     if args.save_every < 0:
         parser.error(f"--save-every must be 0 or more, got {args.save_every}")
-    if not (Path(args.model) / "config.json").is_file():
+    from bertforge.config import has_config
+    if not has_config(args.model):
         parser.error(f"--model {args.model}: not a model folder (no config.json)")
     if not Path(args.data).is_dir():
         parser.error(f"--data {args.data}: no such folder")

@@ -84,8 +84,8 @@ def tokenize_documents(documents: list[list[str]], tokenizer, show_progress: boo
 def heldout_ordinals(n_documents: int, heldout: dict) -> set[int]:
     """The ordinals (among documents with tokens) that `bertforge prepare` held out, from its manifest's
     "heldout" record: the `documents` smallest fixed keys, or every key below `fraction`."""
-    from bertforge.data.prepare import _heldout_key  # the one definition of prepare's choice
-    keys = _heldout_key(np.arange(n_documents, dtype=np.uint64))
+    from bertforge.data.prepare import heldout_key  # the one definition of prepare's choice
+    keys = heldout_key(np.arange(n_documents, dtype=np.uint64))
     if heldout.get("documents") is not None:
         return set(np.argsort(keys, kind="stable")[:int(heldout["documents"])].tolist())
     return set(np.flatnonzero(keys < float(heldout.get("fraction") or 0.0)).tolist())

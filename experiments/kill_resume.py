@@ -96,7 +96,8 @@ def setup(root: Path) -> dict[str, Path]:
         rows = (SHARED / "glue" / "SST-2" / "train.tsv").read_text(encoding="utf-8").splitlines()[1000:1200]
         paths["unlabeled"].write_text("".join(r.split("\t")[0] + "\n" for r in rows), encoding="utf-8")
     paths["predictor"] = root / "predictor"
-    if not (paths["predictor"] / "task.json").exists():
+    from bertforge.tasks.predictor import is_predictor_folder
+    if not is_predictor_folder(paths["predictor"]):
         sh([sys.executable, "-m", "bertforge", "finetune", "--task", "sst2", "--model", str(paths["encoder"]),
             "--data", str(sst), "--output", str(paths["predictor"]), "--epochs", "1", "--batch-size", "16",
             "--no-progress", "--overwrite"])
@@ -211,16 +212,17 @@ def main() -> int:
     verbs = args.verbs or ("pretrain,finetune" if args.torchrun else "pretrain,distill pretrain,finetune,distill task")
     launcher = torchrun("--standalone", "--nproc_per_node", "2", "-m", "bertforge") if args.torchrun else \
         [sys.executable, "-m", "bertforge"]
+    from bertforge.checkpoint import SAFE_WEIGHTS
     for verb in [v.strip() for v in verbs.split(",")]:
         cmd = commands(paths)[verb]
         ref = args.out / verb.replace(" ", "-") / "reference"
-        if not (ref / "model.safetensors").exists():
+        if not (ref / SAFE_WEIGHTS).exists():
             shutil.rmtree(ref, ignore_errors=True)
             t0 = time.time()
             sh([*launcher, *cmd, "--output", str(ref)])
             (ref.parent / "seconds").write_text(str(time.time() - t0))
         total = float((ref.parent / "seconds").read_text())
-        reference = (ref / "model.safetensors").read_bytes()
+        reference = (ref / SAFE_WEIGHTS).read_bytes()
         same = 0
         for trial in range(args.trials):
             out = ref.parent / f"trial-{trial}"
@@ -229,7 +231,7 @@ def main() -> int:
                 in_save = trial % 3 == 2
                 save, delay, rank = rng.choice([2, 4, 6, 8]), rng.uniform(0.0, 1.0), rng.randrange(2)
                 what, ok = torchrun_trial(cmd, out, save, delay, in_save, rank)
-                equal = ok and (out / "model.safetensors").read_bytes() == reference
+                equal = ok and (out / SAFE_WEIGHTS).read_bytes() == reference
                 same += equal
                 print(f"{verb} trial {trial}: {what}; torchrun restarted the group: {ok}; bitwise equal: {equal}",
                       flush=True)
@@ -241,7 +243,7 @@ def main() -> int:
                 delay = rng.uniform(2.0, max(2.5, args.latest * total))
                 kills.append(run_until_killed([*cmd, "--output", str(out)], delay, in_save))
             sh([sys.executable, "-m", "bertforge", *cmd, "--output", str(out)])
-            equal = (out / "model.safetensors").read_bytes() == reference
+            equal = (out / SAFE_WEIGHTS).read_bytes() == reference
             same += equal
             print(f"{verb} trial {trial}: {', '.join(kills)}; resumed to the end; bitwise equal: {equal}",
                   flush=True)

@@ -151,7 +151,8 @@ def run(plan: Plan) -> dict[str, Any]:
         held_file.write_text("".join(json.dumps(t) + "\n" for t in held), encoding="utf-8")
     held = [json.loads(line) for line in held_file.read_text(encoding="utf-8").splitlines()]
     long = out / "long"
-    if not (long / "config.json").exists():
+    from bertforge.config import has_config
+    if not has_config(long):
         lengthen(LengthenSettings(model=str(plan.model), output=str(long), max_positions=plan.max_positions,
                                   attention_window=plan.attention_window), say=print)
     prepared = out / "wiki-long"

@@ -11,7 +11,6 @@ Both through the `bertforge` command line. Prints a Markdown table with wall tim
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import subprocess
 import sys
@@ -19,8 +18,7 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "benchmarks"))
-from common import default_shared_data, machine_info, markdown_table, minilm_folder  # noqa: E402
+from bertforge.measuring import default_shared_data, machine_info, markdown_table, minilm_folder  # noqa: E402
 
 
 def bertforge(*args: str) -> float:
@@ -48,7 +46,9 @@ def main() -> int:
     THREADS = args.threads
     args.out.mkdir(parents=True, exist_ok=True)
     shared, vocab = default_shared_data(), str(minilm_folder())
-    from bench_pretrain import prepare_slice
+    from bertforge.measuring import prepare_slice
+    from bertforge.tasks.finetune_report import read_finetune_report
+    from bertforge.training.run_output import read_training_summary
     data = args.out / "prepared"
     if not (data / "manifest.json").exists():
         data = prepare_slice(vocab, args.megabytes, args.out)
@@ -56,10 +56,9 @@ def main() -> int:
     seconds = {}
     for precision in ("fp32", "bf16"):
         out = args.out / f"pretrain-{precision}"
-        if args.skip_pretrain and (out / "training_summary.json").exists():
-            seconds[("pretrain", precision)] = json.loads((out / "training_summary.json").read_text())[
-                "elapsed_seconds"]
-            final = json.loads((out / "training_summary.json").read_text())["final_eval"]
+        if args.skip_pretrain and (summary := read_training_summary(out)) is not None:
+            seconds[("pretrain", precision)] = summary.elapsed_seconds
+            final = summary.final_eval
             rows.append(["pre-training, mini, MLM + NSP (training loop s)", precision,
                          f"{seconds[('pretrain', precision)]:.0f}",
                          f"held-out MLM loss {final['mlm_loss']:.4f}, MLM acc {final['mlm_acc']:.4f}"])
@@ -68,7 +67,7 @@ def main() -> int:
             "pretrain", "--data", str(data), "--vocab", vocab, "--model", "mini", "--output", str(out), "--overwrite",
             "--batch-size", "32", "--max-steps", str(args.steps), "--lr", "5e-4", "--warmup-steps",
             str(args.steps // 10), "--eval-batches", "20", "--save-every", "0", "--precision", precision)
-        final = json.loads((out / "training_summary.json").read_text())["final_eval"]
+        final = read_training_summary(out).final_eval
         rows.append(["pre-training, mini, MLM + NSP", precision, f"{seconds[('pretrain', precision)]:.0f}",
                      f"held-out MLM loss {final['mlm_loss']:.4f}, MLM acc {final['mlm_acc']:.4f}"])
     for precision in ("fp32", "bf16"):
@@ -77,7 +76,7 @@ def main() -> int:
             "finetune", "--task", "sst2", "--model", vocab, "--data", str(shared / "glue" / "SST-2"),
             "--output", str(out), "--overwrite", "--epochs", "2", "--batch-size", "16", "--max-seq-length", "64",
             "--max-train-samples", str(args.train_samples), "--lr", "1e-4", "--precision", precision)
-        metrics = json.loads((out / "metrics.json").read_text())["eval"]
+        metrics = read_finetune_report(out).eval
         rows.append([f"fine-tuning all-MiniLM-L6-v2 on SST-2 ({args.train_samples} train)", precision,
                      f"{seconds[('finetune', precision)]:.0f}", f"dev accuracy {100 * metrics['accuracy']:.2f}"])
     for i, (what, precision, *_rest) in enumerate(rows):

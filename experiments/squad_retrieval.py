@@ -19,12 +19,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from pathlib import Path
 from typing import Any, Iterable
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "src"))
 
 from bertforge.atomic import atomic_write_text  # noqa: E402
 from bertforge.tasks.readers import load_squad_json, split_squad_by_article  # noqa: E402

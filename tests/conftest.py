@@ -17,9 +17,6 @@ import pytest
 from needs import in_ci, missing, require_module, require_path  # noqa: E402
 from needs import pytest_make_collect_report, pytest_runtest_makereport  # noqa: E402,F401  (CI skip policy)
 
-if str(Path(__file__).resolve().parent) not in sys.path:  # `from needs import ...` in any import mode
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
-
 __all__ = ["in_ci", "missing", "require_module", "require_path"]
 pytest_plugins = ["fixture_folders"]  # the folders of module fixtures and tests go when they are done with
 

@@ -21,7 +21,7 @@ OWNERS = {
     "run_config.json": {"outputs.py"},
     "metrics.jsonl": {"training/metrics_log.py"},
     "curves.png": {"training/metrics_log.py"},
-    "training_summary.json": {"training/run_output.py"},
+    "training_summary.json": {"training/run_output.py", "training/summary.py"},  # its name, its type
     "metrics.json": {"training/run_output.py", "outputs.py"},
     "training_state.json": {"training/checkpointing.py"},
     "tokenizer_config.json": {"tokenization/base.py"},
@@ -46,6 +46,13 @@ def strays(src: Path) -> list[str]:
 
 def test_each_folder_file_is_named_by_its_owner_only():
     assert strays(SRC) == []
+
+
+def test_the_scripts_read_folder_files_through_their_owners():
+    """`benchmarks/` and `experiments/` own no folder format: they call the library's readers and constants."""
+    repo = SRC.parents[1]
+    assert sorted(f"{path.relative_to(repo).as_posix()} names {name}" for folder in ("benchmarks", "experiments")
+                  for path in (repo / folder).rglob("*.py") for name in named_files(path)) == []
 
 
 def test_a_stray_reading_is_found(tmp_path):

@@ -14,14 +14,12 @@ from __future__ import annotations
 import copy
 import json
 import shutil
-import sys
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from predictor_folders import tiny_predictor  # noqa: E402
+from predictor_folders import tiny_predictor
 
 REPLACEMENTS = {"list": [1, "a"], "dict": {"a": 1}, "string": "x", "null": None, "number": 7}
 BIG = 24  # an object with more keys than this (a vocabulary, a weight map) is one value: not walked into

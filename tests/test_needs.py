@@ -13,7 +13,6 @@ PROBE = '''
 import sys
 
 import pytest
-sys.path.insert(0, {tests!r})
 from pathlib import Path
 from needs import require_module, require_path
 
@@ -34,7 +33,6 @@ MODULE_LEVEL = '''
 import sys
 
 import pytest
-sys.path.insert(0, {tests!r})
 from needs import require_module
 mod = require_module("bertforge_no_such_module")
 
@@ -47,6 +45,7 @@ def test_never_runs():
 def _run(tmp_path: Path, source: str, ci: str | None) -> subprocess.CompletedProcess:
     (tmp_path / "test_probe.py").write_text(source.format(tests=str(TESTS)))
     env = {k: v for k, v in os.environ.items() if k != "CI"}
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(TESTS), env.get("PYTHONPATH")]))  # `from needs import`
     env["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"  # a bare pytest starts in a fraction of the time
     if ci is not None:
         env["CI"] = ci
@@ -121,7 +120,6 @@ pytest.skip("the whole module is off", allow_module_level=True)
 '''
 CONFTEST = '''
 import sys
-sys.path.insert(0, {tests!r})
 from needs import pytest_make_collect_report, pytest_runtest_makereport  # noqa: F401
 '''
 
@@ -132,6 +130,7 @@ def _run_all(tmp_path: Path, ci: str | None, *files: str) -> subprocess.Complete
     (tmp_path / "test_module_off.py").write_text(SKIPPED_MODULE)
     (tmp_path / "test_probe.py").write_text(SKIPS)
     env = {k: v for k, v in os.environ.items() if k != "CI"}
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(TESTS), env.get("PYTHONPATH")]))  # `from needs import`
     env["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
     if ci is not None:
         env["CI"] = ci

@@ -24,7 +24,7 @@ ROOT = "bertforge"
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("__main__", "cli", "commands"),
     ("bertforge",),  # the package's own __init__: the public API, re-exporting from every floor below
-    ("evaluation", "serving", "generation", "ablation"),
+    ("evaluation", "serving", "generation", "ablation", "measuring"),
     ("tasks", "distillation"),
     ("pretraining", "seq2seq"),
     ("training",),

@@ -45,6 +45,11 @@ _LAZY = {
     **{name: "bertforge.model.encoder_decoder" for name in (
         "EncoderDecoderConfig", "EncoderDecoderModel", "BertLMHeadModel")},
     "Kernels": "bertforge.model.kernels",
+    # the result files as types (to_json/from_json): training_summary.json, metrics.json, glue.json, distill_summary.json
+    "TrainingSummary": "bertforge.training.summary",
+    "FinetuneReport": "bertforge.tasks.finetune_report",
+    "GlueResult": "bertforge.evaluation.glue_result",
+    "DistillReport": "bertforge.pretraining.distill",
     "SentenceEncoder": "bertforge.serving.embeddings",
     "generate": "bertforge.generation",
     "pseudo_log_likelihood": "bertforge.generation",

@@ -189,3 +189,40 @@ def test_reuse_copies_a_finished_twin_row_and_runs_the_others(train_data, tmp_pa
     run_table(AblationSettings(table="roberta-inputs", output=str(tmp_path / "seed1"), rows=("segment-pair-nsp",),
                                reuse=(str(tmp_path / "bert"),), seed=1, **common), say=lambda _m: None)
     assert trained == ["SEGMENT-PAIR + NSP"]
+
+
+def _small_sst2(shared_data, root):
+    """SST-2 cut to its first 64 train and 32 dev lines: a GLUE folder a protocol runs through in seconds."""
+    folder = root / "glue" / "SST-2"
+    folder.mkdir(parents=True)
+    for name, n in (("train.tsv", 65), ("dev.tsv", 33)):
+        lines = (shared_data / "glue" / "SST-2" / name).read_text(encoding="utf-8").splitlines(keepends=True)
+        (folder / name).write_text("".join(lines[:n]), encoding="utf-8")
+    return root / "glue"
+
+
+@pytest.mark.slow
+def test_xlnet_plm_table_scores_mlm_and_plm_rows_with_the_glue_protocol(train_data, shared_data, tmp_path):
+    glue = _small_sst2(shared_data, tmp_path)
+    settings = AblationSettings(table="xlnet-plm", data=str(train_data), output=str(tmp_path / "t"), steps=2,
+                                model="tiny", glue=str(glue), tasks=("sst2",), glue_protocol="cpu",
+                                batch_size=8, eval_batches=2)
+    result = run_table(settings, say=lambda _m: None)
+    rows = {r["name"]: r for r in result["rows"]}
+    assert list(rows) == ["MLM (BERT)", "PLM, K = 6", "PLM, K = 7"]
+    out = tmp_path / "t"
+    # each row was pre-trained with its own objective and K, and probed with that objective
+    assert "perplexity" in rows["MLM (BERT)"] and "plm_perplexity" not in rows["MLM (BERT)"]
+    for slug_, k in (("plm-k-6", 6), ("plm-k-7", 7)):
+        config = json.loads((out / slug_ / "run_config.json").read_text())
+        assert config["objective"] == "plm" and config["plm_k"] == k
+        assert json.loads((out / slug_ / "config.json").read_text())["model_type"] == "xlnet"
+    assert "plm_perplexity" in rows["PLM, K = 6"] and "perplexity" not in rows["PLM, K = 6"]
+    # the GLUE columns are the suite's own glue.json, written inside each row
+    for name, row in rows.items():
+        suite = json.loads((out / row["dir"].rsplit("/", 1)[-1] / "glue" / "glue.json").read_text())
+        assert suite["protocol"]["name"] == "cpu"
+        assert row["glue_sst2"] == pytest.approx(suite["tasks"]["sst2"]["score"])
+        assert row["glue_average"] == pytest.approx(suite["average"])
+    table_md = (out / "xlnet-plm.md").read_text()
+    assert "GLUE avg" in table_md and "held-out PLM ppl" in table_md and "--protocol cpu" in table_md

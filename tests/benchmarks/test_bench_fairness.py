@@ -1,11 +1,9 @@
 """The benchmarks' fairness guards: one optimizer for both sides, one start, one GEMM peak, identical ids."""
-import sys
 from pathlib import Path
 
 import pytest
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 import bench_tokenizer  # noqa: E402
 import common  # noqa: E402
 

@@ -1,11 +1,8 @@
 """bench_int8's re-evaluation batches each column as bertforge's evaluation does: longest texts first, 32 at a
 time, every text once, its row in the vectors given by the offset of its column."""
-import sys
-from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 import bench_int8  # noqa: E402
 
 

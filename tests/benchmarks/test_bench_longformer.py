@@ -6,7 +6,6 @@ from pathlib import Path
 import pytest
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 import bench_longformer  # noqa: E402
 
 from needs import only_on, require_module  # noqa: E402

@@ -1,12 +1,9 @@
 """bench_plm's fairness guard: both sides start from one state dict, or the script refuses to time them."""
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 import bench_plm  # noqa: E402
 
 from needs import require_module  # noqa: E402

@@ -1,10 +1,7 @@
 """The time-to-quality race's small pure parts: the loop spec and the 'reached at' interpolation."""
-import sys
-from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 import bench_pretrain  # noqa: E402
 
 

@@ -1,11 +1,8 @@
 """bench_serve's `ratio`: the sides' order rotates round by round, and each round's ratio pairs its own ceiling."""
 import os
-import sys
-from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 import bench_serve  # noqa: E402
 
 

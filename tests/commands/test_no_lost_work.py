@@ -9,12 +9,10 @@ from __future__ import annotations
 import json
 import os
 import stat
-import sys
 from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from needs import require_module  # noqa: E402
 from predictor_folders import tiny_predictor  # noqa: E402
 
@@ -272,8 +270,7 @@ def test_overwrite_never_empties_an_input_read_indirectly(train_data, vocab_dir,
 
 
 def test_seq2seq_overwrite_never_empties_its_init_from_folder(tmp_path, capsys):
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "generation"))
-    from seq2seq_task import reversal_pairs, tiny_bert, train, write_jsonl
+    from tests.generation.seq2seq_task import reversal_pairs, tiny_bert, train, write_jsonl
     pairs = write_jsonl(tmp_path / "pairs.jsonl", reversal_pairs(64, seed=0))
     first = tmp_path / "first"
     train(first, tiny_bert(tmp_path / "bert"), pairs, steps=2)

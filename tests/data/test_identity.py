@@ -139,9 +139,6 @@ def test_finetune_on_changed_data_is_refused_finished_or_interrupted(encoder, tm
 
 
 def test_evaluate_on_a_changed_file_is_refused(minilm_dir, tmp_path, capsys):
-    import sys
-    from pathlib import Path
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
     from predictor_folders import tiny_predictor
     model = tiny_predictor(tmp_path / "p", minilm_dir, "sst2", "sequence_classification", ["0", "1"])
     dev = tmp_path / "dev.tsv"

@@ -1,16 +1,13 @@
 """experiments/budget_calibration.py: each timed call is exactly one optimizer step of its contender."""
 from __future__ import annotations
 
-import sys
 import time
-from pathlib import Path
 
 import numpy as np
 import pytest
 
 from needs import require_module
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "experiments"))
 import budget_calibration as cal  # noqa: E402
 
 

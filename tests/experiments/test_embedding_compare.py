@@ -2,13 +2,10 @@
 from __future__ import annotations
 
 import json
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "experiments"))
 import embedding_compare  # noqa: E402
 
 from needs import require_module  # noqa: E402

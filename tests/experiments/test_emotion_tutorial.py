@@ -3,10 +3,8 @@ results store, from run folders laid out as `bertforge evaluate` and the schedul
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "experiments"))
 import emotion_tutorial  # noqa: E402
 
 

@@ -8,7 +8,6 @@ from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "experiments"))
 import glue_budget  # noqa: E402
 
 CALIBRATION = {"seconds_per_step": {"fast": 1.5, "bert": 1.2, "transformers": 7.0}}

@@ -3,15 +3,12 @@ of steps and scores with the same definitions as `bertforge glue`, and writes a 
 from __future__ import annotations
 
 import json
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
 
 from needs import require_module, require_path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "experiments"))
 import hf_glue  # noqa: E402
 
 SHARED_TASKS = ("cola", "sst2", "mrpc", "stsb", "rte", "wnli")
@@ -79,10 +76,10 @@ def test_suite_writes_a_glue_json_bertforge_reads_and_skips_finished_runs(shared
             "--batch-size", "8", "--seeds", "2", "--save-every", "0"]
     first = hf_glue.main(argv)
     result = load_result(tmp_path / "out" / "glue.json")
-    assert result["average_over"] == ["stsb", "rte"]
-    assert result["protocol"]["batch_order"] == "random"  # the Trainer's sampler, recorded as it is
-    assert result["tasks"]["wnli"]["method"] == "majority" and not result["tasks"]["wnli"]["in_average"]
-    assert [(r["seed"], r["steps"]) for r in result["tasks"]["rte"]["runs"]] == [(42, 2), (43, 2)]
+    assert result.average_over == ["stsb", "rte"]
+    assert result.protocol["batch_order"] == "random"  # the Trainer's sampler, recorded as it is
+    assert result.tasks["wnli"].method == "majority" and not result.tasks["wnli"].in_average
+    assert [(r["seed"], r["steps"]) for r in result.tasks["rte"].runs] == [(42, 2), (43, 2)]
     units = sorted((tmp_path / "out" / "units").rglob("unit.json"))
     assert len(units) == 4
     stamps = [u.stat().st_mtime_ns for u in units]

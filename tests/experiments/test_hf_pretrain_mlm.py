@@ -2,7 +2,6 @@
 about bertforge's held-out documents, has bertforge's model size, and its held-out loss is bertforge's question."""
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -10,7 +9,6 @@ import pytest
 
 from needs import require_module
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "experiments"))
 import hf_pretrain_mlm as hf  # noqa: E402
 
 

@@ -2,15 +2,12 @@
 the article is read, and their loss is transformers' MLM loss on those rows."""
 from __future__ import annotations
 
-import sys
-from pathlib import Path
 
 import pytest
 import torch
 
 from needs import require_module
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "experiments"))
 import long_documents as ld  # noqa: E402
 
 transformers = require_module("transformers")

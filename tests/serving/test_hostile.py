@@ -6,10 +6,8 @@ from __future__ import annotations
 import asyncio
 import signal
 import socket
-import sys
 import threading
 import time
-from pathlib import Path
 
 import httpx
 import pytest
@@ -22,8 +20,7 @@ from needs import require_module
 
 from .conftest import running, serve_process
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
-import hostile_clients  # noqa: E402
+import hostile_clients
 
 pytestmark = pytest.mark.slow
 HEALTHY = ["A man is playing a guitar.", "The new movie is awesome!", "Paris is the capital of France.",

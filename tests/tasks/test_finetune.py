@@ -62,6 +62,9 @@ def test_glue_runs_restarts_and_writes_a_predictor(tiny_model, shared_data, tmp_
         assert (out / name).is_file(), name
     saved = json.loads((out / "metrics.json").read_text())
     assert saved["main_metric"] == "f1" and saved["eval"]["n_examples"] == 24
+    from bertforge.tasks.finetune_report import read_finetune_report
+    typed = read_finetune_report(out)  # the real file reads into its type and back, key for key
+    assert typed.to_dict() == saved == report and typed.summary["n_runs"] == 4 and typed.settings["restarts"] == 2
     config = json.loads((out / "config.json").read_text())
     assert config["architectures"] == ["BertForSequenceClassification"] and config["id2label"] == {"0": "0", "1": "1"}
 

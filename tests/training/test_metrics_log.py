@@ -33,3 +33,15 @@ def test_a_short_train_series_is_drawn_with_its_points_marked(tmp_path, monkeypa
     for step in range(1, FEW_POINTS + 2):
         long.log(step, "train", loss=1.0 / step)
     assert drawn_lines(monkeypatch, long) == [(FEW_POINTS + 1, "None")]
+
+
+def test_read_metrics_log_gives_the_records_a_run_logged_without_a_line_a_kill_cut(tmp_path):
+    from bertforge.training.metrics_log import METRICS_LOG, read_metrics_log
+    assert read_metrics_log(tmp_path) == []  # no run here yet
+    log = MetricsLog(tmp_path / METRICS_LOG)
+    log.log(1, loss=2.5)
+    log.log(2, split="eval", accuracy=0.5)
+    with open(tmp_path / METRICS_LOG, "a", encoding="utf-8") as handle:
+        handle.write('{"step": 3, "spl')  # the kill came mid-line
+    assert [(r["step"], r["split"]) for r in read_metrics_log(tmp_path)] == [(1, "train"), (2, "eval")]
+    assert read_metrics_log(tmp_path)[1]["accuracy"] == 0.5

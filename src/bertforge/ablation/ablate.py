@@ -28,6 +28,7 @@ from bertforge.config import CONFIG_NAME, has_config
 from bertforge.settings import (MAX_BATCH, MAX_EPOCHS, MAX_LR, MAX_SAMPLES, MAX_SEED, MAX_STEPS, SettingError,
                                 check_settings, setting)
 from bertforge.ablation.tables import TABLES, Table, Variant
+from bertforge.evaluation.protocols import PROTOCOLS
 
 PROBES = ("mlm", "nsp", "sop")  # held-out questions every row answers
 FINETUNE_TASKS = {"sst2": "SST-2", "mrpc": "MRPC"}
@@ -66,6 +67,11 @@ class AblationSettings:
     finetune_lr: float = setting(1e-4, "learning rate of each probe fine-tuning", positive=True, maximum=MAX_LR)
     finetune_seeds: int = setting(1, "fine-tuning runs per task and row (seeds --seed, --seed+1, ...); the table "
                                   "shows medians", positive=True, maximum=100)
+    glue_protocol: str | None = setting(
+        None, "score each row with the GLUE suite (`bertforge glue`) under this protocol on --tasks (e.g. "
+        "cola,sst2,mrpc,stsb,rte) and --finetune-seeds seeds per task instead of the probe fine-tuning; the table "
+        "gains the suite's average",
+        choices=tuple(sorted(PROTOCOLS)))
     batch_size: int = setting(64, "pre-training batch size of every row", positive=True, maximum=MAX_BATCH)
     lr: float | None = setting(None, "peak lr (default: 1e-3; 2e-3 with --recipe fast)", positive=True,
                                maximum=MAX_LR)
@@ -162,10 +168,15 @@ def _run_rows(settings: AblationSettings, table: Table, say: Callable[[str], Non
         started = time.perf_counter()
         train_row(table, variant, settings, row_dir, rows)
         release_freed_memory()  # each job's free holes in the heap would otherwise add up over the table
-        ltr = get_objective(variant.options.get("objective", "mlm+nsp")).left_to_right
-        row = {"name": variant.name, "dir": str(row_dir), **probe(row_dir, settings, ltr=ltr),
+        objective = get_objective(variant.options.get("objective", "mlm+nsp"))
+        plm_k = int(variant.options.get("plm_k", 6)) if objective.permuted else None
+        row = {"name": variant.name, "dir": str(row_dir),
+               **probe(row_dir, settings, ltr=objective.left_to_right, plm_k=plm_k),
                "parameters": _parameters(row_dir)}
-        if settings.glue:
+        if settings.glue and settings.glue_protocol:
+            row.update(glue_row(row_dir, settings))
+            release_freed_memory()
+        elif settings.glue:
             for task in settings.tasks:
                 row.update({f"{task}_{k}": v for k, v in finetune_row(row_dir, task, settings).items()})
                 release_freed_memory()
@@ -294,7 +305,8 @@ def row_fingerprint(table: Table, variant: Variant, settings: AblationSettings) 
     scoring = {"eval_batches": settings.eval_batches, "glue": settings.glue and str(Path(settings.glue).resolve()),
                "tasks": list(settings.tasks) if settings.glue else [], "finetune_samples": settings.finetune_samples,
                "finetune_epochs": settings.finetune_epochs, "finetune_lr": settings.finetune_lr,
-               "finetune_seeds": settings.finetune_seeds}
+               "finetune_seeds": settings.finetune_seeds,
+               **({"glue_protocol": settings.glue_protocol} if settings.glue_protocol else {})}
     record = {"pretrain": resolved, "data": data_fingerprint(settings.data), "scoring": scoring}
     return hashlib.sha256(json.dumps(record, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
@@ -324,9 +336,10 @@ def copy_row(source: Path, row_dir: Path, name: str) -> dict[str, Any]:
     return row
 
 
-def probe(row_dir: Path, settings: AblationSettings, ltr: bool = False) -> dict[str, float]:
+def probe(row_dir: Path, settings: AblationSettings, ltr: bool = False, plm_k: int | None = None) -> dict[str, float]:
     """The same held-out questions for every row: masked tokens, next sentence, sentence order.
-    A left-to-right model is asked for the next token instead (its perplexity is not comparable to MLM's)."""
+    A left-to-right model is asked for the next token instead, and a permutation LM (`plm_k`) for the last 1/K of
+    each held-out order, as it trained (neither perplexity is comparable to MLM's)."""
     import torch
     from bertforge.data import MaskingConfig, PretrainingDataset
     from bertforge.data.shards import load_tokenizer
@@ -337,6 +350,13 @@ def probe(row_dir: Path, settings: AblationSettings, ltr: bool = False) -> dict[
     tokenizer = load_tokenizer(row_dir)
     results: dict[str, float] = {}
     cpu = torch.device("cpu")
+    if plm_k is not None:
+        from bertforge.data.permutation import PermutationConfig
+        held = PretrainingDataset(settings.data, tokenizer, objective="ltr", packing="full-sentences",
+                                  batch_size=32, masking=MaskingConfig(rate=0.15), seed=1234, split="heldout")
+        scores = evaluate(model, held, settings.eval_batches, cpu, "plm", _no_autocast,
+                          plm=PermutationConfig(k=plm_k))
+        return {"plm_acc": scores["mlm_acc"], "plm_perplexity": scores["perplexity"]}
     for task, objective in (("mlm", "ltr" if ltr else "mlm"), ("nsp", "mlm+nsp"), ("sop", "mlm+sop")):
         if task != "mlm" and not hasattr(model, "nsp"):
             continue  # no sentence-pair head to ask
@@ -373,12 +393,30 @@ def finetune_row(row_dir: Path, task: str, settings: AblationSettings) -> dict[s
     return {k: statistics.median(float(run[k]) for run in runs) for k in ("accuracy", "f1") if k in runs[0]}
 
 
+def glue_row(row_dir: Path, settings: AblationSettings) -> dict[str, float]:
+    """The row's GLUE suite under --glue-protocol (its folder: `glue/` inside the row): each task's score and the
+    average, in points as glue.json has them."""
+    from bertforge.evaluation.glue import run_glue
+    from bertforge.evaluation.settings import GlueSettings
+    result = run_glue(GlueSettings(model=str(row_dir), data=settings.glue, output=str(row_dir / "glue"),
+                                   protocol=settings.glue_protocol, tasks=list(settings.tasks),
+                                   seeds=settings.finetune_seeds, seed=settings.seed, progress=False),
+                      say=lambda _msg: None)
+    tasks = result["tasks"]
+    return {"glue_average": float(result["average"]),
+            **{f"glue_{task}": float(entry["score"]) for task, entry in tasks.items() if task in settings.tasks}}
+
+
 # ---- reporting ---------------------------------------------------------------------------------------------------
 COLUMNS = (("parameters", "params", "{:,}"), ("perplexity", "held-out MLM ppl", "{:.1f}"),
            ("mlm_acc", "MLM acc", "{:.3f}"), ("ltr_perplexity", "held-out LTR ppl", "{:.1f}"),
            ("nsp_acc", "NSP acc", "{:.3f}"), ("sop_acc", "SOP acc", "{:.3f}"),
            ("sst2_accuracy", "SST-2 dev acc", "{:.3f}"), ("mrpc_accuracy", "MRPC dev acc", "{:.3f}"),
-           ("mrpc_f1", "MRPC dev F1", "{:.3f}"))
+           ("mrpc_f1", "MRPC dev F1", "{:.3f}"), ("plm_perplexity", "held-out PLM ppl", "{:.1f}"),
+           ("plm_acc", "PLM acc", "{:.3f}"),
+           *((f"glue_{task}", f"{task.upper()} (GLUE)", "{:.1f}") for task in ("cola", "sst2", "mrpc", "stsb", "qqp",
+                                                                               "mnli", "qnli", "rte", "wnli")),
+           ("glue_average", "GLUE avg", "{:.1f}"))
 
 
 def markdown(table: Table, result: dict[str, Any]) -> str:
@@ -388,6 +426,7 @@ def markdown(table: Table, result: dict[str, Any]) -> str:
              f"Each row: {result['budget']} of pre-training on the same corpus with the `{result['recipe']}` "
              f"recipe (batch {result['settings']['batch_size']}, peak lr {result['lr']:g}), then the same held-out "
              "probes and the same fine-tuning"
+             + (f" (`bertforge glue --protocol {p}`)" if (p := result['settings'].get('glue_protocol')) else "")
              + (f" (dev scores: medians of {n} seeds)" if (n := result['settings'].get('finetune_seeds', 1)) > 1
                 else "") + ".", "",
              "| row | " + " | ".join(c[1] for c in cols) + " |", "|---|" + "---:|" * len(cols)]
@@ -415,8 +454,8 @@ def plot(table: Table, result: dict[str, Any], path: Path) -> None:
         ax.bar(range(len(rows)), values, color=[f"C{i}" for i in range(len(rows))])
         ax.set_title(label, fontsize=9)
         ax.set_xticks(range(len(rows)), names, rotation=30, ha="right", fontsize=7)
-        if "perplexity" not in key:
-            ax.set_ylim(0, 1)
+        if "perplexity" not in key and not key.startswith("glue_"):
+            ax.set_ylim(0, 1)  # accuracies; GLUE scores are points (0-100)
     fig.suptitle(f"{table.paper}: {table.title} ({result['budget']} per row)", fontsize=10)
     fig.tight_layout()
     fig.savefig(path, dpi=110)

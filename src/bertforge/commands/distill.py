@@ -1,4 +1,5 @@
-"""`bertforge distill init|pretrain|task`: make a DistilBERT student, distil it on a corpus or for a task."""
+"""`bertforge distill init|pretrain|task`: make a DistilBERT student, distil it on a corpus (DistilBERT's or
+TinyBERT's losses) or for a task."""
 from __future__ import annotations
 
 import argparse
@@ -27,10 +28,13 @@ def register(sub) -> None:
     add_common(init)
     init.set_defaults(run=run_init)
 
-    pre = steps.add_parser("pretrain", help="distil on a prepared corpus (DistilBERT's triple loss)",
-                           description="Loss = alpha_ce * T^2 * KL(teacher || student at temperature T, masked "
-                                       "tokens) + alpha_mlm * MLM + alpha_cos * (1 - cos) of the last hidden states. "
-                                       "Running the same command again resumes from OUTPUT/checkpoints.")
+    pre = steps.add_parser("pretrain", help="distil on a prepared corpus (DistilBERT's triple loss, or TinyBERT's)",
+                           description="--loss distilbert: alpha_ce * T^2 * KL(teacher || student at temperature T, "
+                                       "masked tokens) + alpha_mlm * MLM + alpha_cos * (1 - cos) of the last hidden "
+                                       "states. --loss tinybert: first embedding, hidden-state (through a learned "
+                                       "projection) and attention-score MSE of mapped layers, then soft cross-entropy "
+                                       "at T; the student may be narrower, or a fresh named size. Running the same "
+                                       "command again resumes from OUTPUT/checkpoints.")
     add_settings_arguments(pre, DistillConfig)
     add_common(pre)
     pre.set_defaults(run=run_pretrain)

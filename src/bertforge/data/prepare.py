@@ -103,7 +103,7 @@ def _fix_lengths(lens: np.ndarray, per_doc: list[int], limit: int,
 
 # ---- the held-out choice -------------------------------------------------------------------------------------
 
-def _heldout_key(ordinals: np.ndarray) -> np.ndarray:
+def heldout_key(ordinals: np.ndarray) -> np.ndarray:
     """A fixed pseudo-random number in [0, 1) per document ordinal: the held-out choice is spread over the
     whole corpus, reproducible, and needs no second pass."""
     return (combine(_HELDOUT_SALT, ordinals) >> np.uint64(11)).astype(np.float64) * (1.0 / (1 << 53))
@@ -170,7 +170,7 @@ class _Run:
         n = len(doc_nsent)
         if n == 0:
             return
-        keys = _heldout_key(np.arange(self.ordinal, self.ordinal + n, dtype=np.uint64))
+        keys = heldout_key(np.arange(self.ordinal, self.ordinal + n, dtype=np.uint64))
         if self.plan.heldout_documents is None:
             self._by_fraction(tokens, sent_lens, doc_nsent, keys)
         else:

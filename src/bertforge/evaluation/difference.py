@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from bertforge.evaluation.glue_result import GlueResult
 from bertforge.evaluation.scores import GLUE_TASKS
 
 #: Resamples of the bootstrap: the interval's ends then move by about 0.05 points between random states.
@@ -37,36 +38,36 @@ class Difference:
         return f"{self.value:+.1f}{interval}"
 
 
-def _selected_runs(result: dict[str, Any], task: str) -> list[float] | None:
+def _selected_runs(result: GlueResult, task: str) -> list[float] | None:
     """The scores of the runs behind a median-selected task score (the selected lr's seeds), None if a run has none."""
-    entry = result["tasks"][task]
-    lr = (entry.get("selected") or {}).get("lr")
-    runs = [r for r in entry.get("runs", []) if lr is None or float(r["lr"]) == float(lr)]
+    entry = result.tasks[task]
+    lr = (entry.selected or {}).get("lr")
+    runs = [r for r in entry.runs if lr is None or float(r["lr"]) == float(lr)]
     scores = [r.get("score") for r in runs]
     if any(not isinstance(s, (int, float)) or not math.isfinite(s) for s in scores):
         return None
     return [float(s) for s in scores]
 
 
-def _why_no_interval(result: dict[str, Any], runs: dict[str, list[float] | None]) -> str:
-    select = result["protocol"].get("select")
+def _why_no_interval(result: GlueResult, runs: dict[str, list[float] | None]) -> str:
+    select = result.protocol.get("select")
     if select != "median":
         return f"selected by {select!r}, not the median over seeds"
     few = [t for t, r in runs.items() if r is None or len(r) < 2]
     return f"fewer than 2 scored runs of {', '.join(few)}" if few else ""
 
 
-def difference(base: dict[str, Any], other: dict[str, Any], confidence: float = 0.95, resamples: int = RESAMPLES,
-               seed: int = 0) -> dict[str, Difference]:
+def difference(base: GlueResult | dict[str, Any], other: GlueResult | dict[str, Any], confidence: float = 0.95,
+               resamples: int = RESAMPLES, seed: int = 0) -> dict[str, Difference]:
     """`other` − `base` for each task both scored by fine-tuning and for the average over the tasks both average
     (key "average"), each with a `confidence` bootstrap interval when both sides are medians over ≥ 2 seeds."""
     from scipy.stats import bootstrap
 
-    tasks = [t for t in GLUE_TASKS if t in base["tasks"] and t in other["tasks"]
-             and base["tasks"][t].get("method", "finetune") == "finetune"
-             and other["tasks"][t].get("method", "finetune") == "finetune"
-             and base["tasks"][t].get("score") is not None and other["tasks"][t].get("score") is not None]
-    averaged = [t for t in tasks if t in base["average_over"] and t in other["average_over"]]
+    base, other = GlueResult.coerce(base), GlueResult.coerce(other)
+    tasks = [t for t in GLUE_TASKS if t in base.tasks and t in other.tasks
+             and base.tasks[t].method == "finetune" == other.tasks[t].method
+             and base.tasks[t].score is not None and other.tasks[t].score is not None]
+    averaged = [t for t in tasks if t in base.average_over and t in other.average_over]
     runs = {side: {t: _selected_runs(r, t) for t in tasks} for side, r in (("base", base), ("other", other))}
     why = _why_no_interval(base, runs["base"]) or _why_no_interval(other, runs["other"])
     rng = np.random.default_rng(seed)
@@ -88,10 +89,9 @@ def difference(base: dict[str, Any], other: dict[str, Any], confidence: float = 
     out = {}
     for t in tasks:
         low, high = interval([t])
-        out[t] = Difference(other["tasks"][t]["score"] - base["tasks"][t]["score"], low, high, why)
+        out[t] = Difference(other.tasks[t].score - base.tasks[t].score, low, high, why)
     if averaged:
-        value = (sum(other["tasks"][t]["score"] for t in averaged)
-                 - sum(base["tasks"][t]["score"] for t in averaged)) / len(averaged)
+        value = (sum(other.tasks[t].score for t in averaged) - sum(base.tasks[t].score for t in averaged)) / len(averaged)
         low, high = interval(averaged)
         out["average"] = Difference(value, low, high, why)
     return out

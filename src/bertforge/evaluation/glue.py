@@ -55,7 +55,8 @@ from typing import Any, Callable, Iterator, Sequence
 from bertforge.checkpoint import SAFE_INDEX, SAFE_WEIGHTS
 from bertforge.config import CONFIG_NAME, has_config
 from bertforge.evaluation.protocols import Protocol, changed_settings, recorded_default
-from bertforge.evaluation.report import FORMAT, write_report
+from bertforge.evaluation.glue_result import FORMAT, GLUE_JSON
+from bertforge.evaluation.report import write_report
 from bertforge.evaluation.scheduler import WORKERS_LOCK, Failure, run_units, workers_running
 from bertforge.evaluation.scores import (GLUE_TASKS, glue_average, majority_baseline, summarize_runs, task_score)
 from bertforge.evaluation.settings import GlueSettings
@@ -334,7 +335,7 @@ def run_glue(settings: GlueSettings, say: Callable[[str], None] | None = None, h
         write_report(result, out)
     if failures:
         raise RuntimeError(f"{len(failures)} of {len(units)} fine-tuning runs failed (first: {failures[0].unit.label}: "
-                           f"{failures[0].reason}); {out / 'glue.json'} has the other tasks; re-run to retry")
+                           f"{failures[0].reason}); {out / GLUE_JSON} has the other tasks; re-run to retry")
     return result
 
 

@@ -5,53 +5,26 @@ format (an experiment running transformers' Trainer, say) are drawn and compared
 """
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 from typing import Any, Sequence
 
 from bertforge.atomic import atomic_path, atomic_write_text
+from bertforge.evaluation.glue_result import FORMAT as FORMAT  # noqa: F401  (glue.json's format, re-exported)
+from bertforge.evaluation.glue_result import GLUE_JSON, GlueResult, GlueTask
 from bertforge.evaluation.scores import DISPLAY, GLUE_TASKS, METRICS
 
-FORMAT = "bertforge-glue/1"
-REQUIRED = {"tasks": dict, "average": (int, float, type(None)), "average_over": list, "protocol": dict,
-            "model": dict, "skipped": dict}
+Result = GlueResult | dict[str, Any]  # a dict in glue.json's format is read through GlueResult
 
 
 # ---- reading ---------------------------------------------------------------------------------------------------
-def load_result(path: str | Path) -> dict[str, Any]:
+def load_result(path: str | Path) -> GlueResult:
     """A glue.json, checked enough that drawing it cannot fail halfway (errors name the file and the key)."""
-    path = Path(path)
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise FileNotFoundError(f"{path}: no such glue.json") from None
-    except ValueError as err:
-        raise ValueError(f"{path}: not valid JSON ({err})") from None
-    if not isinstance(data, dict):
-        raise ValueError(f"{path}: expected a JSON object (glue.json), got {type(data).__name__}")
-    if data.get("format", FORMAT) != FORMAT:
-        raise ValueError(f"{path}: format {data.get('format')!r}; this bertforge reads {FORMAT}")
-    for key, kind in REQUIRED.items():
-        if not isinstance(data.get(key), kind) or isinstance(data.get(key), bool):
-            raise ValueError(f"{path}: key {key!r} is missing or not a {_kind(kind)}")
-    for task, entry in data["tasks"].items():
-        if task not in METRICS:
-            raise ValueError(f"{path}: tasks.{task}: not a GLUE task ({', '.join(GLUE_TASKS)})")
-        if not isinstance(entry, dict) or not isinstance(entry.get("score"), (int, float, type(None))) \
-                or not isinstance(entry.get("metrics"), dict):
-            raise ValueError(f"{path}: tasks.{task} needs a number 'score' and an object 'metrics'")
-    return data
+    return GlueResult.from_json(path)
 
 
-def _kind(kind: Any) -> str:
-    kinds = kind if isinstance(kind, tuple) else (kind,)
-    return " or ".join({dict: "object", list: "list", int: "number", float: "number",
-                        type(None): "null"}[k] for k in kinds)
-
-
-def label(result: dict[str, Any]) -> str:
-    return str(result.get("name") or Path(str(result["model"].get("path", "model"))).name)
+def label(result: Result) -> str:
+    return GlueResult.coerce(result).label
 
 
 # ---- numbers as GLUE shows them ---------------------------------------------------------------------------------
@@ -59,12 +32,13 @@ def _num(value: float | None) -> str:
     return "—" if value is None or not math.isfinite(value) else f"{value:.1f}"
 
 
-def cell(task: str, entry: dict[str, Any] | None) -> str:
-    """A task's cell as the GLUE leaderboard writes it: MRPC/QQP F1/accuracy, STS-B Pearson/Spearman, MNLI m/mm."""
+def cell(task: str, entry: GlueTask | dict[str, Any] | None) -> str:
+    """A task's cell as the GLUE leaderboard writes it: MRPC/QQP F1/accuracy, STS-B Pearson/Spearman, MNLI m/mm
+    (`entry`: the task's entry, or its majority-class floor {"score", "metrics"})."""
     if entry is None:
         return "—"
-    names = METRICS[task]
-    return "/".join(_num(entry["metrics"].get(name)) for name in names)
+    metrics = entry.metrics if isinstance(entry, GlueTask) else entry.get("metrics") or {}
+    return "/".join(_num(metrics.get(name)) for name in METRICS[task])
 
 
 def header_cell(task: str) -> str:
@@ -72,36 +46,38 @@ def header_cell(task: str) -> str:
             "cola": "CoLA (MCC)"}.get(task, DISPLAY[task])
 
 
-def _columns(results: Sequence[dict[str, Any]]) -> list[str]:
-    return [t for t in GLUE_TASKS if any(t in r["tasks"] for r in results)]
+def _columns(results: Sequence[GlueResult]) -> list[str]:
+    return [t for t in GLUE_TASKS if any(t in r.tasks for r in results)]
 
 
-def summary_table(results: Sequence[dict[str, Any]]) -> list[str]:
+def summary_table(results: Sequence[Result]) -> list[str]:
     """One row per result, one column per task (GLUE's order) and the average: the table people paste."""
+    results = [GlueResult.coerce(r) for r in results]
     columns = _columns(results)
     lines = ["| model | " + " | ".join(header_cell(t) for t in columns) + " | average |",
              "|---|" + "---:|" * (len(columns) + 1)]
     for r in results:
-        cells = [cell(t, r["tasks"].get(t)) + ("*" if t in r["tasks"] and not r["tasks"][t].get("in_average", True)
-                                                 else "") for t in columns]
-        lines.append(f"| {label(r)} | " + " | ".join(cells) + f" | {_num(r['average'])} |")
+        cells = [cell(t, r.tasks.get(t)) + ("*" if t in r.tasks and not r.tasks[t].in_average else "")
+                 for t in columns]
+        lines.append(f"| {r.label} | " + " | ".join(cells) + f" | {_num(r.average)} |")
     return lines
 
 
-def floor_row(result: dict[str, Any]) -> str | None:
+def floor_row(result: Result) -> str | None:
     """The majority-class row (train's most frequent label answered for every dev example), when known."""
-    columns = _columns([result])
-    entries = {t: result["tasks"][t].get("majority") for t in columns}
+    result = GlueResult.coerce(result)
+    entries = {t: result.tasks[t].majority for t in _columns([result])}
     if not any(entries.values()):
         return None
     cells = [cell(t, e) if e else "—" for t, e in entries.items()]
-    return "| majority class | " + " | ".join(cells) + f" | {_num(result.get('majority_average'))} |"
+    return "| majority class | " + " | ".join(cells) + f" | {_num(result.majority_average)} |"
 
 
 # ---- glue.md -----------------------------------------------------------------------------------------------------
-def markdown(result: dict[str, Any]) -> str:
-    p = result["protocol"]
-    lines = [f"## GLUE dev: {label(result)}", ""]
+def markdown(result: Result) -> str:
+    result = GlueResult.coerce(result)
+    p = result.protocol
+    lines = [f"## GLUE dev: {result.label}", ""]
     lines.append(f"Protocol `{p.get('name', '?')}`: {p.get('description', '')}"
                  + (f"; changed for this run: {p['changed']}" if p.get("changed") else "") + ".")
     if p.get("max_eval_samples"):
@@ -117,59 +93,62 @@ def markdown(result: dict[str, Any]) -> str:
     lines += ["", "### Per task", "", "| task | score | metrics | runs | lr | seeds: min–max (stdev) | train examples "
               "| train minutes |", "|---|---:|---|---:|---:|---|---:|---:|"]
     for task in _columns([result]):
-        lines.append(_task_row(task, result["tasks"][task]))
-    model = result["model"]
+        lines.append(_task_row(task, result.tasks[task]))
+    model = result.model
     lines += ["", f"Model: `{model.get('path')}` ({model.get('model_type', '?')}, {model.get('fingerprint', '?')[:19]}…)."]
-    if result.get("command"):
-        lines += ["", "Produced by:", "", "```bash", result["command"], "```"]
+    if result.command:
+        lines += ["", "Produced by:", "", "```bash", result.command, "```"]
     return "\n".join(lines) + "\n"
 
 
-def _notes(result: dict[str, Any], floor: bool) -> list[str]:
-    over = result["average_over"]
+def _notes(result: GlueResult, floor: bool) -> list[str]:
+    over = result.average_over
     notes = [f"Average: the mean task score (MRPC, QQP, STS-B and MNLI: the mean of their two metrics) over "
              f"{len(over)} of 8 tasks ({', '.join(DISPLAY[t] for t in over) or 'none'}); WNLI is never in it."]
     if floor:
         notes.append("Majority class: the train set's most frequent label answered for every dev example (STS-B: a "
                      "constant score has no correlation, counted as 0).")
-    wnli = result["tasks"].get("wnli")
+    wnli = result.tasks.get("wnli")
     if wnli is not None:
-        how = "the majority class of its train set" if wnli.get("method") == "majority" else "fine-tuned"
-        notes.append(f"*WNLI {_num(wnli['score'])}: {how}, as BERT reports it, outside the average.")
-    for task, reason in result.get("skipped", {}).items():
+        how = "the majority class of its train set" if wnli.method == "majority" else "fine-tuned"
+        notes.append(f"*WNLI {_num(wnli.score)}: {how}, as BERT reports it, outside the average.")
+    for task, reason in result.skipped.items():
         notes.append(f"Skipped {DISPLAY.get(task, task)}: {reason}.")
-    for task, reason in result.get("failed", {}).items():
+    for task, reason in result.failed.items():
         notes.append(f"**Failed** {DISPLAY.get(task, task)}: {reason}.")
     return [f"- {n}" for n in notes]
 
 
-def _task_row(task: str, entry: dict[str, Any]) -> str:
-    metrics = ", ".join(f"{name} {_num(entry['metrics'].get(name))}" for name in METRICS[task])
-    runs = entry.get("runs") or []
-    selected, spread = entry.get("selected") or {}, entry.get("spread") or {}
+def _task_row(task: str, entry: GlueTask) -> str:
+    metrics = ", ".join(f"{name} {_num(entry.metrics.get(name))}" for name in METRICS[task])
+    runs = entry.runs
+    selected, spread = entry.selected or {}, entry.spread or {}
     lr = f"{selected['lr']:g}" if "lr" in selected else "—"
     seeds = (f"{_num(spread['min'])}–{_num(spread['max'])} ({spread['stdev']:.2f})" if spread.get("n", 0) > 1
              else "—")
     minutes = sum(r.get("seconds", 0.0) for r in runs) / 60
-    method = "" if entry.get("method", "finetune") == "finetune" else " (majority class)"
-    return (f"| {DISPLAY[task]}{method} | {_num(entry['score'])} | {metrics} | {len(runs)} | {lr} | {seeds} | "
-            f"{entry.get('train_examples', '—')} | {minutes:.1f} |")
+    method = "" if entry.method == "finetune" else " (majority class)"
+    train = "—" if entry.train_examples is None else entry.train_examples
+    return (f"| {DISPLAY[task]}{method} | {_num(entry.score)} | {metrics} | {len(runs)} | {lr} | {seeds} | "
+            f"{train} | {minutes:.1f} |")
 
 
-def compare_markdown(results: Sequence[dict[str, Any]]) -> str:
-    names = {label(r): r["protocol"].get("name") for r in results}
+def compare_markdown(results: Sequence[Result]) -> str:
+    results = [GlueResult.coerce(r) for r in results]
+    names = {r.label: r.protocol.get("name") for r in results}
     lines = ["## GLUE dev, side by side", ""] + summary_table(results) + [""]
     lines.append("Protocols: " + ", ".join(f"{n}: `{p}`" for n, p in names.items()) + ". Averages over: "
-                 + "; ".join(f"{label(r)}: {', '.join(DISPLAY[t] for t in r['average_over'])}" for r in results) + ".")
+                 + "; ".join(f"{r.label}: {', '.join(DISPLAY[t] for t in r.average_over)}" for r in results) + ".")
     if len(results) > 1:
         lines += ["", *difference_table(results)]
     return "\n".join(lines) + "\n"
 
 
-def difference_table(results: Sequence[dict[str, Any]]) -> list[str]:
+def difference_table(results: Sequence[Result]) -> list[str]:
     """Each result minus the first, per task and for the average, with the 95 % bootstrap interval over seeds
     (`bertforge.evaluation.difference`): a difference whose interval holds 0 is within the seeds' noise."""
     from bertforge.evaluation.difference import difference
+    results = [GlueResult.coerce(r) for r in results]
     base = results[0]
     diffs = [difference(base, r) for r in results[1:]]
     columns = [t for t in GLUE_TASKS if any(t in d for d in diffs)]
@@ -193,22 +172,23 @@ def _save(fig, path: Path) -> None:
         fig.savefig(tmp, format="png", dpi=110)
 
 
-def bar_chart(results: Sequence[dict[str, Any]], path: str | Path, title: str) -> Path:
+def bar_chart(results: Sequence[Result], path: str | Path, title: str) -> Path:
     """Grouped bars: each task's score (and the average) per result; whiskers span the seeds' min–max; a black
     tick marks the majority-class floor of a single result; WNLI is hatched (outside the average)."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    results = [GlueResult.coerce(r) for r in results]
     columns = _columns(results)
     names = [DISPLAY[t] for t in columns] + ["average"]
     width = 0.8 / len(results)
     fig, ax = plt.subplots(figsize=(max(6.0, 1.0 + 0.9 * len(names) * max(1, len(results) / 2)), 4.2))
     for i, r in enumerate(results):
         xs = [j + (i - (len(results) - 1) / 2) * width for j in range(len(names))]
-        entries = [r["tasks"].get(t) for t in columns]
-        values = [_value(e["score"]) if e else math.nan for e in entries] + [_value(r["average"])]
-        spreads = [(e or {}).get("spread") or {} for e in entries] + [{}]
+        entries = [r.tasks.get(t) for t in columns]
+        values = [_value(e.score) if e else math.nan for e in entries] + [_value(r.average)]
+        spreads = [(e.spread if e else None) or {} for e in entries] + [{}]
         whiskers = None
         if any(s.get("n", 0) > 1 for s in spreads):
             whiskers = [[v - _value(s.get("min", v)) for s, v in zip(spreads, values)],
@@ -222,8 +202,8 @@ def bar_chart(results: Sequence[dict[str, Any]], path: str | Path, title: str) -
             if math.isfinite(v):
                 ax.text(x, max(v, 0.0) + 0.8, f"{v:.1f}", ha="center", va="bottom", fontsize=7)
         if len(results) == 1:
-            floors = [_value((r["tasks"][t].get("majority") or {}).get("score")) for t in columns]
-            floors.append(_value(r.get("majority_average")))
+            floors = [_value((r.tasks[t].majority or {}).get("score")) for t in columns]
+            floors.append(_value(r.majority_average))
             ax.scatter(xs, floors, marker="_", s=500, linewidths=2, color="black", zorder=3,
                        label="majority class")
     ax.set_xticks(range(len(names)), names)
@@ -244,19 +224,19 @@ def _value(v: Any) -> float:
     return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else math.nan
 
 
-def write_report(result: dict[str, Any], folder: str | Path) -> list[Path]:
+def write_report(result: Result, folder: str | Path) -> list[Path]:
     """glue.json, glue.md and glue.png into `folder` (each written atomically); returns their paths."""
+    result = GlueResult.coerce(result)
     folder = Path(folder)
-    json_path, md_path, png_path = folder / "glue.json", folder / "glue.md", folder / "glue.png"
-    atomic_write_text(json_path, json.dumps(result, indent=2, allow_nan=False) + "\n")
+    json_path, md_path, png_path = folder / GLUE_JSON, folder / "glue.md", folder / "glue.png"
+    result.to_json(json_path)
     atomic_write_text(md_path, markdown(result))
-    p = result["protocol"]
-    bar_chart([result], png_path, f"GLUE dev: {label(result)} (protocol {p.get('name')}, "
-                                  f"average over {len(result['average_over'])} tasks)")
+    bar_chart([result], png_path, f"GLUE dev: {result.label} (protocol {result.protocol.get('name')}, "
+                                  f"average over {len(result.average_over)} tasks)")
     return [json_path, md_path, png_path]
 
 
-def compare(paths: Sequence[str | Path], png: str | Path) -> tuple[Path, Path, list[dict[str, Any]]]:
+def compare(paths: Sequence[str | Path], png: str | Path) -> tuple[Path, Path, list[GlueResult]]:
     """Several glue.json side by side: a grouped bar chart at `png` and its table beside it (same name, .md)."""
     results = [load_result(p) for p in paths]
     png = Path(png)

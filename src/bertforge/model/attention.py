@@ -181,6 +181,8 @@ class SelfAttention(nn.Module):
     """Fused-QKV multi-head attention over packed tokens, group by group (see the module docstring)."""
 
     kernels: Kernels = FAST  # set for the whole model by `set_kernels`
+    keep_scores = False  # opt-in (TinyBERT): record q k^T / sqrt(d), before mask and softmax, on the padded path
+    scores: Optional[torch.Tensor] = None  # [batch, heads, seq, seq] of the last forward, when keep_scores
 
     def __init__(self, config: BertConfig) -> None:
         super().__init__()
@@ -249,6 +251,8 @@ class SelfAttention(nn.Module):
             B, L = batch.batch_size, batch.seq_len
             q, k, v = heads_major.reshape(3, h, B, L, d).unbind(0)
             mask = batch.groups[0].mask
+            if self.keep_scores:
+                self.scores = (q @ k.transpose(-1, -2)).transpose(0, 1) / math.sqrt(d)
             if explicit:
                 y = attention_with_dropout(q, k, v, mask, dropout_p, kernels.cheap_dropout)
             else:

@@ -5,7 +5,8 @@
 * `distill`: pre-training distillation on a prepared corpus with DistilBERT's triple loss (soft targets at
   temperature T on the masked positions, MLM, cosine between last hidden states). It is built from the
   pre-training loop's parts: optimizer and schedule, atomic checkpoints with exact resume, metrics log and
-  curves, held-out evaluation, a time budget.
+  curves, held-out evaluation, a time budget. `loss="tinybert"` trains with TinyBERT's layer-wise losses
+  instead (`pretraining/tinybert.py`): any smaller BERT-family student, hidden size free.
 
 Task distillation (a fine-tuned teacher's soft targets on unlabeled texts) is `bertforge.tasks.distill`.
 """
@@ -14,7 +15,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Optional, Sequence
+from typing import Any, ClassVar, Optional, Sequence
 
 import torch
 import torch.nn.functional as F
@@ -27,13 +28,31 @@ from bertforge.device import Precision
 from bertforge.model.distilbert import LAYER_NORM_EPS, DistilBertConfig, DistilBertForMaskedLM
 from bertforge.training.engine import FaultHooks, Session, fit
 from bertforge.pretraining.pretrain import CorpusStage
+from bertforge.pretraining.tinybert import StepOutput
 from bertforge.training.options import TrainOptions, distill_defaults
 from bertforge.outputs import fresh_output
 from bertforge.settings import MAX_BATCH, MAX_LENGTH, SettingError, check_settings, flat_keywords, part, setting
 from bertforge.training.run_output import claim_run_output
+from bertforge.training.summary import NUMBER, JsonRecord, key
 
 INIT_RECORD = "distill_init.json"
 SUMMARY_FILE = "distill_summary.json"
+
+
+@dataclass(kw_only=True)
+class DistillReport(JsonRecord):
+    """distill_summary.json: how the distillation run ended, the student's and the teacher's held-out MLM scores
+    and both models' sizes."""
+
+    FILE: ClassVar[str] = SUMMARY_FILE
+    step: int = key(int)
+    stopped_by: str = key(str)
+    skipped_steps: int = key(int, 0)
+    elapsed_seconds: float = key(NUMBER, 0.0)
+    final_eval: dict[str, Any] = key(dict, factory=dict)
+    teacher_eval: dict[str, Any] = key(dict, factory=dict)
+    parameters: dict[str, Any] = key(dict, factory=dict)  # {"teacher": int, "student": int}
+    extra: dict[str, Any] = field(default_factory=dict, compare=False)
 
 
 # ---- (a) a student from the teacher ---------------------------------------------------------------------------
@@ -184,10 +203,17 @@ class DistillConfig:
     engine's settings (`train`; also given by their own names, `max_steps=...`)."""
 
     teacher: str = setting(help="checkpoint with an MLM head", metavar="DIR")
-    student: str = setting(help="initial student (e.g. from `distill init`)", metavar="DIR")
+    student: str = setting(help="initial student folder (e.g. from `distill init`), or a fresh one: a named size "
+                           "(tiny, mini, small...) or a config.json", metavar="DIR")
     data: str = setting(help="a folder written by `bertforge prepare`", metavar="DIR")
     output: str = setting(help="folder for the student and its checkpoints", metavar="DIR")
-    temperature: float = setting(2.0, "softmax temperature of the soft targets", minimum=0.0, maximum=100.0)
+    loss: str = setting("distilbert", "distilbert: soft targets + MLM + cosine; tinybert: embedding, hidden-state "
+                        "and attention-score MSE, then soft targets (TinyBERT)", choices=("distilbert", "tinybert"))
+    tinybert_intermediate_fraction: float = setting(
+        0.5, "--loss tinybert: share of the run (steps or time) on the intermediate layers before the "
+        "prediction-layer stage", minimum=0.0, maximum=1.0)
+    temperature: float = setting(2.0, "softmax temperature of the soft targets (TinyBERT's paper: 1)", minimum=0.0,
+                                 maximum=100.0)
     alpha_ce: float = setting(5.0, "weight of the soft-target loss (DistilBERT's 5)", minimum=0.0, maximum=1_000.0)
     alpha_mlm: float = setting(2.0, "weight of the masked-LM loss (DistilBERT's 2)", minimum=0.0, maximum=1_000.0)
     alpha_cos: float = setting(1.0, "weight of the cosine loss between last hidden states (DistilBERT's 1)",
@@ -219,16 +245,41 @@ def distill(teacher: str | Path, student: str | Path, data: str | Path, output: 
                                           output=str(output), **options), hooks=hooks)
 
 
+def load_student(spec: str, tokenizer) -> torch.nn.Module:
+    """The initial student: a checkpoint folder, or a fresh BERT-family model with an MLM head of a named size
+    (`mini`, `bert-small`, `roberta-tiny`...) or of a config.json, sized to the data's vocabulary."""
+    from bertforge.config import ConfigError
+    from bertforge.model.auto import family, preset_config, read_model_type
+    path = Path(spec)
+    if path.is_dir():
+        return load_masked_lm(path)[0]
+    if path.suffix == ".json" and path.is_file():
+        config = family(read_model_type(path)).config_class.from_json_file(path)
+        config.vocab_size, config.pad_token_id = len(tokenizer.vocab), tokenizer.pad_token_id
+    else:
+        try:
+            config = preset_config(spec, vocab_size=len(tokenizer.vocab), pad_token_id=tokenizer.pad_token_id)
+        except (ConfigError, KeyError, ValueError) as err:
+            raise SettingError("{student} must be a student folder, a config.json or a named size such as mini; "
+                               "{got!r} is none ({why})", owner=DistillConfig, got=spec, why=err) from None
+    return family(config.model_type).model_class("masked_lm")(config)
+
+
 def _check_pair(teacher, student, tokenizer, cfg: DistillConfig, teacher_has_head: bool) -> None:
-    if cfg.alpha_ce > 0 and not teacher_has_head:
+    if teacher.config.vocab_size != student.config.vocab_size:
+        raise SettingError("{teacher} and {student} have different vocabularies ({t} vs {s} tokens)",
+                           owner=DistillConfig, t=teacher.config.vocab_size, s=student.config.vocab_size)
+    if cfg.loss == "tinybert":
+        from bertforge.pretraining.tinybert import check_tinybert_pair
+        check_tinybert_pair(teacher, student, teacher_has_head, cfg, DistillConfig)
+    elif cfg.alpha_ce > 0 and not teacher_has_head:
         raise SettingError("{path} has no MLM head, so it has no soft targets to teach; use a teacher with one, or "
                            "{alpha_ce} 0", owner=DistillConfig, path=cfg.teacher)
-    if teacher.config.vocab_size != student.config.vocab_size:
-        raise ValueError(f"teacher ({cfg.teacher}) and student ({cfg.student}) have different vocabularies "
-                         f"({teacher.config.vocab_size} vs {student.config.vocab_size} tokens)")
     if len(tokenizer.vocab) > student.config.vocab_size:
         raise ValueError(f"the data's vocab has {len(tokenizer.vocab)} tokens, the student only "
                          f"{student.config.vocab_size}")
+    if cfg.loss == "tinybert":
+        return
     if cfg.alpha_cos > 0 and teacher.config.hidden_size != student.config.hidden_size:
         raise SettingError("the cosine loss needs equal hidden sizes (teacher {teacher}, student {student}); use "
                            "{alpha_cos} 0", owner=DistillConfig, teacher=teacher.config.hidden_size,
@@ -255,18 +306,11 @@ def distill_step(teacher, student, batch: dict[str, torch.Tensor], cfg: DistillC
     return losses, s.logits, labels[positions]
 
 
-@dataclass
-class StepOutput:
-    loss: torch.Tensor
-    parts: dict[str, torch.Tensor]
-    logits: torch.Tensor | None = None
-    targets: torch.Tensor | None = None
-
-
 class DistillStage(CorpusStage):
     """Pre-training distillation: the student learns the teacher's masked-token distribution on a corpus."""
 
     name = "distill"
+    recorded_later = {"loss": "distilbert"}  # runs from before --loss
 
     def __init__(self, cfg: DistillConfig, teacher, student, tokenizer, train_data: PretrainingDataset,
                  heldout: PretrainingDataset | None, precision: Precision) -> None:
@@ -277,7 +321,7 @@ class DistillStage(CorpusStage):
     def run_record(self) -> dict[str, Any]:
         from bertforge.pretraining.pretrain import data_fingerprint
         c = self.cfg
-        return {"teacher": c.teacher, "student": c.student, "data": data_fingerprint(c.data),
+        return {"teacher": c.teacher, "student": c.student, "data": data_fingerprint(c.data), "loss": c.loss,
                 "batch_size": c.batch_size, "max_seq_length": c.max_seq_length, "mask_rate": c.mask_rate,
                 "temperature": c.temperature, "alpha_ce": c.alpha_ce, "alpha_mlm": c.alpha_mlm,
                 "alpha_cos": c.alpha_cos}
@@ -316,7 +360,8 @@ def run_distillation(cfg: DistillConfig, hooks: FaultHooks | None = None) -> Dis
 
     opts = cfg.train
     opts.check()
-    inputs = (cfg.teacher, cfg.student, cfg.data, resolve_vocab(cfg.data, cfg.vocab))  # resolved before the claim
+    student_path = cfg.student if Path(cfg.student).exists() else None  # None: a named size
+    inputs = (cfg.teacher, student_path, cfg.data, resolve_vocab(cfg.data, cfg.vocab))  # resolved before the claim
     with Session(opts.device, opts.dist_timeout) as session, \
             claim_run_output(cfg.output, "distill-pretrain", cfg, session, overwrite=cfg.overwrite, inputs=inputs,
                              keep_checkpoints=opts.keep_checkpoints_at_end) as out:
@@ -324,7 +369,7 @@ def run_distillation(cfg: DistillConfig, hooks: FaultHooks | None = None) -> Dis
         tokenizer = load_tokenizer(resolve_vocab(cfg.data, cfg.vocab))
         torch.manual_seed(opts.seed)
         teacher, teacher_has_head = load_masked_lm(cfg.teacher)
-        student, _ = load_masked_lm(cfg.student)
+        student = load_student(cfg.student, tokenizer)
         _check_pair(teacher, student, tokenizer, cfg, teacher_has_head)
         teacher, student = teacher.to(device).eval(), student.to(device)
         info = session.info
@@ -342,16 +387,20 @@ def run_distillation(cfg: DistillConfig, hooks: FaultHooks | None = None) -> Dis
             except ValueError as err:
                 notes.append(f"held-out evaluation skipped: {err}")
         precision = session.precision(opts.precision)
-        stage = DistillStage(cfg, teacher, student, tokenizer, train_data, heldout, precision)
+        if cfg.loss == "tinybert":
+            from bertforge.pretraining.tinybert import TinyBertStage
+            stage: CorpusStage = TinyBertStage(cfg, teacher, student, tokenizer, train_data, heldout, precision)
+        else:
+            stage = DistillStage(cfg, teacher, student, tokenizer, train_data, heldout, precision)
         result = fit(stage, opts, session, out, hooks=hooks)
         teacher_eval: dict[str, float] = {}
         if heldout is not None:
             teacher_eval = evaluate(teacher, heldout, cfg.eval_batches, device, "mlm", precision.autocast)
         if session.is_main:
-            summary = {"step": result.step, "stopped_by": result.stopped_by, "skipped_steps": result.skipped_steps,
-                       "elapsed_seconds": round(result.elapsed, 3), "final_eval": result.final_eval,
-                       "teacher_eval": teacher_eval,
-                       "parameters": {"teacher": teacher.num_parameters(), "student": student.num_parameters()}}
-            atomic_write_text(out / SUMMARY_FILE, json.dumps(summary, indent=2) + "\n")
+            DistillReport(step=result.step, stopped_by=result.stopped_by, skipped_steps=result.skipped_steps,
+                          elapsed_seconds=round(result.elapsed, 3), final_eval=result.final_eval,
+                          teacher_eval=teacher_eval,
+                          parameters={"teacher": teacher.num_parameters(), "student": student.num_parameters()},
+                          ).to_json(out / SUMMARY_FILE)
     return DistillResult(out, result.step, result.stopped_by, result.final_eval, teacher_eval,
                          notes + result.notes)

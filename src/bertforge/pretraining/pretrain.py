@@ -23,12 +23,12 @@ from bertforge.data.objectives import OBJECTIVE_TABLE
 from bertforge.data.permutation import PermutationConfig
 from bertforge.device import Precision
 from bertforge.settings import MAX_BATCH, MAX_LENGTH, SettingError, flat_keywords, part, setting
-from bertforge.training.engine import FaultHooks, FitResult, NonFiniteLossError, Session, Stage, TrainOptions, fit
+from bertforge.training.engine import FaultHooks, FitResult, NonFiniteLossError, Session, Stage, TrainOptions
 from bertforge.training.options import pretrain_defaults
 from bertforge.pretraining.mdlm import CorruptingStep
 from bertforge.pretraining.plm import plm_batch, plm_forward
 from bertforge.pretraining.recipes import DEFAULT_RECIPE, RECIPES, recipe_options
-from bertforge.training.run_output import claim_run_output
+from bertforge.training.run import Built, train
 
 __all__ = ["PretrainConfig", "PretrainResult", "pretrain", "run_pretraining", "NonFiniteLossError"]
 
@@ -608,11 +608,8 @@ def run_pretraining(cfg: PretrainConfig, hooks: FaultHooks | None = None) -> Fit
     # every input resolved before OUTPUT is claimed: the vocab a corpus names is read too, so --overwrite
     # must not empty it
     inputs = (cfg.data, resolve_vocab(cfg.data, cfg.vocab), cfg.init_from, cfg.model)
-    keep = opts.keep_checkpoints_at_end
-    with Session(opts.device, opts.dist_timeout) as session, \
-            claim_run_output(cfg.output, "pretrain", cfg, session, overwrite=cfg.overwrite, inputs=inputs,
-                             keep_checkpoints=keep) as out:
+
+    def build(session: Session, out: Path) -> Built:
         stage, notes = build_stage(cfg, session)
-        result = fit(stage, opts, session, out, hooks=hooks)
-        result.notes[:0] = notes
-    return result
+        return Built(stage, notes=notes)
+    return train(cfg, build, verb="pretrain", inputs=inputs, hooks=hooks)

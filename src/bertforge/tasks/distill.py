@@ -34,7 +34,8 @@ from bertforge.tasks.task_data import DataOptions, TaskData, load_task_data, sub
 from bertforge.textio import open_text
 from bertforge.training.engine import FaultHooks, Session
 from bertforge.training.options import TrainOptions, task_distill_defaults
-from bertforge.training.run_output import claim_run_output, read_results
+from bertforge.tasks.finetune_report import read_finetune_report
+from bertforge.training.run_output import claim_run_output
 
 REPORT_FILE = "distill_report.json"
 
@@ -129,8 +130,8 @@ def _teacher_finetune_settings(folder: Path) -> dict[str, Any]:
     """The settings `bertforge finetune` recorded in the teacher's metrics.json (train subset size, seed), by
     their own names."""
     try:
-        return flatten(read_results(folder).get("settings", {}) or {})
-    except (OSError, ValueError, AttributeError):
+        return flatten(read_finetune_report(folder).settings)
+    except (OSError, ValueError):
         return {}
 
 

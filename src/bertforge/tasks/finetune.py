@@ -37,7 +37,8 @@ from bertforge.tasks.task_data import DataOptions, TaskData, load_task_data, sub
 from bertforge.training.engine import Session, Stage, TrainOptions, fit
 from bertforge.training.options import finetune_defaults
 from bertforge.training.metrics_log import CURVES
-from bertforge.training.run_output import RUN_RECORDS, claim_run_output, read_results, write_results
+from bertforge.tasks.finetune_report import FinetuneReport, read_finetune_report
+from bertforge.training.run_output import RESULTS, RUN_RECORDS, claim_run_output
 
 logger = logging.getLogger(__name__)
 
@@ -253,7 +254,7 @@ def finetune(settings: FinetuneSettings, say: Callable[[str], None] | None = Non
         say = say if main and say else (lambda msg: None)
         if is_finished(out):
             say(f"{out} already holds this finished finetune run; nothing to do")
-            return read_results(out) if main else {}
+            return read_finetune_report(out).to_dict() if main else {}
         data = load_task_data(None, settings.data_options)
         spec = data.spec or spec  # e.g. `classification` data whose labels are scores is a regression task
         if data.note:
@@ -287,7 +288,7 @@ def finetune(settings: FinetuneSettings, say: Callable[[str], None] | None = Non
                 if best.curves is not None:
                     shutil.copyfile(best.curves, out / CURVES)
             runs_kept = _evaluate_saved(out, spec, data, settings, session, report)
-            write_results(out, report, default=_json_default)
+            FinetuneReport.from_dict(report).to_json(out / RESULTS, default=_json_default)
             class_reports = evaluation_reports(spec.head, runs_kept, data.labels)
             write_reports(out, class_reports)
             for name, table in report_tables(class_reports).items():

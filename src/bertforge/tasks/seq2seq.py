@@ -20,7 +20,7 @@ from bertforge.settings import MAX_BATCH, MAX_LENGTH, MAX_SAMPLES, SettingError,
 from bertforge.tasks.readers.errors import DataError
 from bertforge.tasks.readers.generic import _text
 from bertforge.tasks.readers.rows import read_records
-from bertforge.training.engine import Session, Stage, fit
+from bertforge.training.engine import Session, Stage
 from bertforge.training.options import FaultHooks, TrainOptions, seq2seq_defaults
 
 
@@ -233,7 +233,7 @@ def build_model(cfg: Seq2SeqConfig) -> tuple[torch.nn.Module, Any]:
 
 def train_seq2seq(cfg: Seq2SeqConfig, hooks: FaultHooks | None = None):
     """Warm-start (or continue) an encoder-decoder and train it as a conditional MLM with the engine."""
-    from bertforge.training.run_output import claim_run_output
+    from bertforge.training.run import Built, train
     opts = cfg.train
     opts.check()
     for name in ("max_source_length", "max_target_length", "batch_size"):
@@ -242,10 +242,8 @@ def train_seq2seq(cfg: Seq2SeqConfig, hooks: FaultHooks | None = None):
     train_pairs = read_pairs(cfg.train_file)
     eval_pairs = read_pairs(cfg.eval_file) if cfg.eval_file else []
     inputs = (cfg.encoder, cfg.decoder, cfg.init_from, cfg.train_file, cfg.eval_file)
-    keep = opts.keep_checkpoints_at_end
-    with Session(opts.device, opts.dist_timeout) as session, \
-            claim_run_output(cfg.output, "seq2seq", cfg, session, overwrite=cfg.overwrite, inputs=inputs,
-                             keep_checkpoints=keep) as out:
+
+    def build(session: Session, out: Path) -> Built:
         torch.manual_seed(opts.seed)
         random.seed(opts.seed)
         model, tokenizer = build_model(cfg)
@@ -262,7 +260,6 @@ def train_seq2seq(cfg: Seq2SeqConfig, hooks: FaultHooks | None = None):
         batches = PairBatches(pairs, tokenizer, cfg.batch_size, opts.seed, info.rank, info.world_size)
         heldout = encode_pairs(eval_pairs[:cfg.eval_samples], tokenizer, cfg.max_source_length,
                                cfg.max_target_length) if session.is_main else []
-        stage = Seq2SeqStage(cfg, model, tokenizer, batches, heldout)
-        result = fit(stage, opts, session, out, hooks=hooks)
-        result.notes.append(f"{len(pairs)} training pairs, {math.ceil(len(pairs) / cfg.batch_size)} batches an epoch")
-    return result
+        return Built(Seq2SeqStage(cfg, model, tokenizer, batches, heldout), notes_after=[
+            f"{len(pairs)} training pairs, {math.ceil(len(pairs) / cfg.batch_size)} batches an epoch"])
+    return train(cfg, build, verb="seq2seq", inputs=inputs, hooks=hooks)

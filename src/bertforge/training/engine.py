@@ -39,7 +39,8 @@ from bertforge.training import distributed as dist_
 from bertforge.training.metrics_log import CURVES, METRICS_LOG, MetricsLog
 from bertforge.training.optim import build_optimizer, build_scheduler, set_beta1, set_budget_lr
 from bertforge.training.options import FaultHooks, TrainOptions
-from bertforge.training.run_output import TRAINING_SUMMARY, read_training_summary, write_training_summary
+from bertforge.training.run_output import read_training_summary, write_training_summary
+from bertforge.training.summary import TrainingSummary
 from bertforge.training.progress import cpu_share_note, machine_load, progress
 from bertforge.training.schedules import SCHEDULES
 from bertforge.training.state import EngineState, TrainingState
@@ -128,7 +129,7 @@ class Stage:
 class FitResult:
     output: Path
     step: int
-    stopped_by: str                     # "max-steps", "time-budget" or "early-stopping"
+    stopped_by: str                     # "max-steps", "time-budget", "cpu-budget" or "early-stopping"
     skipped_steps: int
     final_eval: dict[str, float] = field(default_factory=dict)
     best: dict[str, Any] | None = None  # {"step", "score", "metrics"} when the stage scores evaluations
@@ -136,6 +137,7 @@ class FitResult:
     tokens_seen: int = 0
     resumed_from: Path | None = None
     notes: list[str] = field(default_factory=list)
+    cpu_seconds: float = 0.0            # the training loop's CPU time (all threads, all ranks), over every resume
 
 
 class Session:
@@ -196,21 +198,14 @@ def fit(stage: Stage, options: TrainOptions, session: Session, output: str | Pat
 
 def _finished_result(out: Path) -> FitResult:
     """The result a finished run recorded in its training_summary.json."""
-    summary = read_training_summary(out)
-
-    def field(name: str, kinds: tuple[type, ...], default: Any) -> Any:
-        value = summary.get(name)
-        value = default if value is None else value
-        if not isinstance(value, kinds) or (isinstance(value, bool) and bool not in kinds):
-            raise ckpt.CheckpointError(f"{out / TRAINING_SUMMARY}: field {name!r} must be "
-                                       f"{' or '.join(k.__name__ for k in kinds)}, got {value!r}")
-        return value
-
-    return FitResult(output=out, step=field("step", (int,), 0), stopped_by=field("stopped_by", (str,), "max-steps"),
-                     skipped_steps=field("skipped_steps", (int,), 0), final_eval=field("final_eval", (dict,), {}),
-                     best=field("best", (dict, type(None)), None),
-                     elapsed=float(field("elapsed_seconds", (int, float), 0.0)),
-                     tokens_seen=field("tokens_seen", (int,), 0),
+    try:
+        summary = read_training_summary(out) or TrainingSummary()
+    except ValueError as err:
+        raise ckpt.CheckpointError(str(err)) from None
+    return FitResult(output=out, step=summary.step, stopped_by=summary.stopped_by,
+                     skipped_steps=summary.skipped_steps, final_eval=summary.final_eval, best=summary.best,
+                     elapsed=float(summary.elapsed_seconds), tokens_seen=summary.tokens_seen,
+                     cpu_seconds=_number(summary.extra.get("cpu_seconds")),
                      notes=[f"nothing to train: {out} already holds this finished run"])
 
 
@@ -276,7 +271,7 @@ class _Run:
         self.main = session.is_main
         self.say = (say or tqdm.write) if self.main else (lambda msg: None)
         self.notes: list[str] = []
-        self.budget = opts.time_budget
+        self.clock, self.budget = opts.budget or (None, None)  # "time" or "cpu", and its seconds
         self.max_steps = opts.max_steps if opts.max_steps is not None else NO_LIMIT
         self.device = session.device
         self.precision = session.precision(opts.precision)
@@ -308,6 +303,7 @@ class _Run:
         self.cpu_started = time.process_time()
         self.last_plot = self.started
         self.elapsed_before = self.state.elapsed
+        self.cpu_before = self.state.cpu_seconds
         self.loss_sum = 0.0
         self.first_loss: float | None = None  # this process's first finite step loss: what "exploded" compares with
         self.grad_norm = 0.0
@@ -394,21 +390,30 @@ class _Run:
     def finished(self) -> bool:
         state = self.state
         state.elapsed = self.elapsed_before + time.perf_counter() - self.started
-        if self.budget is not None:
-            state.elapsed = dist_.broadcast_object(state.elapsed, self.info)  # all ranks stop together
+        state.cpu_seconds = self.cpu_spent()
+        if self.budget is not None:  # all ranks stop together
+            state.elapsed, state.cpu_seconds = dist_.broadcast_object((state.elapsed, state.cpu_seconds), self.info)
         if state.stopped_by == "early-stopping":
             return True
         if state.step >= self.max_steps:
             state.stopped_by = "max-steps"
             return True
-        if self.budget is not None and state.elapsed >= self.budget:
-            state.stopped_by = "time-budget"
+        if self.budget is not None and self.spent() >= self.budget:
+            state.stopped_by = f"{self.clock}-budget"
             return True
         return False
 
+    def cpu_spent(self) -> float:
+        """The loop's CPU seconds over every resume; every rank's taken as this one's (ranks run the same steps)."""
+        return self.cpu_before + (time.process_time() - self.cpu_started) * self.info.world_size
+
+    def spent(self) -> float:
+        """Seconds spent on the budget's clock: wall time (`--time-budget`) or CPU time (`--cpu-budget`)."""
+        return self.state.cpu_seconds if self.clock == "cpu" else self.state.elapsed
+
     def fraction_done(self) -> float:
         if self.budget is not None:
-            return self.state.elapsed / self.budget
+            return self.spent() / self.budget
         return self.state.step / self.max_steps
 
     def accumulate_gradients(self) -> float:
@@ -439,9 +444,9 @@ class _Run:
         if self.scaler is not None:
             self.scaler.unscale_(self.optimizer)
         grad_norm = torch.nn.utils.clip_grad_norm_(self.stage.model.parameters(), opts.max_grad_norm)
-        if self.budget is not None:  # the lr follows the wall clock: warmup by steps, then decay with time spent
+        if self.budget is not None:  # the lr follows the budget's clock: warmup by steps, then decay with time spent
             set_budget_lr(self.optimizer, self.scheduler.base_lrs, state, state.step, opts.warmup_steps,
-                          self.budget, opts.schedule)
+                          self.budget, opts.schedule, spent=self.spent())
         bad = dist_.any_true(not (math.isfinite(loss) and math.isfinite(float(grad_norm))), self.info)
         if self.scaler is not None:
             self.scaler.step(self.optimizer)   # skips by itself on inf/NaN gradients, and lowers the scale
@@ -496,7 +501,8 @@ class _Run:
             if "tokens_per_s" in values:
                 shown["tok/s"] = f"{values['tokens_per_s']:.0f}"
             if self.budget is not None:
-                shown["left"] = f"{max(0.0, self.budget - self.state.elapsed) / 60:.1f}m"
+                left = max(0.0, self.budget - self.spent()) / 60
+                shown["left" if self.clock == "time" else "cpu left"] = f"{left:.1f}m"
             self.bar.set_postfix(shown, refresh=False)
             self.refresh_curves(now)
         self.window, self.window_start = {}, now
@@ -565,6 +571,7 @@ class _Run:
         self.count_tokens()
         rng = dist_.gather_objects(ckpt.capture_rng(), self.info)
         if self.main:
+            self.state.cpu_seconds = self.cpu_spent()  # with this step's: a resume goes on from here
             training_state = TrainingState.of(
                 self.state, optimizer=self.optimizer.state_dict(), scheduler=self.scheduler.state_dict(),
                 scaler=self.scaler.state_dict() if self.scaler is not None else None, stage=self.stage.state_dict(),
@@ -622,10 +629,11 @@ class _Run:
                 self._save_final()
             if self.log_file.records:
                 self.log_file.plot(title=f"{self.out.name}: {self.stage.name}")
-            summary = {"step": state.step, "stopped_by": state.stopped_by, "skipped_steps": state.skipped,
-                       "elapsed_seconds": round(state.elapsed, 3), "tokens_seen": state.tokens_seen,
-                       "precision": self.precision.name, "world_size": self.info.world_size,
-                       "final_eval": final_eval, "best": best}
+            summary = TrainingSummary(step=state.step, stopped_by=state.stopped_by, skipped_steps=state.skipped,
+                                      elapsed_seconds=round(state.elapsed, 3), tokens_seen=state.tokens_seen,
+                                      precision=self.precision.name, world_size=self.info.world_size,
+                                      final_eval=final_eval, best=best,
+                                      extra={"cpu_seconds": round(state.cpu_seconds, 3)})
             write_training_summary(self.out, summary)
             shutil.rmtree(self.out / BEST_DIR, ignore_errors=True)  # after the summary that says it is folded in
             if self.writer is not None:
@@ -642,14 +650,17 @@ class _Run:
         return FitResult(output=self.out, step=state.step, stopped_by=state.stopped_by,
                          skipped_steps=state.skipped, final_eval=final_eval, best=best,
                          elapsed=state.elapsed, tokens_seen=state.tokens_seen, resumed_from=self.resumed_from,
-                         notes=self.notes)
+                         notes=self.notes, cpu_seconds=state.cpu_seconds)
 
     def _finished_before(self, best: dict[str, Any]) -> bool:
         """Whether OUTPUT's training_summary.json says this very run already ended with these best weights."""
-        summary = read_training_summary(self.out)
-        if not summary:
+        try:
+            summary = read_training_summary(self.out)
+        except ValueError:
             return False
-        return summary.get("step") == self.state.step and (summary.get("best") or {}).get("step") == best["step"]
+        if summary is None:
+            return False
+        return summary.step == self.state.step and (summary.best or {}).get("step") == best["step"]
 
     def _save_final(self) -> None:
         """The finished model in OUTPUT itself, each file replaced atomically (a kill leaves old or new)."""
@@ -675,12 +686,17 @@ def _scratch(out: Path) -> Iterator[Path]:
         yield Path(tmp)
 
 
+def _number(value: Any) -> float:
+    """A number a summary may hold (0 when it lacks one, as a summary written before CPU time was recorded)."""
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else 0.0
+
+
 def _processes(n: Any) -> str:
     return f"{n} process" if n == 1 else f"{n} processes"
 
 
 #: settings a checkpoint may lack (written before they were recorded), with the value such a run used
-RECORDED_LATER = {f.name: f.default for f in fields(TrainOptions) if f.name in ("adam_epsilon", "schedule")}
+RECORDED_LATER = {f.name: f.default for f in fields(TrainOptions) if f.name in ("adam_epsilon", "schedule", "cpu_budget")}
 
 
 def _differs(a: Any, b: Any) -> bool:

@@ -35,6 +35,22 @@ def last_logged_step(path: str | Path) -> int | None:
     return None
 
 
+def read_metrics_log(folder: str | Path) -> list[dict[str, Any]]:
+    """The records of the metrics.jsonl in run folder `folder`, in order ([] when it has none); a line cut by a
+    kill is left out."""
+    try:
+        lines = (Path(folder) / METRICS_LOG).read_text(encoding="utf-8").splitlines()
+    except OSError:
+        return []
+    records = []
+    for line in lines:
+        try:
+            records.append(json.loads(line))
+        except json.JSONDecodeError:
+            continue
+    return records
+
+
 class MetricsLog:
     def __init__(self, path: str | Path, png_path: str | Path | None = None, resume_step: int | None = None) -> None:
         self.path = Path(path)

@@ -117,13 +117,15 @@ def budget_lr_factor(step: int, warmup_steps: int, elapsed: float, budget: float
 
 
 def set_budget_lr(optimizer: torch.optim.Optimizer, base_lrs: list[float], state: EngineState, step: int,
-                  warmup_steps: int, budget: float, schedule: str = "linear") -> float:
+                  warmup_steps: int, budget: float, schedule: str = "linear", spent: float | None = None) -> float:
     """Set every group's lr for this step of a time-budgeted run and return the factor. Records in `state`
     (saved with each checkpoint, so a resumed run decays the same way) the time at which warmup ended.
-    `schedule` must be one that follows time (`schedules.BY_TIME`)."""
+    `schedule` must be one that follows time (`schedules.BY_TIME`). `spent`: the budget's clock when it is not
+    the wall clock (`state.elapsed`), e.g. the CPU seconds of a `--cpu-budget` run."""
+    spent = state.elapsed if spent is None else spent
     if state.warmup_ended_at is None and step + 1 >= warmup_steps:
-        state.warmup_ended_at = state.elapsed
-    factor = budget_lr_factor(step, warmup_steps, state.elapsed, budget, state.warmup_ended_at,
+        state.warmup_ended_at = spent
+    factor = budget_lr_factor(step, warmup_steps, spent, budget, state.warmup_ended_at,
                               SCHEDULES[schedule].decay)
     for group, base in zip(optimizer.param_groups, base_lrs):
         group["lr"] = base * factor

@@ -17,10 +17,14 @@ DIST_TIMEOUT = 1800.0  # seconds (torch's own default for gloo): long enough for
 class TrainOptions:
     """How a run trains, whatever it trains. A field added here is a setting, and a flag, of every training verb."""
 
-    max_steps: int | None = setting(None, "optimizer steps (required unless --time-budget is given)", positive=True,
-                                    maximum=MAX_STEPS)
+    max_steps: int | None = setting(None, "optimizer steps (required unless --time-budget or --cpu-budget is given)",
+                                    positive=True, maximum=MAX_STEPS)
     time_budget: float | None = setting(None, "wall-clock budget, e.g. 90s, 30m, 2h: the lr decays with the time "
                                         "spent and the run stops when it is spent", kind="duration", maximum=30 * 86400.0)
+    cpu_budget: float | None = setting(None, "CPU-time budget, e.g. 90s, 30m, 2h: the process's CPU time in the "
+                                       "training loop (all threads; times the processes under torchrun), which the "
+                                       "lr decays with and the run stops at: a budget a loaded machine does not "
+                                       "shrink", kind="duration", maximum=365 * 86400.0)
     lr: float = setting(1e-4, "peak learning rate (see --schedule)", positive=True, maximum=MAX_LR)
     schedule: str = setting("linear", "lr schedule: linear (warmup, then linear decay to 0: the paper's), onecycle "
                             "(rise from lr/25 over the warmup, or 30% of the steps without one, then cosine down to "
@@ -59,20 +63,32 @@ class TrainOptions:
                                 "'bertforge[tensorboard]')")
 
     # settings that change what a step computes: a resumed run must share them
-    RESUMED = ("max_steps", "time_budget", "lr", "schedule", "weight_decay", "optimizer", "adam_epsilon", "warmup_steps",
-               "grad_accum", "max_grad_norm", "seed", "precision")
+    RESUMED = ("max_steps", "time_budget", "cpu_budget", "lr", "schedule", "weight_decay", "optimizer", "adam_epsilon",
+               "warmup_steps", "grad_accum", "max_grad_norm", "seed", "precision")
 
     def check(self) -> None:
         """The values within their ranges, and a budget to stop at."""
-        if self.max_steps is None and self.time_budget is None:
-            raise SettingError("give {max_steps}, {time_budget} or both", owner=TrainOptions)
+        if self.max_steps is None and self.time_budget is None and self.cpu_budget is None:
+            raise SettingError("give {max_steps}, {time_budget} or both (or {cpu_budget})", owner=TrainOptions)
         check_settings(self)
-        if self.time_budget is not None and self.time_budget <= 0:
-            raise SettingError("{time_budget} must be positive, got {got}", owner=TrainOptions, got=self.time_budget)
-        if self.time_budget is not None and self.schedule not in BY_TIME:
-            raise SettingError("{schedule} {name} is defined over steps and cannot follow {time_budget}: give "
-                               "{max_steps} instead, or a schedule of {by_time}", owner=TrainOptions,
-                               name=self.schedule, by_time=", ".join(BY_TIME))
+        if self.time_budget is not None and self.cpu_budget is not None:
+            raise SettingError("give {time_budget} or {cpu_budget}, not both: the lr follows one clock",
+                               owner=TrainOptions)
+        for name in ("time_budget", "cpu_budget"):
+            budget = getattr(self, name)
+            if budget is not None and budget <= 0:
+                raise SettingError(f"{{{name}}} must be positive, got {{got}}", owner=TrainOptions, got=budget)
+            if budget is not None and self.schedule not in BY_TIME:
+                raise SettingError(f"{{schedule}} {{name}} is defined over steps and cannot follow {{{name}}}: give "
+                                   "{max_steps} instead, or a schedule of {by_time}", owner=TrainOptions,
+                                   name=self.schedule, by_time=", ".join(BY_TIME))
+
+    @property
+    def budget(self) -> tuple[str, float] | None:
+        """The clock the run is budgeted on ("time" or "cpu") and its seconds, or None for a run of steps."""
+        if self.cpu_budget is not None:
+            return "cpu", self.cpu_budget
+        return ("time", self.time_budget) if self.time_budget is not None else None
 
 
 @dataclass

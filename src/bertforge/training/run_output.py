@@ -24,6 +24,7 @@ from bertforge.settings import settings_record
 from bertforge.training import checkpointing as ckpt
 from bertforge.training import distributed as dist_
 from bertforge.training.metrics_log import CURVES, METRICS_LOG
+from bertforge.training.summary import TrainingSummary
 
 # A run folder: the run's settings (RUN_CONFIG, `outputs.read_run_config`), its metrics as they come (METRICS_LOG)
 # and their curves (CURVES, `training.metrics_log`), its checkpoints (`training.checkpointing`: the model and
@@ -33,22 +34,19 @@ RESULTS = "metrics.json"
 RUN_RECORDS = (METRICS_LOG, CURVES, RUN_CONFIG, TRAINING_SUMMARY)  # what a run writes besides its model
 
 
-def read_training_summary(path: str | Path) -> dict[str, Any]:
-    """The training_summary.json a finished run wrote, or {} when it is missing or unreadable."""
+def read_training_summary(path: str | Path) -> TrainingSummary | None:
+    """The training_summary.json a finished run wrote in folder `path`, or None when it has none or it is not
+    JSON; a file with a missing or mistyped key is a ValueError naming it and the key."""
+    file = Path(path) / TRAINING_SUMMARY
     try:
-        summary = json.loads((Path(path) / TRAINING_SUMMARY).read_text(encoding="utf-8"))
+        data = json.loads(file.read_text(encoding="utf-8"))
     except (OSError, ValueError):
-        return {}
-    return summary if isinstance(summary, dict) else {}
+        return None
+    return TrainingSummary.from_dict(data, file)
 
 
-def write_training_summary(path: str | Path, summary: dict[str, Any]) -> None:
-    atomic_write_text(Path(path) / TRAINING_SUMMARY, json.dumps(summary, indent=2, default=str) + "\n")
-
-
-def read_results(path: str | Path) -> dict[str, Any]:
-    """The results (metrics.json) a verb wrote into its run folder; OSError/ValueError when there are none."""
-    return json.loads((Path(path) / RESULTS).read_text(encoding="utf-8"))
+def write_training_summary(path: str | Path, summary: TrainingSummary) -> None:
+    summary.to_json(Path(path) / TRAINING_SUMMARY, default=str)
 
 
 def write_results(path: str | Path, report: dict[str, Any], default: Callable[[Any], Any] | None = float) -> Path:

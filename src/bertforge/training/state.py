@@ -22,13 +22,14 @@ class EngineState:
 
     step: int = 0
     elapsed: float = 0.0                      # seconds of training, over every resume
+    cpu_seconds: float = 0.0                  # CPU seconds of the training loop (all ranks), over every resume
     skipped: int = 0                          # updates skipped for a non-finite loss or gradient
     bad_in_row: int = 0
-    warmup_ended_at: float | None = None      # seconds: a time-budgeted run decays its lr from there
+    warmup_ended_at: float | None = None      # seconds (on the budget's clock): a budgeted run decays its lr from there
     tokens_seen: int = 0
     best: dict | None = None                  # {"step", "score", "metrics"} of the best evaluation
     evals_since_best: int = 0
-    stopped_by: str | None = None             # "max-steps", "time-budget" or "early-stopping"
+    stopped_by: str | None = None             # "max-steps", "time-budget", "cpu-budget" or "early-stopping"
 
 
 @dataclass(kw_only=True)

@@ -25,9 +25,10 @@ from bertforge.tasks.embedding.data import PairExample, RetrievalSet, read_beir,
 from bertforge.tasks.embedding.evaluation import RETRIEVAL_MAIN, STS_MAIN, evaluate_retrieval, evaluate_sts
 from bertforge.tasks.embedding.losses import LOSSES, cosent, cosine_mse, in_batch_negatives
 from bertforge.tasks.embedding.pooling import POOLING_MODES, Pooling, embed_texts, sentence_vectors
-from bertforge.training.engine import FitResult, Session, Stage, TrainOptions, fit
+from bertforge.training.engine import FitResult, Session, Stage, TrainOptions
 from bertforge.training.options import FaultHooks
-from bertforge.training.run_output import claim_run_output
+from bertforge.training.run import Built
+from bertforge.training.run import train as run_training
 
 SAMPLERS = ("no-duplicates", "random")
 
@@ -322,11 +323,9 @@ def train_embeddings(settings: EmbeddingSettings, say: Callable[[str], None] | N
     from bertforge.model.auto import AutoModel
     from bertforge.tokenization import load_tokenizer
     train = settings.train
-    with Session(train.device, train.dist_timeout) as session, claim_run_output(
-            settings.output, "train-embeddings", settings, session, overwrite=settings.overwrite,
-            inputs=(settings.model, settings.train_file, settings.eval_path),
-            keep_checkpoints=train.keep_checkpoints_at_end) as out:
-        say = say if session.is_main and say else (lambda msg: None)
+
+    def build(session: Session, out: Path) -> Built:
+        tell = say if session.is_main and say else (lambda msg: None)
         examples = read_pairs(settings.train_file, anchor_column=settings.anchor_column,
                               positive_column=settings.positive_column, negative_column=settings.negative_column,
                               score_column=settings.score_column)
@@ -334,7 +333,7 @@ def train_embeddings(settings: EmbeddingSettings, say: Callable[[str], None] | N
         top = max(abs(e.score) for e in examples) if examples[0].score is not None else 0.0
         if recipe.loss == "cosine" and top > 1:
             examples = [replace(e, score=e.score / top) for e in examples]  # type: ignore[operator]
-            say(f"NOTE: --loss cosine regresses cosines onto scores in [-1, 1]: the scores are divided by {top:g}")
+            tell(f"NOTE: --loss cosine regresses cosines onto scores in [-1, 1]: the scores are divided by {top:g}")
         evaluation, main_metric = load_evaluation(settings)
         torch.manual_seed(train.seed)
         model = AutoModel.from_pretrained(settings.model).to(session.device)
@@ -345,9 +344,11 @@ def train_embeddings(settings: EmbeddingSettings, say: Callable[[str], None] | N
                               info.world_size)
         steps_per_epoch = max(1, batches.per_epoch // train.grad_accum)
         opts = run_options(settings, steps_per_epoch, evaluation is not None)
-        say(f"{len(examples)} {'scored pairs' if examples[0].score is not None else 'pairs'}, loss {recipe.loss}, "
+        tell(f"{len(examples)} {'scored pairs' if examples[0].score is not None else 'pairs'}, loss {recipe.loss}, "
             f"{recipe.pooling.mode} pooling{', normalized' if recipe.pooling.normalize else ''}, "
             f"{opts.max_steps} steps ({steps_per_epoch} per epoch)")
         stage = EmbeddingStage(settings, recipe, model, tokenizer, batches, evaluation, main_metric,
                                session.precision(train.precision))
-        return fit(stage, opts, session, out, hooks=hooks)
+        return Built(stage, options=opts)
+    return run_training(settings, build, verb="train-embeddings", hooks=hooks,
+                        inputs=(settings.model, settings.train_file, settings.eval_path))
