@@ -24,7 +24,7 @@ import contextlib
 import math
 import shutil
 import time
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
@@ -36,7 +36,8 @@ from bertforge.outputs import is_finished
 from bertforge.settings import SettingError
 from bertforge.training import checkpointing as ckpt
 from bertforge.training import distributed as dist_
-from bertforge.training.metrics_log import CURVES, METRICS_LOG, MetricsLog
+from bertforge.training.resume import resume
+from bertforge.training.run_log import RunLog
 from bertforge.training.optim import build_optimizer, build_scheduler, set_beta1, set_budget_lr
 from bertforge.training.options import FaultHooks, TrainOptions
 from bertforge.training.run_output import read_training_summary, write_training_summary
@@ -61,7 +62,6 @@ class LostWeightsError(SettingError, RuntimeError):
     """The weights a finished run must hold are gone from OUTPUT (the message names the settings to rerun with)."""
 
 
-TORCHRUN_SIZE = "--nnodes x --nproc_per_node"  # torchrun's own flags, which set a run's number of processes
 
 
 class Stage:
@@ -209,47 +209,6 @@ def _finished_result(out: Path) -> FitResult:
                      notes=[f"nothing to train: {out} already holds this finished run"])
 
 
-def _unlike(saved: Any, fresh: Any, where: str = "") -> str | None:
-    """Where a saved state differs in kind from the one this run's own object gives (`/key: expected ...`), or
-    None. Keys only one side has are left to the object's load_state_dict (older and newer torch differ)."""
-    if isinstance(fresh, dict):
-        if not isinstance(saved, dict):
-            return f"{where}' must be an object, got {type(saved).__name__}"
-        return next((w for k in fresh if k in saved for w in [_unlike(saved[k], fresh[k], f"{where}/{k}")] if w), None)
-    if isinstance(fresh, (list, tuple)):
-        if not isinstance(saved, (list, tuple)) or len(saved) != len(fresh):
-            return f"{where}' must be a list of {len(fresh)}, got {saved!r}"[:200]
-        return next((w for i, (a, b) in enumerate(zip(saved, fresh)) for w in [_unlike(a, b, f"{where}/{i}")] if w),
-                    None)
-    if fresh is None:
-        return None if saved is None or isinstance(saved, dict) else f"{where}' must be null or an object"
-    kinds = (int, float) if isinstance(fresh, (int, float)) and not isinstance(fresh, bool) else (type(fresh),)
-    if not isinstance(saved, kinds) or (isinstance(saved, bool) and not isinstance(fresh, bool)):
-        what = "a number" if len(kinds) == 2 else f"a {kinds[0].__name__}"
-        return f"{where}' must be {what}, got {saved!r}"[:200]
-    return None
-
-
-def _optimizer_problem(saved: Any, optimizer: torch.optim.Optimizer) -> str | None:
-    """A saved optimizer state whose parameter groups differ in kind from this run's, or whose per-parameter
-    state is not tensors of each parameter's shape (torch would fail only at the next step)."""
-    if not isinstance(saved, dict) or not isinstance(saved.get("state"), dict):
-        return "' must be an object with a 'state' object"
-    wrong = _unlike(saved.get("param_groups"), optimizer.state_dict()["param_groups"], "/param_groups")
-    if wrong:
-        return wrong
-    params = [p for group in optimizer.param_groups for p in group["params"]]
-    for index, entry in saved["state"].items():
-        if not isinstance(index, int) or not 0 <= index < len(params) or not isinstance(entry, dict):
-            return f"/state/{index}' must be the state of a parameter of this model"
-        for key, value in entry.items():
-            number = isinstance(value, (int, float)) and not isinstance(value, bool)  # a step count
-            if not number and (not isinstance(value, torch.Tensor)
-                               or (value.dim() > 0 and value.shape != params[index].shape)):
-                return f"/state/{index}/{key}' must be a tensor of shape {tuple(params[index].shape)}"
-    return None
-
-
 # ---- the machinery behind the loop -------------------------------------------------------------------------------
 class _ModelSaver:
     """What `checkpointing.save_checkpoint` saves as "the model": whatever the stage saves."""
@@ -283,15 +242,18 @@ class _Run:
         self.state = EngineState()
         self.record = {**{k: getattr(opts, k) for k in TrainOptions.RESUMED}, **stage.run_record(),
                        "precision": self.precision.name}
-        self.resumed_from = self._resume()
+        self.resumed_from, resumed = resume(
+            self.out, self.stage, self.info, optimizer=self.optimizer, scheduler=self.scheduler, scaler=self.scaler,
+            record=self.record, seed=opts.seed, say=self.say, notes=self.notes)
+        if resumed is not None:
+            self.state = resumed
         self.net = model
         if self.info.enabled:
             self.net = torch.nn.parallel.DistributedDataParallel(
                 model, device_ids=[self.device.index] if self.device.type == "cuda" else None,
                 find_unused_parameters=stage.find_unused_parameters)
-        self.log_file = MetricsLog(out / METRICS_LOG, out / CURVES,
-                                   resume_step=self.state.step) if self.main else None
-        self.writer = self._tensorboard() if self.main else None
+        self.run_log = RunLog(out, f"{out.name}: {stage.name}", resume_step=self.state.step,
+                              tensorboard=opts.tensorboard, main=self.main)
         self.start_step = self.state.step
         self.last_saved = self.state.step if self.resumed_from is not None else -1
         self.last_eval: dict[str, float] = {}
@@ -301,7 +263,6 @@ class _Run:
         self.uncounted_tokens = 0.0  # this rank's tokens since the state last counted them (count_tokens)
         self.window_start = self.started = time.perf_counter()
         self.cpu_started = time.process_time()
-        self.last_plot = self.started
         self.elapsed_before = self.state.elapsed
         self.cpu_before = self.state.cpu_seconds
         self.loss_sum = 0.0
@@ -313,79 +274,6 @@ class _Run:
         model.train()
 
     # -- start: resume or begin ------------------------------------------------------------------------------------
-    def _resume(self) -> Path | None:
-        if self.main:
-            for leftover in ckpt.sweep_partial_saves(self.out):
-                self.notes.append(f"removed an interrupted checkpoint save: {leftover.name}")
-            for kept in ckpt.incomplete_checkpoints(self.out):
-                self.notes.append(f"{kept} misses a file: left as it is, not resumed from")
-        latest = self._agreed_checkpoint()
-        if latest is None:
-            torch.manual_seed(self.opts.seed + 1_000_003 * self.info.rank)  # dropout differs between ranks
-            return None
-        saved = TrainingState.from_dict(ckpt.load_training_state(latest))
-        dist_.on_rank_zero(lambda: self._check_resumable(saved, latest), self.info)
-        self.stage.load_weights(latest)
-        parts = [("optimizer", self.optimizer.load_state_dict, saved.optimizer),
-                 ("scheduler", self.scheduler.load_state_dict, saved.scheduler),
-                 ("scaler", self.scaler.load_state_dict if self.scaler is not None and saved.scaler else None,
-                  saved.scaler), ("stage", self.stage.load_state_dict, saved.stage)]
-        for name, restore, value in parts:
-            wrong = _unlike(value, self.scheduler.state_dict()) if name == "scheduler" else \
-                _optimizer_problem(value, self.optimizer) if name == "optimizer" else None
-            if wrong:
-                raise ckpt.CheckpointError(f"{latest / ckpt.TRAINING_STATE}: field '{name}{wrong}")
-            try:
-                if restore is not None:
-                    restore(value)
-            except (KeyError, TypeError, ValueError, IndexError, AttributeError) as err:  # a tampered state file
-                raise ckpt.CheckpointError(f"{latest / ckpt.TRAINING_STATE}: field {name!r} does not fit this run "
-                                           f"({type(err).__name__}: {str(err)[:120]})") from None
-        ckpt.restore_rng(saved.rng[self.info.rank])
-        self.state = saved.engine()
-        self.say(f"resuming from {latest} (step {self.state.step})")
-        return latest
-
-    def _agreed_checkpoint(self) -> Path | None:
-        """Rank 0's newest checkpoint, which every rank must see too (OUTPUT on a filesystem all nodes share)."""
-        latest = dist_.broadcast_object(ckpt.latest_checkpoint(self.out) if self.main else None, self.info)
-        if latest is None or not self.info.enabled:
-            return latest
-        sees = dist_.gather_objects(latest in [path for _, path in ckpt.list_checkpoints(self.out)], self.info)
-
-        def check() -> None:
-            blind = [str(rank) for rank, seen in enumerate(sees or []) if not seen]
-            if blind:
-                raise SettingError("rank(s) {blind} cannot read {latest}, the checkpoint rank 0 resumes from: "
-                                   "{output} must be a folder every node shares", blind=", ".join(blind), latest=latest)
-        dist_.on_rank_zero(check, self.info)
-        return latest
-
-    def _check_resumable(self, saved: TrainingState, latest: Path) -> None:
-        """Refuse to resume the run in OUTPUT with other settings or another number of processes."""
-        # a run saved before a setting was recorded ran with its default
-        was = {**RECORDED_LATER, **self.stage.recorded_later, **saved.run}
-        changed = {k: (was.get(k), v) for k, v in self.record.items() if _differs(was.get(k), v)}
-        if changed:
-            what = ", ".join(f"{k}: {a!r} there, {b!r} now" for k, (a, b) in changed.items())
-            raise SettingError("{out} holds a run with other settings ({what}); resume with the same settings, "
-                               "start again with {overwrite}, or choose another {output}", out=self.out, what=what)
-        if saved.world_size != self.info.world_size:
-            raise SettingError("{latest} was written by a run of {was} and this run has {now}; resume with {n} in all "
-                               "(torchrun: {torchrun}), or start again with {overwrite}", latest=latest,
-                               was=_processes(saved.world_size), now=self.info.world_size, n=saved.world_size,
-                               torchrun=TORCHRUN_SIZE)
-
-    def _tensorboard(self):
-        if not self.opts.tensorboard:
-            return None
-        try:
-            from torch.utils.tensorboard import SummaryWriter
-        except ImportError:
-            raise SettingError("{tensorboard} needs the tensorboard package: pip install 'bertforge[tensorboard]'") \
-                from None
-        return SummaryWriter(str(self.out / "tensorboard"))
-
     # -- the loop's steps ------------------------------------------------------------------------------------------
     def finished(self) -> bool:
         state = self.state
@@ -495,8 +383,7 @@ class _Run:
         if sums.get("tokens"):
             values["tokens_per_s"] = sums["tokens"] / max(now - self.window_start, 1e-9)
         if self.main:
-            self.log_file.log(step, "train", **values)
-            self._tensorboard_add("train", values, step)
+            self.run_log.add("train", step, values)
             shown = {"loss": f"{loss:.4f}", **self.stage.postfix(values)}
             if "tokens_per_s" in values:
                 shown["tok/s"] = f"{values['tokens_per_s']:.0f}"
@@ -504,7 +391,7 @@ class _Run:
                 left = max(0.0, self.budget - self.spent()) / 60
                 shown["left" if self.clock == "time" else "cpu left"] = f"{left:.1f}m"
             self.bar.set_postfix(shown, refresh=False)
-            self.refresh_curves(now)
+            self.run_log.refresh_curves(now)
         self.window, self.window_start = {}, now
 
     def count_tokens(self) -> None:
@@ -513,13 +400,6 @@ class _Run:
         (total,) = dist_.all_sum([self.uncounted_tokens], self.info)
         self.state.tokens_seen += int(round(total))
         self.uncounted_tokens = 0.0
-
-    def refresh_curves(self, now: float) -> None:
-        """Redraw curves.png while the run runs, at most once a minute: a drawing costs a few CPU-seconds (about
-        as much as a small model's evaluation), and the run's end draws the final curves anyway."""
-        if now - self.last_plot > 60:
-            self.log_file.plot(title=f"{self.out.name}: {self.stage.name}")
-            self.last_plot = now
 
     def maybe_evaluate(self) -> None:
         if self.opts.eval_every and self.state.step % self.opts.eval_every == 0:
@@ -534,9 +414,8 @@ class _Run:
             result = self.stage.evaluate()
             self.stage.model.train()
             if result:
-                self.log_file.log(step, "eval", **result)
-                self._tensorboard_add("eval", result, step)
-                self.refresh_curves(time.perf_counter())
+                self.run_log.add("eval", step, result)
+                self.run_log.refresh_curves()
                 self.say(f"step {step} eval: " + ", ".join(f"{k} {v:.4f}" for k, v in result.items()
                                                          if isinstance(v, (int, float))))
             score = self.stage.score(result) if result else None
@@ -627,8 +506,7 @@ class _Run:
                                            "{overwrite}, or with {keep} last", best=self.out / BEST_DIR)
             if save_final:
                 self._save_final()
-            if self.log_file.records:
-                self.log_file.plot(title=f"{self.out.name}: {self.stage.name}")
+            self.run_log.draw_final()
             summary = TrainingSummary(step=state.step, stopped_by=state.stopped_by, skipped_steps=state.skipped,
                                       elapsed_seconds=round(state.elapsed, 3), tokens_seen=state.tokens_seen,
                                       precision=self.precision.name, world_size=self.info.world_size,
@@ -636,8 +514,7 @@ class _Run:
                                       extra={"cpu_seconds": round(state.cpu_seconds, 3)})
             write_training_summary(self.out, summary)
             shutil.rmtree(self.out / BEST_DIR, ignore_errors=True)  # after the summary that says it is folded in
-            if self.writer is not None:
-                self.writer.close()
+            self.run_log.close()
             if state.skipped:
                 self.notes.append(f"{state.skipped} steps had a non-finite loss and were skipped")
             if state.stopped_by == "time-budget" and self.device.type == "cpu":
@@ -671,13 +548,6 @@ class _Run:
                     with atomic_path(self.out / path.relative_to(tmp)) as target:
                         shutil.copyfile(path, target)
 
-    def _tensorboard_add(self, split: str, values: dict[str, Any], step: int) -> None:
-        if self.writer is not None:
-            for k, v in values.items():
-                if isinstance(v, (int, float)):
-                    self.writer.add_scalar(f"{split}/{k}", v, step)
-
-
 @contextlib.contextmanager
 def _scratch(out: Path) -> Iterator[Path]:
     import tempfile
@@ -689,20 +559,3 @@ def _scratch(out: Path) -> Iterator[Path]:
 def _number(value: Any) -> float:
     """A number a summary may hold (0 when it lacks one, as a summary written before CPU time was recorded)."""
     return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else 0.0
-
-
-def _processes(n: Any) -> str:
-    return f"{n} process" if n == 1 else f"{n} processes"
-
-
-#: settings a checkpoint may lack (written before they were recorded), with the value such a run used
-RECORDED_LATER = {f.name: f.default for f in fields(TrainOptions) if f.name in ("adam_epsilon", "schedule", "cpu_budget")}
-
-
-def _differs(a: Any, b: Any) -> bool:
-    """Settings compared after a JSON round trip (tuples come back as lists, ints may come back as floats)."""
-    if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
-        return len(a) != len(b) or any(_differs(x, y) for x, y in zip(a, b))
-    if isinstance(a, (int, float)) and isinstance(b, (int, float)) and not isinstance(a, bool):
-        return float(a) != float(b)
-    return a != b
