@@ -126,7 +126,7 @@ def check_tinybert_pair(teacher, student, teacher_has_head: bool, cfg, owner: ty
                 getattr(model.config, "sliding_windows", None) is not None or \
                 getattr(model.config, "block_sparse", None) is not None:
             raise SettingError("{%s} must be a BERT-family model with one module per layer and full attention "
-                               "for --loss tinybert" % flag, owner=owner)
+                               "for {loss} tinybert" % flag, owner=owner)
     if s.num_hidden_layers > t.num_hidden_layers:
         raise SettingError("{student} has {s} layers, more than the teacher's {t}; TinyBERT maps each student "
                            "layer to a deeper teacher one", owner=owner, s=s.num_hidden_layers, t=t.num_hidden_layers)
@@ -213,7 +213,7 @@ class TinyBertStage(CorpusStage):
         state = dict(state)
         projection = state.pop("projection", None)
         if projection is None:
-            raise ValueError("the checkpoint's stage state has no TinyBERT projection; it is not a --loss tinybert run")
+            raise ValueError("the checkpoint's stage state has no TinyBERT projection; it is not a TinyBERT run")
         self.model.projection.load_state_dict(projection)
         super().load_state_dict(state)
 
