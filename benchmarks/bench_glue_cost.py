@@ -56,7 +56,7 @@ def one_task(model: Path, task: str, glue: Path, sizes: tuple[int, int], root: P
         report, cpu, wall = timed(lambda: finetune(finetune_settings(unit, UnitContext(str(model), str(glue), protocol,
                                                                                        device="cpu")),
                                                    say=lambda _line: None))
-        runs.append({"n": report["n_train_examples"], "cpu": cpu, "wall": wall, "train_wall": report["runs"][0]["seconds"],
+        runs.append({"n": report.n_train_examples, "cpu": cpu, "wall": wall, "train_wall": report.runs[0]["seconds"],
                      "folder": Path(unit.folder) / "run"})
     (small, large) = runs
     per_example = (large["cpu"] - small["cpu"]) / (large["n"] - small["n"])

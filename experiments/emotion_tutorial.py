@@ -110,24 +110,26 @@ def run_all(runs: list[Run], cores: list[int | None], out: Path) -> None:
 
 
 def find_lr(args: argparse.Namespace, out: Path, core: int | None) -> float:
+    from bertforge.tasks.lr_find import RESULT, read_lr_find
     target = out / "lr-find"
-    if not (target / "lr_find.json").is_file():
+    if not (target / RESULT).is_file():
         command = ["bertforge", "lr-find", "--model", args.model, "--train", str(args.train), "--output", str(target),
                    "--max-seq-length", str(args.max_seq_length), "--steps", str(args.lr_find_steps), "--no-progress"]
         command, env = pinned(command, core)
         print("lr-find:", subprocess.list2cmdline(command), flush=True)
         subprocess.run(command, env=env, check=True)
-    return float(json.loads((target / "lr_find.json").read_text())["suggested_lr"])
+    return float(read_lr_find(target).suggested_lr)
 
 
 def collect(runs: list[Run], out: Path, lr: float) -> dict:
+    from bertforge.tasks.metrics.report import read_classification_report
     rows = []
     for run in runs:
-        report = json.loads((out / "eval" / run.name / "classification_report.json").read_text())
+        report = read_classification_report(out / "eval" / run.name)
         cpu = json.loads((out / "cpu" / f"{run.name}.json").read_text())
         rows.append({"name": run.name, "schedule": run.schedule, "lr_factor": run.lr_factor,
                      "lr": float(f"{lr * run.lr_factor:.3g}"), "seed": run.seed,
-                     "accuracy": float(report["accuracy"]), "macro_f1": report["macro avg"]["f1"],
+                     "accuracy": float(report.accuracy), "macro_f1": float(report.macro.f1),
                      "cpu_minutes": cpu["cpu_minutes"],
                      "command": subprocess.list2cmdline(run.finetune)})
     groups: dict[str, list[dict]] = {}

@@ -1,7 +1,10 @@
 """GLUE at a pre-training budget: bertforge's two recipes against transformers, from scratch, scored by `bertforge glue`.
 
-Three contenders pre-train a `mini`-sized encoder from scratch on the shared English Wikipedia with the MiniLM
-uncased vocabulary, for budgets of 20 CPU-minutes, 1 CPU-hour and 3 CPU-hours (CPU time of one core):
+Each contender is a settings file, `experiments/contenders/NAME.toml` (`--contenders NAME,...`): its table label,
+the bertforge command that trains it (`{model}`, `{teacher}` filled in) and how it spends a budget. Each pre-trains
+a `mini`-sized encoder (or the file's own student) from scratch on the shared English Wikipedia with the MiniLM
+uncased vocabulary, for budgets of 20 CPU-minutes, 1 CPU-hour and 3 CPU-hours (CPU time of one core). The default
+three:
 
 * `fast`: `bertforge pretrain --recipe fast --model mini`; `bert`: `bertforge pretrain --recipe bert --model mini`
   (both with their recipe's defaults, batch 32, sequence length 128, seed 0);
@@ -10,9 +13,15 @@ uncased vocabulary, for budgets of 20 CPU-minutes, 1 CPU-hour and 3 CPU-hours (C
   whose run ends with the lowest held-out MLM loss; when the sweep budget is one of `--budgets`, that run is its
   row).
 
-A budget is a step count: the budget divided by the contender's CPU time per step, measured side by side in one
-process on one thread by `experiments/budget_calibration.py` (OUT/calibration.json; run first if missing). So a
-run's result does not depend on how busy the machine is while it runs. Each run is pinned to one core (`taskset`,
+Others: `causal-then-masked`, `mdlm` (other objectives of the fast recipe) and `tinybert` (TinyBERT's layer-wise
+distillation from all-MiniLM-L6-v2, `--teacher`, its forward passes counted in the budget).
+
+A "calibrated" contender's budget is a step count: the budget divided by its CPU time per step, measured side by
+side in one process on one thread by `experiments/budget_calibration.py` (OUT/calibration.json; run first if
+missing). So a run's result does not depend on how busy the machine is while it runs. A "cpu" contender is given
+the budget itself (`--cpu-budget`: the process CPU time of its training loop, a teacher's passes included); its row
+reports the steps it made and their CPU cost from its training summary. `--records GROUP` writes the rows as
+results-store records (docs/results/GROUP.json) with a table of them. Each run is pinned to one core (`taskset`,
 OMP_NUM_THREADS=1), one per core of `--cores` at a time, in this order: the longest bertforge run and the sweep
 first, transformers' runs as soon as the sweep has picked its lr, each checkpoint's GLUE suite as soon as its run
 is done, the other bertforge runs when a core is free; a run or suite waiting for its input lets the next one
@@ -52,7 +61,7 @@ import shlex
 import subprocess
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 import threading
 from typing import Callable
@@ -60,10 +69,57 @@ from typing import Callable
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 
-CONTENDERS = {"fast": "bertforge --recipe fast", "bert": "bertforge --recipe bert", "transformers": "transformers"}
+CONTENDER_DIR = HERE / "contenders"
 BUDGETS = {"5m": 5 * 60, "20m": 20 * 60, "1h": 3600, "3h": 3 * 3600}  # CPU-seconds of one core
 LABELS = {"5m": "5 CPU-min", "20m": "20 CPU-min", "1h": "1 CPU-h", "3h": "3 CPU-h"}
 HELDOUT_DOCUMENTS = 200
+
+
+@dataclass(frozen=True)
+class Contender:
+    """One row kind of the table, read from its settings file `experiments/contenders/NAME.toml`.
+
+    `args` are bertforge's arguments (`{model}`, `{teacher}` and `{here}`, the contenders folder, filled in); the
+    driver adds the corpus, the output, the budget, the seed and the checkpointing. `budget` "calibrated" runs the
+    calibration's step count for the budget (`--max-steps`), "cpu" gives the budget to bertforge itself
+    (`--cpu-budget`, process CPU time, a teacher's forward passes included). `heldout` false: the model has no
+    trained MLM head to ask the held-out questions of."""
+
+    name: str
+    label: str
+    kind: str = "bertforge"
+    args: tuple[str, ...] = ()
+    budget: str = "calibrated"
+    heldout: bool = True
+
+
+def load_contenders(folder: Path = CONTENDER_DIR) -> dict[str, Contender]:
+    """Every `*.toml` of `folder`, by file name, in the table's order (fast, bert, transformers, then by name)."""
+    import tomllib
+    known = {f.name for f in fields(Contender)} - {"name"}
+    found = {}
+    for path in sorted(folder.glob("*.toml")):
+        try:
+            raw = tomllib.loads(path.read_text(encoding="utf-8"))
+        except (OSError, tomllib.TOMLDecodeError) as err:
+            raise SystemExit(f"{path}: not a contender's settings ({err})") from None
+        unknown = sorted(set(raw) - known)
+        if unknown or "label" not in raw:
+            raise SystemExit(f"{path}: " + (f"unknown key {unknown[0]!r}; known: {', '.join(sorted(known))}"
+                                            if unknown else "needs a label"))
+        spec = Contender(name=path.stem, **{**raw, "args": tuple(raw.get("args", ()))})
+        if spec.kind not in ("bertforge", "transformers") or spec.budget not in ("calibrated", "cpu"):
+            raise SystemExit(f"{path}: kind is bertforge or transformers, budget calibrated or cpu; got "
+                             f"{spec.kind!r}, {spec.budget!r}")
+        if spec.kind == "bertforge" and not spec.args:
+            raise SystemExit(f"{path}: a bertforge contender needs its args")
+        found[spec.name] = spec
+    first = [name for name in ("fast", "bert", "transformers") if name in found]
+    return {name: found[name] for name in first + sorted(set(found) - set(first))}
+
+
+CONTENDERS = load_contenders()
+DEFAULT_CONTENDERS = ("fast", "bert", "transformers")
 
 
 def minilm_folder() -> Path:
@@ -100,7 +156,7 @@ class Job:
 
     contender: str
     budget: str
-    steps: int
+    steps: int | None  # None: the contender spends a CPU budget itself (its summary says how many steps it made)
     lr: float | None = None
     sweep: bool = False
 
@@ -115,7 +171,7 @@ def run_folder(out: Path, job: Job) -> Path:
 
 def finished(out: Path, job: Job) -> bool:
     folder = run_folder(out, job)
-    if job.contender == "transformers":
+    if CONTENDERS[job.contender].kind == "transformers":
         return (folder / "pretrain_result.json").is_file()
     from bertforge.checkpoint import SAFE_WEIGHTS
     from bertforge.training.run_output import TRAINING_SUMMARY
@@ -124,12 +180,14 @@ def finished(out: Path, job: Job) -> bool:
 
 def pretrain_command(out: Path, job: Job, args) -> list[str]:
     folder = str(run_folder(out, job))
-    if job.contender == "transformers":
+    spec = CONTENDERS[job.contender]
+    if spec.kind == "transformers":
         return [sys.executable, str(HERE / "hf_pretrain_mlm.py"), "--data", str(out / "corpus"), "--output", folder,
                 "--max-steps", str(job.steps), "--lr", str(job.lr), "--model", args.model, "--cache",
                 str(out / "hf-cache"), "--save-steps", str(args.save_every), "--no-progress"]
-    return bertforge("pretrain", "--recipe", job.contender, "--model", args.model, "--data", str(out / "corpus"),
-                     "--output", folder, "--max-steps", str(job.steps), "--batch-size", "32", "--seed", "0",
+    given = [a.format(model=args.model, teacher=args.teacher, here=CONTENDER_DIR) for a in spec.args]
+    budget = ["--cpu-budget", job.budget] if job.steps is None else ["--max-steps", str(job.steps)]
+    return bertforge(*given, "--data", str(out / "corpus"), "--output", folder, *budget, "--seed", "0",
                      "--save-every", str(args.save_every), "--eval-batches", "0", "--no-progress")
 
 
@@ -189,7 +247,8 @@ def schedule(works: list[Work], cores: list[int]) -> dict[str, str]:
 def pretrain_work(out: Path, job: Job, args, ready: Callable[[], bool | None] = lambda: True) -> Work:
     def run(core: int) -> None:
         if not finished(out, job):
-            print(f"[{time.strftime('%H:%M')}] start {job.name}: {job.steps:,} steps on core {core}", flush=True)
+            spend = f"{job.steps:,} steps" if job.steps is not None else f"{LABELS[job.budget]} of CPU time"
+            print(f"[{time.strftime('%H:%M')}] start {job.name}: {spend} on core {core}", flush=True)
             write_machine(out, job.name)
             run_logged(pretrain_command(out, job, args), out / "logs" / f"{job.name}.log", core)
     return Work(f"pre-train {job.contender} {job.budget}" + (" (lr sweep)" if job.sweep else ""), run, ready)
@@ -220,7 +279,8 @@ def suite_work(out: Path, job: Job, after: Work, args) -> Work:
         return True if finished(out, job) else None
 
     def run(core: int) -> None:
-        heldout_questions(out, job.name, run_folder(out, job), args.eval_batches)
+        if CONTENDERS[job.contender].heldout:
+            heldout_questions(out, job.name, run_folder(out, job), args.eval_batches)
         glue(out, job.name, run_folder(out, job), args, core)
     return Work(f"GLUE {job.contender} {job.budget}", run, ready)
 
@@ -291,19 +351,35 @@ def calibration(out: Path, args) -> dict:
     return json.loads(path.read_text(encoding="utf-8"))
 
 
-def budget_steps(cal: dict, contender: str, budget: str, cap: int | None) -> int:
+def budget_steps(cal: dict, contender: str, budget: str, cap: int | None) -> int | None:
     """The calibrated steps of `contender` in `budget` (at most `cap`, for smoke tests): the calibration's own step
     count when it has one (so a published calibration gives its table's steps on any machine), else the whole
-    steps of its step time that fit."""
+    steps of its step time that fit. None for a contender that spends the budget as CPU time itself (or `cap`
+    steps in a smoke test)."""
+    if CONTENDERS[contender].budget == "cpu":
+        return cap
     steps = cal.get("steps", {}).get(contender, {}).get(budget)
     steps = int(steps) if steps is not None else int(BUDGETS[budget] // cal["seconds_per_step"][contender])
     return min(steps, cap) if cap else steps
 
 
+def spent(cal: dict, job: Job, folder: Path) -> tuple[int, float]:
+    """(steps, CPU-seconds per step) of a finished run: the calibration's for a calibrated contender, the run's own
+    summary (its step count and the CPU time its loop spent, a teacher's passes included) for a CPU-budget one."""
+    if job.steps is not None and CONTENDERS[job.contender].budget == "calibrated":
+        return job.steps, cal["seconds_per_step"][job.contender]
+    from bertforge.training.run_output import read_training_summary
+    summary = read_training_summary(folder)
+    cpu = summary.extra.get("cpu_seconds") if summary else None
+    if not isinstance(cpu, (int, float)) or summary.step <= 0:
+        raise SystemExit(f"{folder}: its training summary has no CPU time or no steps; was it run with --cpu-budget?")
+    return summary.step, cpu / summary.step
+
+
 def plan_jobs(cal: dict, args) -> tuple[list[Job], list[Job]]:
     """(bertforge's runs, the longest first; transformers' lr sweep at the sweep budget)."""
     jobs = [Job(c, b, budget_steps(cal, c, b, args.max_steps_cap)) for b in sorted(args.budgets, key=lambda b: -BUDGETS[b])
-            for c in args.contenders if c != "transformers"]
+            for c in args.contenders if CONTENDERS[c].kind != "transformers"]
     steps = budget_steps(cal, "transformers", args.sweep_budget, args.max_steps_cap)
     sweep = [Job("transformers", args.sweep_budget, steps, lr, sweep=True)
              for lr in args.hf_lrs] if "transformers" in args.contenders and args.hf_lr is None else []
@@ -370,9 +446,9 @@ def glue(out: Path, name: str, model: Path, args, core: int | None = None) -> di
 
 
 # ---- the results ----------------------------------------------------------------------------------------------------------
-def results_table(rows: list[dict], ceiling: dict, floor: dict, tasks: list[str]) -> str:
+def results_table(rows: list[dict], ceiling: dict | None, floor: dict, tasks: list[str]) -> str:
     from bertforge.evaluation.scores import DISPLAY
-    head = ["contender", "budget", "steps", "CPU-s/step", "held-out MLM loss", *(DISPLAY[t] for t in tasks),
+    head = ["contender", "budget", "steps", "CPU-s/step", "held-out MLM loss", "seeds", *(DISPLAY[t] for t in tasks),
             "GLUE avg"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
 
@@ -381,18 +457,24 @@ def results_table(rows: list[dict], ceiling: dict, floor: dict, tasks: list[str]
         return cells + [f"**{result['average']:.1f}**" if result.get("average") is not None else "—"]
 
     for r in rows:
-        lines.append("| " + " | ".join([CONTENDERS[r["contender"]] + (f" (lr {r['lr']:g})" if r.get("lr") else "")
+        heldout = f"{r['heldout']['mlm_loss']:.3f}" if r.get("heldout") else "—"
+        lines.append("| " + " | ".join([CONTENDERS[r["contender"]].label + (f" (lr {r['lr']:g})" if r.get("lr") else "")
                                           + (" *" if r.get("from") else ""),
-                                          LABELS[r["budget"]], f"{r['steps']:,}",
-                                          f"{r['seconds_per_step']:.3f}", f"{r['heldout']['mlm_loss']:.3f}",
-                                          *scores(r["glue"])]) + " |")
-    lines.append("| " + " | ".join(["all-MiniLM-L6-v2 (pre-trained, the ceiling)", "—", "—", "—", "—",
-                                      *scores(ceiling)]) + " |")
-    lines.append("| " + " | ".join(["majority class (the floor)", "—", "—", "—", "—", *scores(floor)]) + " |")
+                                          LABELS[r["budget"]], f"{r['steps']:,}", f"{r['seconds_per_step']:.3f}",
+                                          heldout, str(glue_seeds(r["glue"])), *scores(r["glue"])]) + " |")
+    if ceiling is not None:
+        lines.append("| " + " | ".join(["all-MiniLM-L6-v2 (pre-trained, the ceiling)", "—", "—", "—", "—",
+                                          str(glue_seeds(ceiling)), *scores(ceiling)]) + " |")
+    lines.append("| " + " | ".join(["majority class (the floor)", "—", "—", "—", "—", "—", *scores(floor)]) + " |")
     sources = sorted({r["from"] for r in rows if r.get("from")})
     if sources:
         lines += ["", "\\* included from: " + "; ".join(sources)]
     return "\n".join(lines) + "\n"
+
+
+def glue_seeds(result: dict) -> int:
+    """The fine-tuning seeds behind a suite's scores (the most runs any task made; 1 for a slimmed old row)."""
+    return max([len(e.get("runs") or ()) for e in result.get("tasks", {}).values()] + [1])
 
 
 def run_name(row: dict) -> str:
@@ -419,7 +501,7 @@ def include_rows(rows: list[dict], paths: list[str], cal: dict, protocol: str) -
             if key in have:
                 continue
             steps = budget_steps(cal, row["contender"], row["budget"], None)
-            if row["steps"] != steps:
+            if steps is not None and row["steps"] != steps:
                 raise SystemExit(f"--include {path}: {row['contender']} at {row['budget']} made {row['steps']} steps, "
                                  f"this calibration gives it {steps} (pass the calibration the earlier runs used)")
             merged.append({**row, "from": row.get("from", str(path))})
@@ -446,6 +528,15 @@ def export_record(record: dict) -> dict:
             "ceiling": slim_glue(record["ceiling"]) if record.get("ceiling") else None}
 
 
+def included_ceiling(paths: list[str]) -> dict | None:
+    """The ceiling suite an included results file holds (for the plot's line when this folder has none)."""
+    for path in paths:
+        ceiling = json.loads(Path(path).read_text(encoding="utf-8")).get("ceiling")
+        if ceiling and ceiling.get("average") is not None:
+            return ceiling
+    return None
+
+
 def check_included_tasks(rows: list[dict], ceiling: dict) -> None:
     """An included row's average must be over this table's tasks (else its GLUE average is another number)."""
     here = sorted(ceiling.get("average_over", []))
@@ -463,14 +554,14 @@ def floor_result(glue_result: dict) -> dict:
     return {"tasks": tasks, "average": glue_average({t: e["score"] for t, e in tasks.items()})[0]}
 
 
-def plot(rows: list[dict], ceiling: dict, floor: dict, path: Path, args) -> None:
+def plot(rows: list[dict], ceiling: dict | None, floor: dict, path: Path, args) -> None:
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     import matplotlib.ticker
 
     from bertforge.atomic import atomic_path
-    fig, ax = plt.subplots(figsize=(6.4, 4.2))
+    fig, ax = plt.subplots(figsize=(7.2, 4.8))
     lines = sorted({(list(CONTENDERS).index(r["contender"]), r.get("lr") or 0) for r in rows}, key=lambda k: (k[0], -k[1]))
     for n, (i, lr) in enumerate(lines):  # one line per contender and lr (transformers' rows may have two lrs)
         contender = list(CONTENDERS)[i]
@@ -478,9 +569,15 @@ def plot(rows: list[dict], ceiling: dict, floor: dict, path: Path, args) -> None
                       if r["contender"] == contender and (r.get("lr") or 0) == lr and r["glue"].get("average") is not None)
         if mine:
             ax.plot(*zip(*mine), marker="o", color=f"C{n}",
-                    label=CONTENDERS[contender] + (f" (lr {lr:g})" if lr else ""))
-    ax.axhline(ceiling["average"], color="black", linestyle="--", linewidth=1,
-               label=f"all-MiniLM-L6-v2, pre-trained ({ceiling['average']:.1f})")
+                    label=CONTENDERS[contender].label.replace("`", "") + (f" (lr {lr:g})" if lr else ""))
+        for r in rows:  # a median of several fine-tuning seeds: its lowest and highest seed's average
+            if r["contender"] == contender and (r.get("lr") or 0) == lr and len(seed_averages(r["glue"])) > 1:
+                low, *_, high = sorted(seed_averages(r["glue"]))
+                x, y = BUDGETS[r["budget"]] / 3600, r["glue"]["average"]
+                ax.errorbar([x], [y], yerr=[[y - low], [high - y]], color=f"C{n}", capsize=3, linewidth=1)
+    if ceiling is not None:
+        ax.axhline(ceiling["average"], color="black", linestyle="--", linewidth=1,
+                   label=f"all-MiniLM-L6-v2, pre-trained ({ceiling['average']:.1f})")
     ax.axhline(floor["average"], color="grey", linestyle=":", linewidth=1,
                label=f"majority class ({floor['average']:.1f})")
     ax.set_xscale("log")
@@ -492,11 +589,70 @@ def plot(rows: list[dict], ceiling: dict, floor: dict, path: Path, args) -> None
     smoke = f" (smoke test: at most {args.max_steps_cap} steps)" if args.max_steps_cap else ""
     ax.set_title(f"GLUE average vs CPU-hours: {args.model} from scratch on Wikipedia{smoke}", fontsize=10)
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
+    ax.legend(fontsize=7)
     fig.tight_layout()
     with atomic_path(path) as tmp:
         fig.savefig(tmp, dpi=110, format="png")
     plt.close(fig)
+
+
+RECORD_DATA = ("Wikipedia of ../shared/data (200 articles held out; 640 held-out sequences, the same 15 % masks); GLUE: "
+               "the dev sets of ../shared/data/glue")
+
+
+def seed_averages(result: dict) -> list[float]:
+    """The GLUE average of each fine-tuning seed (the i-th run of every task), for the spread of a median."""
+    from bertforge.evaluation.scores import glue_average
+    runs = {t: e.get("runs") or [] for t, e in result["tasks"].items() if e.get("in_average", True)}
+    count = min((len(r) for r in runs.values()), default=0)
+    return [glue_average({t: r[i]["score"] for t, r in runs.items()})[0] for i in range(count)]
+
+
+def budget_records(rows: list[dict], group: str, tasks: list[str], args) -> tuple[list, dict]:
+    """The results-store records of this folder's own rows (not included ones) and the table that shows them:
+    per row its steps, CPU-seconds per step, held-out MLM loss, each task's metrics and the GLUE average (the
+    median over seeds; its spread the lowest and highest seed's average)."""
+    from bertforge.evaluation.scores import DISPLAY, METRICS
+    from bertforge.results_store import Record
+    records, table_rows = [], []
+    for row in rows:
+        if row.get("from"):
+            continue
+        name, glue_result, seeds = run_name(row), row["glue"], glue_seeds(row["glue"])
+        label = CONTENDERS[row["contender"]].label
+        what = f"after {LABELS[row['budget']]} of {label.strip('`')} ({args.model})"
+
+        def add(key: str, value: float, unit: str, text: str, digits: int, **extra):
+            records.append(Record.measured(f"{group}/{name}/{key}", value, unit, text, RECORD_DATA, digits=digits,
+                                           seeds=extra.pop("seeds", 1), **extra))
+            return "{" + f"{group}/{name}/{key}" + "}"
+
+        cells = [label, LABELS[row["budget"]],
+                 add("steps", row["steps"], "steps", f"optimizer steps of 32 sequences {what}", 0) .replace("}", "|bare}"),
+                 add("cpu-s-per-step", row["seconds_per_step"], "s", f"CPU-seconds per step {what}", 2)
+                 .replace("}", "|bare}")]
+        cells.append(add("mlm-loss", row["heldout"]["mlm_loss"], "", f"held-out MLM loss {what}", 2)
+                     if row.get("heldout") else "—")
+        for task in tasks:
+            entry = glue_result["tasks"].get(task)
+            if not entry:
+                cells.append("—")
+                continue
+            parts = [add(f"{task}/{metric}", entry["metrics"][metric], "",
+                         f"{DISPLAY[task]} {metric} (dev, median of {seeds} fine-tuning seeds) {what}", 1, seeds=seeds)
+                     for metric in METRICS[task] if entry.get("metrics", {}).get(metric) is not None]
+            cells.append("/".join(parts) or "—")
+        per_seed = seed_averages(glue_result)
+        spread = (min(per_seed), max(per_seed)) if len(per_seed) > 1 else None
+        cells.append("**" + add("glue", glue_result["average"], "", f"GLUE average ({len(tasks)} tasks, --protocol "
+                                f"{args.protocol}, median of {seeds} fine-tuning seeds per task) {what}", 1,
+                                seeds=seeds, spread=spread).replace("}", "|full}" if spread else "}") + "**")
+        table_rows.append(cells)
+    header = ["contender", "budget", "steps of 32", "CPU-s/step", "held-out MLM loss",
+              *[DISPLAY[t] + (f" ({'/'.join(METRICS[t])})" if len(METRICS[t]) > 1 else "") for t in tasks],
+              "GLUE avg (median, seed range)"]
+    table = {"header": header, "align": ["---", "---"] + ["---:"] * (len(header) - 2), "rows": table_rows}
+    return records, {group: table}
 
 
 def main() -> None:
@@ -521,22 +677,26 @@ def main() -> None:
     rows = []
     for job in jobs:
         folder = run_folder(out, job)
-        rows.append({"contender": job.contender, "budget": job.budget, "steps": job.steps, "lr": job.lr,
-                     "seconds_per_step": cal["seconds_per_step"][job.contender],
+        steps, seconds_per_step = spent(cal, job, folder)
+        heldout = heldout_questions(out, job.name, folder, args.eval_batches) if CONTENDERS[job.contender].heldout else None
+        rows.append({"contender": job.contender, "budget": job.budget, "steps": steps, "lr": job.lr,
+                     "seconds_per_step": seconds_per_step,
                      "machine": json.loads(m.read_text()) if (m := machine_path(out, job.name)).is_file() else None,
-                     "heldout": heldout_questions(out, job.name, folder, args.eval_batches),
-                     "glue": glue(out, job.name, folder, args)})
+                     "heldout": heldout, "glue": glue(out, job.name, folder, args)})
     rows = include_rows(rows, args.include, cal, args.protocol)
     included = {run_name(r) for r in rows if r.get("from")}
     missing = [m for m in missing if m.split(" ")[0] not in included]
     ceiling_path = out / "glue" / "all-MiniLM-L6-v2" / "glue.json"
-    if args.report and not ceiling_path.is_file():
+    if args.report and not args.no_ceiling and not ceiling_path.is_file():
         raise SystemExit(f"--report: the ceiling's GLUE suite ({ceiling_path}) is not there yet; run without "
-                         "--report first")
-    ceiling = glue(out, "all-MiniLM-L6-v2", Path(args.ceiling), args)
-    check_included_tasks(rows, ceiling)
-    floor = floor_result(ceiling)
-    tasks = [t for t in ceiling["tasks"]]
+                         "--report first (or pass --no-ceiling)")
+    ceiling = None if args.no_ceiling else glue(out, "all-MiniLM-L6-v2", Path(args.ceiling), args)
+    reference = ceiling or next((r["glue"] for r in rows if not r.get("from")), None)
+    if reference is None:
+        raise SystemExit("--no-ceiling: no run of this folder is finished to take the tasks and the floor from")
+    check_included_tasks(rows, reference)
+    floor = floor_result(reference)
+    tasks = [t for t in reference["tasks"]]
     from bertforge.atomic import atomic_write_text
     swept = {f"{job.lr:g}": json.loads((run_folder(out, job) / "pretrain_result.json").read_text())["heldout_mlm_loss"]
              for job in sweep if finished(out, job)}
@@ -549,9 +709,15 @@ def main() -> None:
     atomic_write_text(out / "results.json", json.dumps(record, indent=2) + "\n")
     if args.export:
         atomic_write_text(Path(args.export), json.dumps(export_record(record), indent=1) + "\n")
+    if args.records:
+        from bertforge.results_store import write_records
+        averaged = [t for t in tasks if reference["tasks"][t].get("in_average", True)]
+        records, table = budget_records(rows, args.records, averaged, args)
+        print(f"wrote {len(records)} records and table {args.records} to "
+              f"{write_records(args.records, records, REPO / 'docs' / 'results', table)}")
     table = results_table(rows, ceiling, floor, tasks)
     atomic_write_text(out / "results.md", table)
-    plot(rows, ceiling, floor, out / "glue-vs-budget.png", args)
+    plot(rows, ceiling or included_ceiling(args.include), floor, out / "glue-vs-budget.png", args)
     print(table)
     if missing:
         print("not finished yet (re-run without --report to finish them): " + ", ".join(missing))
@@ -567,8 +733,13 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--vocab", default=None, help="tokenizer folder (default: all-MiniLM-L6-v2's, uncased)")
     parser.add_argument("--glue", default=str(shared / "glue"), help="the GLUE folder")
     parser.add_argument("--ceiling", default=None, help="the pre-trained model of the ceiling row (default: MiniLM)")
+    parser.add_argument("--no-ceiling", action="store_true",
+                        help="no ceiling row (its suite is neither run nor needed); the floor comes from a run's suite")
     parser.add_argument("--model", default="mini", help="the size preset of every contender")
-    parser.add_argument("--contenders", default=",".join(CONTENDERS))
+    parser.add_argument("--contenders", default=",".join(DEFAULT_CONTENDERS),
+                        help=f"settings files of {CONTENDER_DIR.name}/, by name: {', '.join(CONTENDERS)}")
+    parser.add_argument("--teacher", default=None,
+                        help="the teacher of distilling contenders (default: all-MiniLM-L6-v2's folder)")
     parser.add_argument("--budgets", default=",".join(BUDGETS), help=f"of {', '.join(BUDGETS)}")
     parser.add_argument("--hf-lrs", default="2.5e-4,5e-4,1e-3,2e-3", help="transformers' peak lrs, swept")
     parser.add_argument("--hf-lr", type=float, default=None,
@@ -590,6 +761,9 @@ def parse_args() -> argparse.Namespace:
                              "the plot where this folder has no run of the same contender, budget and lr; repeatable")
     parser.add_argument("--export", metavar="FILE",
                         help="also write the rows without paths or commands (for a repository, and --include)")
+    parser.add_argument("--records", metavar="GROUP",
+                        help="also write this folder's rows as results-store records (docs/results/GROUP.json) and the "
+                             "table GROUP that shows them (a page holds it as <!-- results: GROUP -->)")
     parser.add_argument("--max-steps-cap", type=int, default=None,
                         help="smoke tests only: at most N steps per run (the budgets are then not met)")
     args = parser.parse_args()
@@ -608,6 +782,7 @@ def parse_args() -> argparse.Namespace:
         parser.error("--hf-lrs and --cores need at least one value")
     args.vocab = args.vocab or str(minilm_folder())
     args.ceiling = args.ceiling or str(minilm_folder())
+    args.teacher = args.teacher or str(minilm_folder())
     for flag, path in (("--corpus", args.corpus), ("--glue", args.glue), ("--vocab", args.vocab),
                        ("--ceiling", args.ceiling)):
         if not Path(path).exists():

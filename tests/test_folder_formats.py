@@ -24,6 +24,8 @@ OWNERS = {
     "training_summary.json": {"training/run_output.py", "training/summary.py"},  # its name, its type
     "metrics.json": {"training/run_output.py", "outputs.py"},
     "training_state.json": {"training/checkpointing.py"},
+    "lr_find.json": {"tasks/lr_find.py"},
+    "classification_report.json": {"tasks/metrics/report.py"},
     "tokenizer_config.json": {"tokenization/base.py"},
     "special_tokens_map.json": {"tokenization/base.py"},
 }

@@ -34,14 +34,14 @@ LIBRARY = {"predict": lambda: PredictSettings(model="m"), "evaluate": lambda: Ev
 
 INFERENCE = {"--device", "--precision", "--debug"}
 LONG_INPUTS = {"--max-seq-length", "--long-inputs", "--chunk-stride"}  # tasks.long_inputs.LongInputOptions
-FLAGS = {  # each verb's flags as its hand-written parser had them (and the long-input part for predictor folders)
+FLAGS = {  # each verb's flags as its hand-written parser had them (and the long-input part of predict, evaluate, embed)
     "predict": {"--model", "--input", "--text", "--text-column", "--text-pair-column", "--output", "--overwrite",
                 "--batch-size", "--max-batch-tokens", "--max-chars"} | INFERENCE | LONG_INPUTS,
     "evaluate": {"--model", "--task", "--data", "--eval", "--split", "--max-eval-samples", "--skip-bad-rows",
                  "--vectors-dir", "--corpus-chunk", "--output", "--overwrite", "--batch-size",
                  "--max-batch-tokens"} | INFERENCE | LONG_INPUTS,
     "embed": {"--model", "--input", "--text", "--output", "--overwrite", "--pooling", "--normalize", "--no-normalize",
-              "--batch-size", "--backend"} | INFERENCE,
+              "--batch-size", "--backend"} | INFERENCE | LONG_INPUTS,
     "features": {"--model", "--input", "--text", "--layers", "--combine", "--max-seq-length", "--max-chars",
                  "--batch-size", "--max-batch-tokens", "--output", "--overwrite"} | INFERENCE,
     "generate": {"--model", "--source", "--input", "--length-beam", "--max-source-length", "--text", "--span-lengths",

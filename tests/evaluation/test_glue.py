@@ -39,8 +39,8 @@ def test_a_changed_protocol_model_or_data_is_refused_and_named(glue_folder, tiny
     data = glue_folder(tmp_path / "glue", "WNLI")
     out = tmp_path / "out"
     result = run_glue(settings(tiny_model, data, out, tasks=["wnli"]))
-    assert result["tasks"]["wnli"]["method"] == "majority" and result["average"] is None
-    assert result["tasks"]["wnli"]["score"] == pytest.approx(100 * 40 / 71)
+    assert result.tasks["wnli"].method == "majority" and result.average is None
+    assert result.tasks["wnli"].score == pytest.approx(100 * 40 / 71)
     run_glue(settings(tiny_model, data, out, tasks=["wnli"], seeds=3))  # more seeds only add runs: continued
     with pytest.raises(ValueError, match=r"other settings \(protocol epochs: 5.0 there, 1.0 now\)"):
         run_glue(settings(tiny_model, data, out, tasks=["wnli"], epochs=1.0))
@@ -176,14 +176,14 @@ def test_every_family_folder_saved_by_transformers(glue_folder, family, minilm_d
     data = glue_folder(tmp_path / "glue", "RTE")
     result = run_glue(settings(folder, data, tmp_path / "out", tasks=["rte"], seeds=1, epochs=1.0, batch_size=8,
                                max_train_samples=16, max_eval_samples=16, jobs=1, keep_predictors=True))
-    assert result["model"]["model_type"] == family and result["model"]["fingerprint"] == model_fingerprint(folder)
-    run = result["tasks"]["rte"]["runs"][0]
+    assert result.model["model_type"] == family and result.model["fingerprint"] == model_fingerprint(folder)
+    run = result.tasks["rte"].runs[0]
     assert run["steps"] == 2 and run["eval_examples"] == {"dev": 16} and run["metrics"]["accuracy"] is not None
     tuned = tmp_path / "out" / "units" / "rte" / "seed42-lr4e-05" / "run"
     assert json.loads((tuned / "config.json").read_text())["architectures"] == [
         f"{ARCHITECTURES[family]}ForSequenceClassification"]
     assert (tuned / "model.safetensors").is_file()  # --keep-predictors
-    assert result["average"] == result["tasks"]["rte"]["score"] and result["average_over"] == ["rte"]
+    assert result.average == result.tasks["rte"].score and result.average_over == ["rte"]
 
 
 @pytest.mark.slow
@@ -210,35 +210,35 @@ def test_the_numbers_are_sklearn_and_scipy_on_the_saved_predictors(glue_folder, 
         return lines[1:n + 1] if header else lines[:n]
 
     def answers(task: str, inputs: list) -> list[dict]:
-        chosen = result["tasks"][task]["selected"]["lr"]
+        chosen = result.tasks[task].selected["lr"]
         return Predictor.load(tmp_path / "out" / "units" / task / f"seed42-lr{chosen:g}" / "run").predict(inputs)
 
     mrpc = rows("MRPC")
     gold, predicted = [int(r[0]) for r in mrpc], [int(a["label"]) for a in answers("mrpc", [(r[3], r[4]) for r in mrpc])]
-    assert result["tasks"]["mrpc"]["metrics"] == pytest.approx(
+    assert result.tasks["mrpc"].metrics == pytest.approx(
         {"f1": 100 * sk.f1_score(gold, predicted, zero_division=0), "accuracy": 100 * sk.accuracy_score(gold, predicted)})
     sts = rows("STS-B")
     gold_scores = [float(r[9]) for r in sts]
     scores = [a["score"] for a in answers("stsb", [(r[7], r[8]) for r in sts])]
-    assert result["tasks"]["stsb"]["metrics"] == pytest.approx(
+    assert result.tasks["stsb"].metrics == pytest.approx(
         {"pearson": 100 * stats.pearsonr(scores, gold_scores)[0], "spearman": 100 * stats.spearmanr(scores, gold_scores)[0]})
     cola = rows("CoLA", header=False)
     gold, predicted = [int(r[1]) for r in cola], [int(a["label"]) for a in answers("cola", [r[3] for r in cola])]
-    assert result["tasks"]["cola"]["metrics"] == pytest.approx({"mcc": 100 * sk.matthews_corrcoef(gold, predicted)})
+    assert result.tasks["cola"].metrics == pytest.approx({"mcc": 100 * sk.matthews_corrcoef(gold, predicted)})
     # MNLI: matched and mismatched, each scored on its own file
     for split, key in (("dev_matched", "accuracy_matched"), ("dev_mismatched", "accuracy_mismatched")):
         with open(data / "MNLI" / f"{split}.tsv", encoding="utf-8", newline="") as handle:
             pairs = list(csv.reader(handle, delimiter="\t", quoting=csv.QUOTE_NONE))[1:n + 1]
         predicted = [a["label"] for a in answers("mnli", [(r[1], r[2]) for r in pairs])]
-        assert result["tasks"]["mnli"]["metrics"][key] == pytest.approx(
+        assert result.tasks["mnli"].metrics[key] == pytest.approx(
             100 * sk.accuracy_score([r[3] for r in pairs], predicted))
     # bert: the best of the lr grid on dev, per task
     for task in ("mrpc", "stsb", "cola", "mnli"):
-        entry = result["tasks"][task]
-        assert [r["lr"] for r in entry["runs"]] == [1e-3, 5e-4]
-        assert entry["score"] == max(r["score"] for r in entry["runs"])
+        entry = result.tasks[task]
+        assert [r["lr"] for r in entry.runs] == [1e-3, 5e-4]
+        assert entry.score == max(r["score"] for r in entry.runs)
     assert json.loads((tmp_path / "out" / "glue.json").read_text())["average"] == pytest.approx(
-        sum(result["tasks"][t]["score"] for t in ("cola", "mrpc", "stsb", "mnli")) / 4)
+        sum(result.tasks[t].score for t in ("cola", "mrpc", "stsb", "mnli")) / 4)
 
 
 def _mnli_from_rte(rte, folder) -> None:

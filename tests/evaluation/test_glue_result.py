@@ -26,17 +26,32 @@ def test_write_report_then_load_is_the_same_result_and_bytes(tmp_path):
     assert markdown(loaded) == markdown(r)
 
 
+# glue.json's keys in the order the suite writes them (the module docstring of evaluation/glue.py), spelled out
+SUITE_KEYS = ["format", "name", "model", "protocol", "tasks", "average", "average_over", "majority_average",
+              "skipped", "command", "seconds", "created", "software"]
+TASK_KEYS = ["method", "in_average", "majority", "train_examples", "dev_examples", "score", "metrics", "selected",
+             "spread", "runs"]
+
+
 def test_a_real_suites_glue_json_reads_into_the_type(glue_folder, tiny_model, tmp_path):
+    """run_glue returns the GlueResult it wrote: the file reads back equal to it and writes again byte for byte."""
     from bertforge.evaluation.glue import run_glue
     from evaluation.test_glue import settings
     data = glue_folder(tmp_path / "glue", "RTE", "WNLI")
     written = run_glue(settings(tiny_model, data, tmp_path / "out", tasks=["rte", "wnli"], seeds=1, epochs=1.0,
                                 batch_size=8, max_train_samples=16, max_eval_samples=8, jobs=1))
+    text = (tmp_path / "out" / "glue.json").read_text()
+    saved = json.loads(text)
+    assert list(saved) == SUITE_KEYS and all(list(saved["tasks"][t]) == TASK_KEYS for t in ("rte", "wnli"))
     loaded = load_result(tmp_path / "out" / "glue.json")
-    assert loaded.to_dict() == json.loads((tmp_path / "out" / "glue.json").read_text()) == written
-    assert list(loaded.tasks) == ["rte", "wnli"] and loaded.tasks["rte"].score == written["tasks"]["rte"]["score"]
-    assert len(loaded.tasks["rte"].runs) == 1 and loaded.tasks["wnli"].method == "majority"
-    assert loaded.model["fingerprint"].startswith("sha256:") and loaded.average_over == ["rte"]
+    assert isinstance(written, GlueResult) and isinstance(written.tasks["rte"], GlueTask) and loaded == written
+    assert loaded.to_dict() == saved == written.to_dict()
+    assert loaded.to_json(tmp_path / "again.json").read_text() == text
+    assert list(written.tasks) == ["rte", "wnli"] and written.tasks["rte"].score == saved["tasks"]["rte"]["score"]
+    assert len(written.tasks["rte"].runs) == 1 and written.tasks["wnli"].method == "majority"
+    assert written.model["fingerprint"].startswith("sha256:") and written.average_over == ["rte"]
+    assert written.average == written.tasks["rte"].score and written.label == saved["name"]
+    assert written.majority_average == written.tasks["rte"].majority["score"] is not None  # WNLI's is not in it
 
 
 @pytest.mark.parametrize("path, value, named", [(("average",), "high", "'average'"),

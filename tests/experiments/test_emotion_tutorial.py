@@ -3,15 +3,24 @@ results store, from run folders laid out as `bertforge evaluate` and the schedul
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
+
+import pytest
 
 import emotion_tutorial  # noqa: E402
 
 
+def scores(f1: float) -> dict:
+    return {"precision": 0.5, "recall": 0.5, "f1": f1, "support": 10}
+
+
 def fake_run(out: Path, name: str, accuracy: float, macro_f1: float, cpu_minutes: float) -> None:
+    """The files `bertforge evaluate --output` leaves that the tutorial reads, as that verb writes them."""
     (out / "eval" / name).mkdir(parents=True)
     (out / "eval" / name / "classification_report.json").write_text(json.dumps(
-        {"accuracy": accuracy, "macro avg": {"precision": 0, "recall": 0, "f1": macro_f1, "support": 10}}))
+        {"per_class": {"joy": scores(0.9), "fear": scores(0.7)}, "macro avg": scores(macro_f1),
+         "weighted avg": scores(0.85), "accuracy": accuracy}, indent=2) + "\n")
     (out / "cpu").mkdir(exist_ok=True)
     (out / "cpu" / f"{name}.json").write_text(json.dumps({"cpu_minutes": cpu_minutes}))
 
@@ -43,3 +52,24 @@ def test_medians_and_records_come_from_the_run_folders(tmp_path: Path) -> None:
     assert [row[0] for row in rows] == ["`onecycle` (x1 the suggestion)", "`linear` (x1 the suggestion)",
                                         "`onecycle` (x0.1 the suggestion)"]
     assert rows[2][3] == "{emotion/onecycle-x0.1/accuracy}"   # one seed: no range to show
+
+
+def test_the_suggested_lr_is_read_from_a_finished_lr_find(tmp_path: Path) -> None:
+    """A finished lr-find (its lr_find.json there) is read, not run again."""
+    from bertforge.tasks.lr_find import LrFindResult
+    (tmp_path / "lr-find").mkdir()
+    LrFindResult(lrs=[1e-5, 1e-4], losses=[0.7, 0.6], smoothed=[0.7, 0.65], suggested_lr=1.75e-5, min_loss_lr=1e-4,
+                 stopped_by="steps", command="bertforge finetune").to_json(tmp_path / "lr-find" / "lr_find.json")
+    assert emotion_tutorial.find_lr(None, tmp_path, None) == 1.75e-5
+
+
+def test_a_damaged_report_stops_the_collection_naming_the_file_and_key(tmp_path: Path) -> None:
+    runs = emotion_tutorial.plan_runs(1, ())
+    for run in runs:
+        fake_run(tmp_path, run.name, 0.9, 0.8, 20.0)
+    report = tmp_path / "eval" / runs[1].name / "classification_report.json"
+    data = json.loads(report.read_text())
+    del data["macro avg"]["f1"]
+    report.write_text(json.dumps(data))
+    with pytest.raises(ValueError, match=f"^{re.escape(str(report))}: key 'macro avg.f1' is missing$"):
+        emotion_tutorial.collect(runs, tmp_path, 1e-4)

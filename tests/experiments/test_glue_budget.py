@@ -242,3 +242,116 @@ def test_export_keeps_the_scores_and_drops_every_path_and_command(tmp_path):
     path.write_text(text)
     rows = glue_budget.include_rows([], [str(path)], CALIBRATION, "cpu")
     assert [(r["contender"], r["glue"]["average"], r["from"]) for r in rows] == [("fast", 47.7, str(path))]
+
+
+# ---- contenders as settings files ----------------------------------------------------------------------------------------
+def _verb_parser(args: tuple[str, ...]):
+    """The bertforge parser of the verb (and sub-verb) that `args` begin with."""
+    from bertforge.cli import build_parser
+    parser = build_parser()
+    words = list(args)
+    while words and not words[0].startswith("-"):
+        sub = next(a for a in parser._actions if a.__class__.__name__ == "_SubParsersAction")
+        parser = sub.choices[words.pop(0)]
+        if not any(a.__class__.__name__ == "_SubParsersAction" for a in parser._actions):
+            break
+    return parser
+
+
+@pytest.mark.parametrize("name", sorted(glue_budget.CONTENDERS))
+def test_every_contender_file_is_a_command_bertforge_accepts(name, tmp_path):
+    """Each experiments/contenders/*.toml, with the driver's own flags added, parses as the bertforge verb it names
+    (a misspelt flag in a settings file fails here, not an hour into a race), and spends its budget the way it
+    says: a calibrated contender the calibration's steps, a CPU-budget one `--cpu-budget`."""
+    spec = glue_budget.CONTENDERS[name]
+    if spec.kind == "transformers":
+        assert not spec.args and spec.budget == "calibrated"
+        return
+    args = Namespace(model="mini", teacher="teacher-dir", save_every=500)
+    steps = None if spec.budget == "cpu" else 7
+    command = glue_budget.pretrain_command(tmp_path, glue_budget.Job(name, "1h", steps), args)
+    assert command[:3] == [sys.executable, "-m", "bertforge"]
+    given = command[3:]
+    parser = _verb_parser(tuple(given))
+    verb_words = len([w for w in given[:2] if not w.startswith("-")])
+    parsed = parser.parse_args(given[verb_words:])
+    assert Path(parsed.output) == glue_budget.run_folder(tmp_path, glue_budget.Job(name, "1h", steps))
+    if spec.budget == "cpu":
+        assert parsed.cpu_budget == 3600 and parsed.max_steps is None
+    else:
+        assert parsed.max_steps == 7 and parsed.cpu_budget is None
+    for placeholder_arg in given:
+        assert "{" not in placeholder_arg
+
+
+def test_the_tinybert_student_file_is_tinybert_4():
+    """tinybert.toml's fresh student is the paper's TinyBERT-4 shape, with the teacher's vocabulary and heads."""
+    config = json.loads((glue_budget.CONTENDER_DIR / "tinybert-4.json").read_text())
+    assert (config["num_hidden_layers"], config["hidden_size"], config["intermediate_size"],
+            config["num_attention_heads"], config["vocab_size"]) == (4, 312, 1200, 12, 30522)
+
+
+def test_a_contender_file_with_an_unknown_key_is_refused_naming_it(tmp_path):
+    (tmp_path / "odd.toml").write_text('label = "x"\nargs = ["pretrain"]\nbudgte = "cpu"\n')
+    with pytest.raises(SystemExit, match=r"odd.toml: unknown key 'budgte'"):
+        glue_budget.load_contenders(tmp_path)
+    (tmp_path / "odd.toml").write_text('label = "x"\nargs = ["pretrain"]\nbudget = "wall"\n')
+    with pytest.raises(SystemExit, match=r"odd.toml: .*budget calibrated or cpu"):
+        glue_budget.load_contenders(tmp_path)
+
+
+def test_a_cpu_budget_row_takes_its_steps_and_step_cost_from_its_own_summary(tmp_path):
+    """A CPU-budget contender's row reports the steps its run made and the CPU time per step its loop spent
+    (teacher included), not the calibration's; a run without CPU time is refused by name."""
+    job = glue_budget.Job("tinybert", "1h", None)
+    folder = glue_budget.run_folder(tmp_path, job)
+    folder.mkdir(parents=True)
+    (folder / "training_summary.json").write_text(json.dumps({"step": 900, "cpu_seconds": 3600.9}))
+    assert glue_budget.spent(CALIBRATION, job, folder) == (900, pytest.approx(4.001))
+    assert glue_budget.spent(CALIBRATION, glue_budget.Job("fast", "1h", 2400), folder) == (2400, 1.5)
+    (folder / "training_summary.json").write_text(json.dumps({"step": 900}))
+    with pytest.raises(SystemExit, match="no CPU time"):
+        glue_budget.spent(CALIBRATION, job, folder)
+
+
+def test_a_row_without_heldout_questions_and_with_three_seeds_shows_both():
+    glue = {"tasks": {"rte": {"score": 50.0, "runs": [{"seed": s} for s in (42, 43, 44)]}}, "average": 50.0}
+    row = {**_row("tinybert", "1h", 900), "glue": glue, "heldout": None, "seconds_per_step": 4.0}
+    table = glue_budget.results_table([row], {"tasks": {}, "average": 60.0}, {"tasks": {}, "average": 35.0}, ["rte"])
+    line = next(line for line in table.splitlines() if "tinybert" in line)
+    assert "| 900 | 4.000 | — | 3 | 50.0 |" in line
+
+
+def test_records_of_the_rows_render_the_medians_and_the_seed_range(tmp_path):
+    """--records: each of this folder's rows becomes records (steps, CPU-s/step, held-out loss, each task's
+    metrics, the GLUE average with the lowest and highest seed's average as its spread) and a table that the
+    docs generator renders to those values; an included row is not re-recorded."""
+    import importlib.util
+
+    from bertforge.results_store import read_store, write_records
+    spec = importlib.util.spec_from_file_location("gen_results", Path(glue_budget.REPO) / "tools" / "gen_results.py")
+    gen_results = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(gen_results)
+
+    def task(metrics: dict, runs: list[float]) -> dict:
+        return {"score": sorted(runs)[1], "metrics": metrics, "in_average": True,
+                "runs": [{"seed": 42 + i, "score": r} for i, r in enumerate(runs)]}
+
+    glue = {"tasks": {"rte": task({"accuracy": 52.0}, [52.0, 50.0, 55.0]),
+                      "mrpc": task({"f1": 81.2, "accuracy": 68.4}, [74.8, 70.0, 76.0])},
+            "average": (52.0 + 74.8) / 2}
+    own = {**_row("tinybert", "1h", 900), "glue": glue, "heldout": None, "seconds_per_step": 4.0}
+    included = {**_row("fast", "1h", 1507), "from": "published.json"}
+    args = Namespace(model="mini", protocol="cpu")
+    records, table = glue_budget.budget_records([own, included], "levers", ["mrpc", "rte"], args)
+    assert {r.id.split("/", 2)[1] for r in records} == {"tinybert-1h"}
+    by_id = {r.id: r for r in records}
+    assert by_id["levers/tinybert-1h/steps"].value == 900
+    assert by_id["levers/tinybert-1h/mrpc/f1"].value == 81.2 and by_id["levers/tinybert-1h/rte/accuracy"].seeds == 3
+    assert "levers/tinybert-1h/mlm-loss" not in by_id
+    # per-seed averages: (74.8+52)/2, (70+50)/2, (76+55)/2 -> the spread is 60.0-65.5
+    assert by_id["levers/tinybert-1h/glue"].spread == (60.0, 65.5)
+    write_records("levers", records, tmp_path, table)
+    line = gen_results.render_table(read_store(tmp_path), "levers").splitlines()[2]
+    assert line.startswith("| `bertforge distill pretrain --loss tinybert`")
+    assert "| 900 | 4.00 | — | 81.2/68.4 | 52.0 | **63.4 (60.0-65.5)** |" in line

@@ -367,7 +367,7 @@ def test_pretrain_modernbert_preset_then_finetune_then_load_in_transformers(trai
                                        data=str(shared_data / "glue" / "MRPC"), epochs=1, batch_size=8,
                                        learning_rates=[1e-4], max_train_samples=16, max_eval_samples=16,
                                        progress=False), say=lambda *_: None)
-    assert 0.0 <= report["eval"]["accuracy"] <= 1.0
+    assert 0.0 <= report.eval["accuracy"] <= 1.0
     ours = AutoModelForSequenceClassification.from_pretrained(tuned).eval()
     theirs = transformers.ModernBertForSequenceClassification.from_pretrained(tuned).eval()
     ids = torch.tensor([[2, 1996, 3185, 2001, 2307, 3, 2023, 2143, 3, 0, 0]])  # ids of the prepared vocab

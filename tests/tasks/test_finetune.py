@@ -13,6 +13,11 @@ from bertforge.tasks.finetune import LR_GRID, FinetuneSettings, finetune
 from needs import require_module
 
 
+# metrics.json's keys in the order fine-tuning writes them, spelled out here rather than taken from FinetuneReport
+REPORT_KEYS = ["task", "main_metric", "note", "files", "n_train_examples", "n_train_features", "eval", "best_run",
+               "runs", "summary", "settings"]
+
+
 def quiet(**kw) -> FinetuneSettings:
     return FinetuneSettings(progress=False, **kw)
 
@@ -32,10 +37,10 @@ def test_glue_runs_restarts_and_writes_a_predictor(tiny_model, shared_data, tmp_
     report = finetune(quiet(task="mrpc", model=str(tiny_model), output=str(out), data=str(shared_data / "glue"),
                             epochs=1, batch_size=8, learning_rates=[5e-5, 3e-5], restarts=2,
                             max_train_samples=16, max_eval_samples=24), say=lambda *_: None)
-    assert len(report["runs"]) == 4
-    assert {(r["lr"], r["seed"]) for r in report["runs"]} == {(5e-5, 42), (5e-5, 43), (3e-5, 42), (3e-5, 43)}
-    assert report["best_run"]["value"] == max(r["value"] for r in report["runs"])
-    s = report["summary"]
+    assert len(report.runs) == 4
+    assert {(r["lr"], r["seed"]) for r in report.runs} == {(5e-5, 42), (5e-5, 43), (3e-5, 42), (3e-5, 43)}
+    assert report.best_run["value"] == max(r["value"] for r in report.runs)
+    s = report.summary
     assert s["min"] <= s["median"] <= s["max"] and s["n_runs"] == 4
     # the reported numbers are sklearn's on the saved predictor's answers to the first 24 dev pairs
     sk = require_module("sklearn.metrics")
@@ -44,27 +49,37 @@ def test_glue_runs_restarts_and_writes_a_predictor(tiny_model, shared_data, tmp_
     gold = [int(r[0]) for r in rows]
     predicted = [int(r["label"]) for r in Predictor.load(out).predict([(r[3], r[4]) for r in rows])]
     accuracy, f1 = sk.accuracy_score(gold, predicted), sk.f1_score(gold, predicted, zero_division=0)
-    assert report["eval"]["accuracy"] == pytest.approx(accuracy) and report["eval"]["f1"] == pytest.approx(f1)
-    assert report["eval"]["acc_and_f1"] == pytest.approx((accuracy + f1) / 2)
+    assert report.eval["accuracy"] == pytest.approx(accuracy) and report.eval["f1"] == pytest.approx(f1)
+    assert report.eval["acc_and_f1"] == pytest.approx((accuracy + f1) / 2)
     # the per-class report is of the same answers: sklearn's per-class numbers, the matrix counted here
-    per_class = json.loads((out / "classification_report.json").read_text())["per_class"]
+    report_text = (out / "classification_report.json").read_text()
+    per_class = json.loads(report_text)["per_class"]
     precision, recall, f1s, support = sk.precision_recall_fscore_support(gold, predicted, labels=[0, 1],
                                                                          zero_division=0)
     assert list(per_class) == ["0", "1"]
     for i, name in enumerate(per_class):
         assert per_class[name] == pytest.approx({"precision": precision[i], "recall": recall[i], "f1": f1s[i],
                                                  "support": support[i]})
+    from bertforge.tasks.metrics.report import read_classification_report
+    typed_report = read_classification_report(out)  # through its owner, and written again byte for byte
+    assert typed_report.per_class["1"].recall == pytest.approx(recall[1]) and typed_report.accuracy == pytest.approx(
+        accuracy)
+    assert typed_report.to_json(tmp_path / "again-report.json").read_text() == report_text
     matrix = [line.split(",") for line in (out / "confusion_matrix.csv").read_text().splitlines()]
     assert [row[1:] for row in matrix[1:]] == [[str(sum(g == a and p == b for g, p in zip(gold, predicted)))
                                                 for b in (0, 1)] for a in (0, 1)]
     for name in ("config.json", "model.safetensors", "vocab.txt", "task.json", "metrics.json", "curves.png",
                  "confusion_matrix.png"):
         assert (out / name).is_file(), name
-    saved = json.loads((out / "metrics.json").read_text())
+    text = (out / "metrics.json").read_text()
+    saved = json.loads(text)
     assert saved["main_metric"] == "f1" and saved["eval"]["n_examples"] == 24
-    from bertforge.tasks.finetune_report import read_finetune_report
-    typed = read_finetune_report(out)  # the real file reads into its type and back, key for key
-    assert typed.to_dict() == saved == report and typed.summary["n_runs"] == 4 and typed.settings["restarts"] == 2
+    assert list(saved) == REPORT_KEYS  # none renamed, none dropped
+    from bertforge.tasks.finetune_report import FinetuneReport, read_finetune_report
+    typed = read_finetune_report(out)  # the real file reads into its type and back, key for key and byte for byte
+    assert isinstance(report, FinetuneReport) and typed == report and report.to_dict() == saved == typed.to_dict()
+    assert typed.summary["n_runs"] == 4 and typed.settings["restarts"] == 2 and typed.task == "mrpc"
+    assert typed.to_json(tmp_path / "again.json").read_text() == text
     config = json.loads((out / "config.json").read_text())
     assert config["architectures"] == ["BertForSequenceClassification"] and config["id2label"] == {"0": "0", "1": "1"}
 
@@ -79,8 +94,8 @@ def test_stsb_regression(tiny_model, shared_data, tmp_path):
     rows = glue_rows(shared_data / "glue" / "STS-B" / "dev.tsv", 40)
     gold = [float(r[9]) for r in rows]
     scores = [r["score"] for r in Predictor.load(tmp_path / "o").predict([(r[7], r[8]) for r in rows])]
-    assert report["eval"]["spearman"] == pytest.approx(stats.spearmanr(scores, gold)[0], abs=1e-6)
-    assert report["eval"]["pearson"] == pytest.approx(stats.pearsonr(scores, gold)[0], abs=1e-6)
+    assert report.eval["spearman"] == pytest.approx(stats.spearmanr(scores, gold)[0], abs=1e-6)
+    assert report.eval["pearson"] == pytest.approx(stats.pearsonr(scores, gold)[0], abs=1e-6)
     assert not any((tmp_path / "o" / name).exists() for name in ("classification_report.json",
                                                                  "confusion_matrix.csv", "confusion_matrix.png"))
 
@@ -92,9 +107,9 @@ def test_squad_article_split_end_to_end(tiny_model, shared_data, tmp_path):
                             learning_rates=[1e-4], max_seq_length=192, max_train_samples=48, max_eval_samples=24),
                       say=lines.append)
     assert any("articles 0-37" in line and "articles 38-47" in line for line in lines)
-    assert "articles 38-47" in report["note"]
-    assert json.loads((tmp_path / "o" / "metrics.json").read_text())["note"] == report["note"]
-    m = report["eval"]
+    assert "articles 38-47" in report.note
+    assert json.loads((tmp_path / "o" / "metrics.json").read_text())["note"] == report.note
+    m = report.eval
     assert 0.0 <= m["exact_match"] <= m["f1"] <= 100.0 and m["n_examples"] == 24
 
 
@@ -115,7 +130,7 @@ def test_squad2_reports_threshold_zero_and_best(tiny_model, shared_data, tmp_pat
     report = finetune(quiet(task="squad2", model=str(tiny_model), output=str(tmp_path / "o"), train_file=str(path),
                             eval_file=str(path), epochs=1, batch_size=16, learning_rates=[1e-4], max_seq_length=192),
                       say=lambda *_: None)
-    m = report["eval"]
+    m = report.eval
     for key in ("exact", "f1", "HasAns_f1", "NoAns_f1", "best_f1", "best_f1_thresh"):
         assert key in m
     assert m["best_f1"] >= m["f1"] - 1e-9  # the searched threshold is at least as good as 0
@@ -126,7 +141,7 @@ def test_conll_end_to_end(tiny_model, shared_data, tmp_path):
     report = finetune(quiet(task="conll2003", model=str(tiny_model), output=str(tmp_path / "o"),
                             data=str(shared_data / "conll2003"), epochs=1, batch_size=16, learning_rates=[1e-4],
                             max_train_samples=64, max_eval_samples=40), say=lambda *_: None)
-    m = report["eval"]
+    m = report.eval
     assert 0.0 <= m["f1"] <= 1.0 and 0.0 <= m["accuracy"] <= 1.0
     # every gold entity of the first 40 validation sentences is counted, as seqeval finds them
     seqeval = require_module("seqeval.metrics.sequence_labeling")
@@ -135,8 +150,13 @@ def test_conll_end_to_end(tiny_model, shared_data, tmp_path):
                  if b.strip() and "-DOCSTART-" not in b][:40]
     assert m["n_gold"] == sum(len(seqeval.get_entities(tags)) for tags in sentences) > 0
     # the report counts the same gold entities per type, in CoNLL's tag order; its matrix counts every word
-    per_class = json.loads((tmp_path / "o" / "classification_report.json").read_text())["per_class"]
+    report_text = (tmp_path / "o" / "classification_report.json").read_text()
+    per_class = json.loads(report_text)["per_class"]
     assert sum(row["support"] for row in per_class.values()) == m["n_gold"]
+    from bertforge.tasks.metrics.report import read_classification_report
+    typed = read_classification_report(tmp_path / "o")  # seqeval's micro avg too, written again byte for byte
+    assert list(typed.averages) == ["micro avg", "macro avg", "weighted avg"]
+    assert typed.to_json(tmp_path / "again.json").read_text() == report_text
     order = ["PER", "ORG", "LOC", "MISC"]
     assert list(per_class) == [t for t in order if t in per_class]
     matrix = [line.split(",") for line in (tmp_path / "o" / "confusion_matrix.csv").read_text().splitlines()]
@@ -149,5 +169,5 @@ def test_minilm_learns_sst2(minilm_dir, shared_data, tmp_path):
     report = finetune(quiet(task="sst2", model=str(minilm_dir), output=str(tmp_path / "sst2"),
                             data=str(shared_data / "glue" / "SST-2"), epochs=2, batch_size=16, learning_rates=[1e-4],
                             max_seq_length=64, max_train_samples=800, max_eval_samples=200), say=print)
-    assert report["eval"]["n_examples"] == 200
-    assert report["eval"]["accuracy"] >= 0.70
+    assert report.eval["n_examples"] == 200
+    assert report.eval["accuracy"] >= 0.70

@@ -59,8 +59,8 @@ def fit_and_score(task: str, model: Path, path: Path, out: Path, **kw) -> tuple[
     untrained = build_model(spec, model, data.labels)
     before, _ = evaluate_examples(untrained, load_tokenizer(str(model)), spec, examples, settings, data.labels)
     report = finetune(settings, say=lambda *_: None)
-    assert report["eval"]["n_examples"] == N and report["n_train_examples"] == N
-    return before, report["eval"]
+    assert report.eval["n_examples"] == N and report.n_train_examples == N
+    return before, report.eval
 
 
 # ---- 32 examples of each task ------------------------------------------------------------------------------------

@@ -136,9 +136,11 @@ def test_refusals_name_the_input_and_the_setting(short_classifier, vocab_dir, tm
         refusing.predict(["short enough", varied_text(200)])
     with pytest.raises(SettingError, match="--max-seq-length is 600 but the model reads at most 128 tokens"):
         Predictor.load(short_classifier, "cpu", "fp32", long_inputs=LongInputOptions(max_seq_length=600))
-    ner = tiny_predictor(tmp_path / "ner", vocab_dir, "conll2003", "token_classification", ["O", "B-PER", "I-PER"])
-    with pytest.raises(SettingError, match="--long-inputs chunk reads classification.*token_classification"):
-        Predictor.load(ner, "cpu", "fp32", long_inputs=LongInputOptions(long_inputs="chunk"))
+    choices = tiny_predictor(tmp_path / "swag", vocab_dir, "swag", "multiple_choice")
+    with pytest.raises(SettingError, match="^--long-inputs chunk reads classification, regression, question "
+                                           "answering and token classification inputs; a multiple_choice model "
+                                           "truncates or refuses$"):
+        Predictor.load(choices, "cpu", "fp32", long_inputs=LongInputOptions(long_inputs="chunk"))
 
 
 def test_a_long_model_reads_the_whole_input_with_cls_global(vocab_dir, tmp_path):

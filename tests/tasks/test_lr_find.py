@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from bertforge.tasks.finetune import finetune, FinetuneSettings
-from bertforge.tasks.lr_find import LrFindResult, lr_find
+from bertforge.tasks.lr_find import LrFindResult, lr_find, read_lr_find
 
 from needs import require_module
 
@@ -120,12 +120,86 @@ def test_the_suggestion_is_the_steepest_descent_capped_at_a_tenth_of_the_minimum
     assert saved["command"].endswith(f"--lr {saved['suggested_lr']:.2g} --schedule onecycle")
 
 
+# lr_find.json's keys in the order the finder writes them, spelled out here rather than taken from LrFindResult
+KEYS = ["suggested_lr", "steepest_lr", "min_loss_lr", "min_loss_lr_div10", "stopped_by", "steps_run", "command",
+        "lrs", "losses", "smoothed", "settings"]
+
+
 def test_running_it_again_reads_the_finished_result(classifier, sst2_small, tmp_path):
+    """The file holds every key of the result; read back by `read_lr_find` (as a second run of the same command
+    does) it is the same result, and written again the same bytes."""
     first = find(classifier, sst2_small, tmp_path / "out", steps=12, end_lr=1e-2)
+    text = (tmp_path / "out" / "lr_find.json").read_text()
+    saved = json.loads(text)
+    assert list(saved) == KEYS and saved["steps_run"] == len(saved["lrs"]) == len(first.lrs) == 12
+    assert saved["min_loss_lr_div10"] == saved["min_loss_lr"] / 10 and saved["suggested_lr"] == first.suggested_lr
     again = find(classifier, sst2_small, tmp_path / "out", steps=12, end_lr=1e-2)
-    assert again.lrs == first.lrs and again.suggested_lr == first.suggested_lr
+    assert isinstance(again, LrFindResult) and again.to_dict() == saved  # (the data folder given as a Path: text)
+    assert json.loads(json.dumps(first.to_dict(), default=str)) == saved
+    assert again.lrs == first.lrs and again.suggested_lr == first.suggested_lr and again.command == first.command
+    read = read_lr_find(tmp_path / "out")
+    assert read == again and read.output == tmp_path / "out" and read.settings["steps"] == 12
+    assert read.to_json(tmp_path / "again.json").read_text() == text
     with pytest.raises(ValueError, match="other settings"):
         find(classifier, sst2_small, tmp_path / "out", steps=13, end_lr=1e-2)
+
+
+def _saved_result() -> dict:
+    return LrFindResult(lrs=[1e-5, 1e-4, 1e-3], losses=[0.7, 0.6, 0.9], smoothed=[0.7, 0.65, 0.73],
+                        suggested_lr=1e-5, steepest_lr=1e-5, min_loss_lr=1e-4, stopped_by="steps",
+                        command="bertforge finetune --lr 1e-05", settings={"steps": 3}).to_dict()
+
+
+@pytest.mark.parametrize("change, named", [
+    ({"suggested_lr": "1e-5"}, "key 'suggested_lr' must be a number"),
+    ({"steepest_lr": [1]}, "key 'steepest_lr' must be a number or null"),
+    ({"stopped_by": None}, "key 'stopped_by' must be a string"),
+    ({"lrs": [1e-5, "x", 1e-3]}, "key 'lrs[1]' must be a number"),
+    ({"losses": [0.7, 0.6]}, "key 'losses' has 2 values, not steps_run's 3"),
+    ({"steps_run": 4}, "key 'lrs' has 3 values, not steps_run's 4"),
+    ({"lrs": [], "losses": [], "smoothed": [], "steps_run": 0}, "key 'lrs' is empty"),
+    ({"settings": "steps=3"}, "key 'settings' must be an object"),
+    ({"command": None}, "key 'command' must be a string"),
+    ({"min_loss_lr": None}, "key 'min_loss_lr' must be a number"),
+], ids=["suggested", "steepest", "stopped-by", "lr-item", "short-losses", "steps-run", "empty", "settings",
+        "command", "min-loss"])
+def test_a_malformed_lr_find_json_is_one_line_naming_the_file_and_key(tmp_path, change, named):
+    (tmp_path / "lr_find.json").write_text(json.dumps({**_saved_result(), **change}))
+    with pytest.raises(ValueError) as err:
+        read_lr_find(tmp_path)
+    message = str(err.value)
+    assert message.startswith(f"{tmp_path / 'lr_find.json'}: {named}") and "\n" not in message
+
+
+@pytest.mark.parametrize("key", ["suggested_lr", "min_loss_lr", "stopped_by", "command", "lrs", "losses",
+                                 "smoothed"])
+def test_a_dropped_key_is_named(tmp_path, key):
+    (tmp_path / "lr_find.json").write_text(json.dumps({k: v for k, v in _saved_result().items() if k != key}))
+    with pytest.raises(ValueError, match=f"lr_find.json: key '{key}' is missing$"):
+        read_lr_find(tmp_path)
+
+
+def test_the_derived_keys_are_filled_in_and_a_missing_file_is_named(tmp_path):
+    """min_loss_lr_div10 and steps_run follow from the curve; unknown keys are kept and written back."""
+    data = {k: v for k, v in _saved_result().items() if k not in ("min_loss_lr_div10", "steps_run")}
+    (tmp_path / "lr_find.json").write_text(json.dumps({**data, "note": "by hand"}))
+    read = read_lr_find(tmp_path)
+    assert read.min_loss_lr_div10 == 1e-4 / 10 and read.steps_run == 3 and read.extra == {"note": "by hand"}
+    assert read.to_dict() == {**_saved_result(), "note": "by hand"}
+    with pytest.raises(FileNotFoundError, match="nowhere/lr_find.json: no such lr_find.json"):
+        read_lr_find(tmp_path / "nowhere")
+
+
+def test_every_damaged_key_is_a_one_line_error_naming_the_file(tmp_path):
+    """Every key of a real-shaped file with a wrong type (tests/test_json_fuzz.py's walk), through the reader and the
+    plot drawn from it: a one-line ValueError naming the file, never a TypeError or KeyError from inside."""
+    from bertforge.tasks.lr_find import plot
+    from test_json_fuzz import Case, check_loader
+    folder = tmp_path / "find"
+    folder.mkdir()
+    (folder / "lr_find.json").write_text(json.dumps(_saved_result()))
+    case = Case("lr_find", None, "lr_find.json", lambda f: plot(read_lr_find(f), tmp_path / "plot.png"))
+    assert check_loader(case, folder, tmp_path / "scratch") == []
 
 
 @pytest.mark.slow
@@ -142,7 +216,7 @@ def test_fine_tuning_at_the_suggested_lr_learns_and_at_100x_it_does_not(minilm_d
     def accuracy(lr: float, name: str) -> float:
         report = finetune(FinetuneSettings(output=str(tmp_path / name), epochs=1, learning_rates=[lr],
                                            max_eval_samples=160, schedule="onecycle", **common))
-        return report["eval"]["accuracy"]
+        return report.eval["accuracy"]
     good, bad = accuracy(found.suggested_lr, "good"), accuracy(found.suggested_lr * 100, "bad")
     print(f"suggested {found.suggested_lr:.2g}: accuracy {good:.3f}; x100: {bad:.3f}")
     assert good >= 0.62 and good > bad + 0.1  # 0.62 of 160 is 3 standard deviations above chance

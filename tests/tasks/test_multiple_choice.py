@@ -40,7 +40,7 @@ def test_swag_head_learns_and_predicts(swag_csv, minilm_dir, tmp_path):
     report = finetune(FinetuneSettings(task="swag", model=str(minilm_dir), output=str(tmp_path / "o"),
                                        train_file=str(swag_csv), eval_file=str(swag_csv), epochs=3, batch_size=4,
                                        learning_rates=[1e-4], max_seq_length=48, progress=False), say=lambda *_: None)
-    assert report["eval"]["accuracy"] == 1.0 and report["eval"]["n_examples"] == 8
+    assert report.eval["accuracy"] == 1.0 and report.eval["n_examples"] == 8
     p = Predictor.load(tmp_path / "o")
     r = p.predict([("A man sits down at the piano.", "He", ["plays.", "eats.", "flies.", "sleeps."]),
                    ("Context only.", ["a", "b", "c"])])

@@ -32,7 +32,7 @@ def test_pretrain_then_finetune_then_load_in_transformers(train_data, vocab_dir,
                                        data=str(shared_data / "glue" / "MRPC"), epochs=1, batch_size=8,
                                        learning_rates=[1e-4], max_train_samples=16, max_eval_samples=16,
                                        progress=False), say=lambda *_: None)
-    assert 0.0 <= report["eval"]["accuracy"] <= 1.0 and report["eval"]["n_examples"] == 16
+    assert 0.0 <= report.eval["accuracy"] <= 1.0 and report.eval["n_examples"] == 16
     assert json.loads((tuned / "config.json").read_text())["architectures"] == [head]
 
     from bertforge.model.auto import AutoModelForSequenceClassification

@@ -389,7 +389,7 @@ def finetune_row(row_dir: Path, task: str, settings: AblationSettings) -> dict[s
         data=str(Path(settings.glue) / FINETUNE_TASKS[task]), epochs=settings.finetune_epochs,
         learning_rates=(settings.finetune_lr,), max_train_samples=settings.finetune_samples,
         restarts=settings.finetune_seeds, seed=settings.seed, progress=False), say=lambda _msg: None)
-    runs = [run["eval"] for run in report["runs"]]
+    runs = [run["eval"] for run in report.runs]
     return {k: statistics.median(float(run[k]) for run in runs) for k in ("accuracy", "f1") if k in runs[0]}
 
 
@@ -402,9 +402,8 @@ def glue_row(row_dir: Path, settings: AblationSettings) -> dict[str, float]:
                                    protocol=settings.glue_protocol, tasks=list(settings.tasks),
                                    seeds=settings.finetune_seeds, seed=settings.seed, progress=False),
                       say=lambda _msg: None)
-    tasks = result["tasks"]
-    return {"glue_average": float(result["average"]),
-            **{f"glue_{task}": float(entry["score"]) for task, entry in tasks.items() if task in settings.tasks}}
+    return {"glue_average": float(result.average),
+            **{f"glue_{task}": float(entry.score) for task, entry in result.tasks.items() if task in settings.tasks}}
 
 
 # ---- reporting ---------------------------------------------------------------------------------------------------

@@ -25,6 +25,6 @@ def register(sub) -> None:
 def run(args: argparse.Namespace) -> int:
     from bertforge.tasks.finetune import FinetuneSettings, finetune
     report = finetune(settings_from_args(FinetuneSettings, args), say=print, hooks=getattr(args, "hooks", None))
-    shown = {k: v for k, v in report["eval"].items() if not isinstance(v, dict)}
+    shown = {k: v for k, v in report.eval.items() if not isinstance(v, dict)}
     print("eval:", ", ".join(f"{k}={v:.4f}" if isinstance(v, float) else f"{k}={v}" for k, v in shown.items()))
     return 0

@@ -55,8 +55,8 @@ def run(args: argparse.Namespace) -> int:
         raise
     from bertforge.evaluation.report import summary_table
     print("\n".join(summary_table([result])))
-    average = result["average"]
-    over = len(result["average_over"])
+    average = result.average
+    over = len(result.average_over)
     print(f"GLUE average {average:.1f} over {over} tasks" if average is not None else "no GLUE average")
     print(f"wrote {args.output}/glue.json, glue.md, glue.png")
     return 0

@@ -1,20 +1,22 @@
 """`evaluate`: one folder scored on one labelled split, as `bertforge evaluate` does: a predictor folder with its
 task's official metrics, or (`task` sts / retrieval) the sentence embeddings of any encoder folder.
 `EvaluateSettings` says everything one such run takes (its flags are derived from it); `evaluate(settings)`
-checks them, scores, and with `output` writes metrics.json and the per-example predictions."""
+checks them, scores, and with `output` writes metrics.json (an `EvaluationReport`) and the per-example
+predictions."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Callable
 
+from bertforge.evaluation.evaluation_report import EMBEDDING_TASKS, EvaluationReport
 from bertforge.settings import MAX_SAMPLES, SettingError, check_settings, part, setting
 from bertforge.tasks.embedding.evaluation import CORPUS_CHUNK
 from bertforge.tasks.inference_options import InferenceOptions
 from bertforge.tasks.long_inputs import LongInputOptions
 
-__all__ = ["EMBEDDING_TASKS", "EvaluateSettings", "evaluate"]
+__all__ = ["EMBEDDING_TASKS", "EvaluateSettings", "EvaluationReport", "evaluate"]
 
-EMBEDDING_TASKS = ("sts", "retrieval")
 MAX_CORPUS_CHUNK = 16_777_216  # documents of one chunk of a memory-mapped corpus
 
 
@@ -53,9 +55,10 @@ class EvaluateSettings:
         return task if task in EMBEDDING_TASKS else None
 
 
-def evaluate(settings: EvaluateSettings, say: Callable[[str], Any] = print, progress: bool = False) -> dict:
-    """Score `settings.model` as `settings` asks and return the report; `say` gets the tables and the report as
-    JSON, in the order `bertforge evaluate` prints them."""
+def evaluate(settings: EvaluateSettings, say: Callable[[str], Any] = print,
+             progress: bool = False) -> EvaluationReport:
+    """Score `settings.model` as `settings` asks and return the report (what metrics.json holds); `say` gets the
+    tables and the report as JSON, in the order `bertforge evaluate` prints them."""
     check_settings(settings)
     if settings.embedding_task:
         return _evaluate_embeddings(settings, say)
@@ -71,9 +74,7 @@ def _claim(s: EvaluateSettings, recorded: dict[str, Any]) -> None:
     write_run_config(s.output, "evaluate", {**recorded, INPUT_CONTENT: content})
 
 
-def _evaluate_predictor(s: EvaluateSettings, say: Callable[[str], Any], progress: bool) -> dict:
-    import json
-
+def _evaluate_predictor(s: EvaluateSettings, say: Callable[[str], Any], progress: bool) -> EvaluationReport:
     from bertforge.tasks.metrics.report import evaluation_reports, report_tables, write_reports
     from bertforge.tasks.prediction_files import write_eval_outputs
     from bertforge.tasks.predictor import Predictor
@@ -93,22 +94,29 @@ def _evaluate_predictor(s: EvaluateSettings, say: Callable[[str], Any], progress
                                max_batch_tokens=s.inference.max_batch_tokens, long_inputs=s.long)
     predictor.settings.eval_batch_size = s.inference.batch_size
     kept: dict = {}
-    report = predictor.evaluate(data=s.data, eval_file=s.eval, split=split, max_samples=s.max_eval_samples,
-                                task=s.task, skip_bad_rows=s.skip_bad_rows, keep=kept, progress=progress)
-    if report.get("note"):
-        say(f"NOTE: {report['note']}")
-    spec = get_task(report["task"])
+    report = EvaluationReport.from_dict(predictor.evaluate(
+        data=s.data, eval_file=s.eval, split=split, max_samples=s.max_eval_samples, task=s.task,
+        skip_bad_rows=s.skip_bad_rows, keep=kept, progress=progress))
+    if report.note:
+        say(f"NOTE: {report.note}")
+    spec = get_task(report.task)
     class_reports = evaluation_reports(spec.head, kept, predictor.labels)
     for name, table in report_tables(class_reports).items():  # before the JSON, which ends the output
         say(f"{name}:\n{table}")
-    say(json.dumps(report, indent=2, default=float))
+    say(_json(report))
     if s.output:
         from bertforge.outputs import mark_finished
-        files = write_eval_outputs(s.output, spec, report, kept, predictor.labels)
+        files = write_eval_outputs(s.output, spec, report.to_dict(), kept, predictor.labels)
         files += write_reports(s.output, class_reports)
         mark_finished(s.output)
         say("wrote " + ", ".join(str(f) for f in files))
     return report
+
+
+def _json(report: EvaluationReport) -> str:
+    """The report as printed: metrics.json's text (numpy scalars as numbers)."""
+    import json
+    return json.dumps(report.to_dict(), indent=2, default=float)
 
 
 def _check_embedding_inputs(s: EvaluateSettings, task: str) -> None:
@@ -126,10 +134,8 @@ def _check_embedding_inputs(s: EvaluateSettings, task: str) -> None:
                            owner=EvaluateSettings)
 
 
-def _evaluate_embeddings(s: EvaluateSettings, say: Callable[[str], Any]) -> dict:
+def _evaluate_embeddings(s: EvaluateSettings, say: Callable[[str], Any]) -> EvaluationReport:
     """`task` sts|retrieval: the sentence embeddings of an encoder folder, scored; metrics.json with `output`."""
-    import json
-
     from bertforge.serving.embeddings import SentenceEncoder
     from bertforge.tasks.embedding.data import read_beir, read_pairs, split_file
     from bertforge.tasks.embedding.evaluation import evaluate_retrieval, evaluate_sts
@@ -154,13 +160,12 @@ def _evaluate_embeddings(s: EvaluateSettings, say: Callable[[str], Any]) -> dict
         return encoder.encode(texts, batch_size=s.inference.batch_size)
     metrics = evaluate_sts(encode, pairs) if data is None else evaluate_retrieval(
         encode, data, vectors_dir=s.vectors_dir, corpus_chunk=s.corpus_chunk)
-    report = {"task": task, "model": str(s.model), "files": [str(source)], "split": split if not s.eval else None,
-              "eval": metrics}
-    say(json.dumps(report, indent=2, default=float))
+    report = EvaluationReport(task=task, model=str(s.model), files=[str(source)], split=split if not s.eval else None,
+                              eval=metrics)
+    say(_json(report))
     if s.output:
         from bertforge.outputs import mark_finished
-        from bertforge.training.run_output import write_results
-        written = write_results(s.output, report)
+        written = report.to_json(Path(s.output) / report.FILE, default=float)
         mark_finished(s.output)
         say(f"wrote {written}")
     return report

@@ -55,7 +55,7 @@ from typing import Any, Callable, Iterator, Sequence
 from bertforge.checkpoint import SAFE_INDEX, SAFE_WEIGHTS
 from bertforge.config import CONFIG_NAME, has_config
 from bertforge.evaluation.protocols import Protocol, changed_settings, recorded_default
-from bertforge.evaluation.glue_result import FORMAT, GLUE_JSON
+from bertforge.evaluation.glue_result import FORMAT, GLUE_JSON, GlueResult
 from bertforge.evaluation.report import write_report
 from bertforge.evaluation.scheduler import WORKERS_LOCK, Failure, run_units, workers_running
 from bertforge.evaluation.scores import (GLUE_TASKS, glue_average, majority_baseline, summarize_runs, task_score)
@@ -310,9 +310,10 @@ def suite_lock(out: Path) -> Iterator[None]:
 
 
 # ---- the suite ---------------------------------------------------------------------------------------------------
-def run_glue(settings: GlueSettings, say: Callable[[str], None] | None = None, hooks: Any = None) -> dict[str, Any]:
+def run_glue(settings: GlueSettings, say: Callable[[str], None] | None = None, hooks: Any = None) -> GlueResult:
     """Run (or continue) the suite and write glue.json, glue.md and glue.png into OUTPUT; returns glue.json's
-    contents. Raises RuntimeError after writing them when some units failed (the others' results are kept)."""
+    contents as a `GlueResult`. Raises RuntimeError after writing them when some units failed (the others' results
+    are kept)."""
     say = say or (lambda _line: None)
     check_settings(settings)
     if int(os.environ.get("WORLD_SIZE", "1")) > 1:
@@ -331,7 +332,7 @@ def run_glue(settings: GlueSettings, say: Callable[[str], None] | None = None, h
     with suite_lock(out):
         failures = _fine_tune(settings, protocol, units, out, cuda_devices, say, hooks)
         failed = {f.unit.task: f"{f.unit.label}: {f.reason}" for f in reversed(failures)}
-        result = build_result(settings, protocol, plans, skipped, failed, fingerprint, model_type)
+        result = GlueResult.coerce(build_result(settings, protocol, plans, skipped, failed, fingerprint, model_type))
         write_report(result, out)
     if failures:
         raise RuntimeError(f"{len(failures)} of {len(units)} fine-tuning runs failed (first: {failures[0].unit.label}: "

@@ -21,6 +21,7 @@ from typing import Any
 from bertforge.atomic import atomic_write_text
 from bertforge.evaluation.protocols import Protocol
 from bertforge.evaluation.scores import METRICS, metrics_from_report, task_score
+from bertforge.tasks.finetune_report import FinetuneReport
 from bertforge.training.checkpointing import list_checkpoints
 from bertforge.training.metrics_log import METRICS_LOG, last_logged_step
 
@@ -94,21 +95,22 @@ def run_unit(unit: Unit, ctx: UnitContext, hooks: Any = None) -> dict[str, Any]:
     drop what is no longer needed (checkpoints; the fine-tuned weights unless `keep_predictors`)."""
     from bertforge.tasks.finetune import finetune
     report = finetune(finetune_settings(unit, ctx), say=lambda line: print(line, flush=True), hooks=hooks)
-    metrics = metrics_from_report(unit.task, report)
-    run = report["runs"][0]
+    metrics = metrics_from_report(unit.task, report.to_dict())
+    run = report.runs[0]
     result = {"task": unit.task, "seed": unit.seed, "lr": unit.lr, "score": task_score(unit.task, metrics),
               "metrics": metrics, "steps": run["steps"], "seconds": run["seconds"],
-              "train_examples": report["n_train_examples"],
+              "train_examples": report.n_train_examples,
               "eval_examples": _eval_sizes(report)}
     atomic_write_text(unit.result_path, json.dumps(result, indent=2) + "\n")
     tidy(unit, ctx.keep_predictors)
     return result
 
 
-def _eval_sizes(report: dict[str, Any]) -> dict[str, int]:
-    sizes = {"dev": int(report["eval"]["n_examples"])}
-    if "eval_dev_mismatched" in report:
-        sizes["dev_mismatched"] = int(report["eval_dev_mismatched"]["n_examples"])
+def _eval_sizes(report: FinetuneReport) -> dict[str, int]:
+    sizes = {"dev": int(report.eval["n_examples"])}
+    mismatched = report.eval_set("eval_dev_mismatched")
+    if mismatched is not None:
+        sizes["dev_mismatched"] = int(mismatched["n_examples"])
     return sizes
 
 

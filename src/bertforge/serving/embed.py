@@ -11,6 +11,16 @@ from pathlib import Path
 from bertforge.settings import SettingError, check_settings, part, setting
 from bertforge.tasks.embedding.pooling import POOLING_MODES
 from bertforge.tasks.inference_options import InferenceOptions, check_plain_text, text_setting
+from bertforge.tasks.long_inputs import LongInputOptions
+
+#: What the long-input settings mean for sentence embeddings (their help elsewhere speaks of task heads).
+LONG_HELP = {
+    "max_seq_length": "tokens the encoder reads per text, up to the model's positions",
+    "long_inputs": "a text longer than --max-seq-length: truncate (a one-line warning says how many tokens were "
+                   "dropped), refuse (stop, naming the text), or chunk: the text's vector is the mean of the pooled "
+                   "vectors of windows --chunk-stride tokens apart, weighted by their tokens, then normalised if "
+                   "the model normalises",
+}
 
 __all__ = ["BACKENDS", "OUTPUT_KINDS", "EmbedRun", "EmbedSettings", "embed", "read_texts", "write_embeddings"]
 
@@ -20,8 +30,8 @@ BACKENDS = ("torch", "onnx")
 
 @dataclass(kw_only=True)
 class EmbedSettings:
-    """An embedding run: the encoder folder, the texts, where the vectors go, their pooling, and how the model
-    runs."""
+    """An embedding run: the encoder folder, the texts, where the vectors go, their pooling, how the model runs and
+    how it reads texts longer than it takes."""
 
     model: str = setting(help="encoder folder (HF or sentence-transformers)", metavar="DIR")
     input: str | None = setting(None, "texts, one per line ('-' = stdin)", metavar="FILE|-")
@@ -35,6 +45,9 @@ class EmbedSettings:
     inference: InferenceOptions = part(InferenceOptions, lambda: InferenceOptions(batch_size=32), title="inference",
                                        hide=("max_batch_tokens", "max_chars"),
                                        help={"batch_size": "texts per model call"})
+    long: LongInputOptions = part(LongInputOptions, LongInputOptions, title="long inputs", help=LONG_HELP,
+                                  deferred={"max_seq_length": "default: the folder's sentence-transformers "
+                                                              "length, else the model's positions"})
 
 
 @dataclass
@@ -114,7 +127,11 @@ def embed(settings: EmbedSettings) -> EmbedRun:
         from bertforge.outputs import claim_output_file
         claim_output_file(Path(s.output), overwrite=s.overwrite, inputs=(s.input,))
     texts, blank = read_texts(s.input, s.text)
-    encoder = SentenceEncoder.load(s.model, device=run.device, precision=run.precision, backend=s.backend)
+    encoder = SentenceEncoder.load(s.model, device=run.device, precision=run.precision, backend=s.backend,
+                                   long_inputs=s.long)
+    if s.long.long_inputs == "truncate":  # one line saying how many tokens the cut texts lost
+        from bertforge.tasks.long_inputs import over_length
+        over_length(encoder.token_counts(texts), encoder.max_length, s.long, what="text")
     vectors = encoder.encode(texts, batch_size=run.batch_size, pooling=s.pooling, normalize=s.normalize)
     write_embeddings(s.output, texts, vectors)
     return EmbedRun(len(texts), int(vectors.shape[1]), blank)

@@ -52,6 +52,10 @@ class Service:
     model_name: str
     tokenizer_thread: ThreadPoolExecutor
 
+    def __post_init__(self) -> None:
+        """The app's settings say how its model reads inputs longer than it takes."""
+        self.model.read_long_inputs(self.settings.long)
+
     async def run(self, kind: str, payloads: list[Any], tokens: list[int], endpoint: str) -> list[Any]:
         """The model's results for `payloads`, batched with other requests' inputs."""
         try:
@@ -70,23 +74,35 @@ class Service:
         return await asyncio.get_running_loop().run_in_executor(self.tokenizer_thread, func, *args)
 
     async def checked_lengths(self, texts: Sequence[str], pairs: Sequence[str | None] | None,
-                              fields: Sequence[str]) -> list[int]:
+                              fields: Sequence[str], long: str | None = None) -> list[int]:
         """Tokens per input (pairs counted together), each within the model's length or cut to it with
-        --auto-truncate; 413 naming the field otherwise."""
+        --auto-truncate; 413 naming the field otherwise. `long` is how the model call reads a longer input
+        (`ServedModel.long_mode`): with chunk it reads it whole (its whole count is returned), with refuse it is
+        answered 413 even with --auto-truncate."""
         chars = sum(map(len, texts)) + sum(len(p) for p in pairs or () if p)
         longest = self.model.max_length
+        if long == "chunk":  # read whole, in windows that each hold the second text of a pair whole
+            if pairs is not None and any(p is not None for p in pairs):
+                taken = await self.off_loop(chars, self.model.pair_tokens, pairs)
+                for field, n in zip(fields, taken):
+                    if n >= longest:
+                        raise RequestError(413, f"{field}: its second text takes {n} of the {longest} tokens of a "
+                                                "window (with the special tokens), leaving none for the first",
+                                           "input_too_long")
+            return await self.off_loop(chars, self.model.token_counts, texts, pairs)
         counts = await self.off_loop(chars, self.model.token_counts, texts, pairs, longest + 1)
-        if not self.settings.auto_truncate:
+        if long == "refuse" or not self.settings.auto_truncate:
+            hint = "" if long == "refuse" else " (or start the server with --auto-truncate)"
             for field, n in zip(fields, counts):
                 if n > longest:
                     raise RequestError(413, f"{field} has more than {longest} tokens; this model takes at most "
-                                            f"{longest} (or start the server with --auto-truncate)", "input_too_long")
+                                            f"{longest}{hint}", "input_too_long")
         return [min(n, longest) for n in counts]
 
     async def embed(self, texts: list[str], fields: Sequence[str], endpoint: str,
                     normalize: bool) -> tuple[np.ndarray, list[int]]:
         """[len(texts), dim] float32 sentence vectors, and the tokens each text took."""
-        tokens = await self.checked_lengths(texts, None, fields)
+        tokens = await self.checked_lengths(texts, None, fields, self.model.long_mode("embed"))
         vectors = np.stack(await self.run("embed", texts, tokens, endpoint))
         if normalize:
             vectors = vectors / np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
@@ -145,7 +161,8 @@ async def rerank(svc: Service, req: RerankRequest) -> list[dict[str, Any]]:
         scores = (vectors[1:] @ vectors[0]).tolist()
     else:
         queries = [req.query] * len(req.texts)
-        tokens = await svc.checked_lengths(queries, req.texts, indexed("texts", len(req.texts)))
+        tokens = await svc.checked_lengths(queries, req.texts, indexed("texts", len(req.texts)),
+                                           svc.model.long_mode("predict"))
         results = await svc.run("predict", list(zip(queries, req.texts)), tokens, "/rerank")
         scores = [svc.model.pair_score(r, raw=req.raw_scores) for r in results]
     order = sorted(range(len(scores)), key=lambda i: -scores[i])
@@ -156,11 +173,17 @@ async def predict(svc: Service, req: PredictRequest) -> list[dict[str, Any]]:
     head = svc.model.predictor.head
     parsed = [predict_input(head, item, f"inputs[{i}]", svc.settings) for i, item in enumerate(req.inputs)]
     texts, pairs = _length_texts(head, parsed)
+    long = svc.model.long_mode("predict")
     if texts is not None:
-        tokens = await svc.checked_lengths(texts, pairs, indexed("inputs", len(texts)))
+        tokens = await svc.checked_lengths(texts, pairs, indexed("inputs", len(texts)), long)
     else:  # QA and multiple choice split or cut long inputs themselves
         flat = [_flatten(p) for p in parsed]
-        counts = await svc.off_loop(sum(map(len, flat)), svc.model.token_counts, flat, None, svc.model.max_length)
+        chars = sum(map(len, flat))
+        if long == "refuse":  # refused here, naming the input, not inside a batch shared with other requests
+            refused = await svc.off_loop(chars, svc.model.refused_input, parsed)
+            if refused is not None:
+                raise RequestError(413, f"inputs[{refused[0]}]: {refused[1]}", "input_too_long")
+        counts = await svc.off_loop(chars, svc.model.token_counts, flat, None, svc.model.max_length)
         tokens = [min(svc.model.max_length, n) for n in counts]
     return await svc.run("predict", parsed, tokens, "/predict")
 

@@ -1,9 +1,12 @@
 """Whatever a folder holds, ready to serve: an encoder (embeddings), a fine-tuned predictor (`task.json`) or
-an MLM (fill-mask, and embeddings from its encoder). Batch-level methods run in the server's worker thread."""
+an MLM (fill-mask, and embeddings from its encoder). Batch-level methods run in the server's worker thread.
+How it reads inputs longer than it takes is the app's to say (`ServeSettings.long`, applied by
+`read_long_inputs`)."""
 from __future__ import annotations
 
 import functools
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +15,7 @@ import numpy as np
 from bertforge.config import has_config, read_model_config
 from bertforge.settings import SettingError
 from bertforge.tasks.embedding.st_folder import is_sentence_transformers_folder
+from bertforge.tasks.long_inputs import LongInputOptions
 from bertforge.tasks.predictor import is_predictor_folder
 from bertforge.serving.embeddings import Pooling, SentenceEncoder
 
@@ -59,6 +63,7 @@ class ServedModel:
         self.predictor = None
         self.mlm = None
         self.precision = None
+        self.long_inputs = LongInputOptions()
         if backend == "torch":
             from bertforge.device import placement
             self.device, self.precision = placement(device, precision)
@@ -95,6 +100,59 @@ class ServedModel:
             return Predictor(OnnxModel.from_pretrained(self.path, device=self.device_name), load_tokenizer(self.path),
                              task, self.path)
         return Predictor.load(self.path, device=self.device, precision=self.precision)
+
+    def read_long_inputs(self, options: LongInputOptions) -> None:
+        """How the predictor and the encoder read inputs longer than they take (`tasks.long_inputs`), and the
+        length the endpoints check inputs against."""
+        # With refuse the handlers refuse an over-long input before it joins a batch (a refusal inside the batch
+        # would fail every request sharing it); the model itself then cuts whatever they let through.
+        inside = replace(options, long_inputs="truncate") if options.long_inputs == "refuse" else options
+        if self.predictor is not None:
+            self.predictor.read_long_inputs(inside)
+            self.max_length = int(self.predictor.settings.max_seq_length or 512)
+        if self.encoder is not None:
+            self.encoder.read_long_inputs(inside)
+            self.max_length = self.encoder.max_length
+        self.long_inputs = options
+
+    def long_mode(self, call: str) -> str | None:
+        """How the model call `call` ("predict" or "embed") reads an input longer than `max_length`: truncate,
+        refuse or chunk; None for a call this folder does not make."""
+        model = self.predictor if call == "predict" else self.encoder if call == "embed" else None
+        return self.long_inputs.long_inputs if model is not None else None
+
+    def pair_tokens(self, pairs: Sequence[str | None]) -> list[int]:
+        """Tokens each second text takes in every window of a chunked pair, special tokens of the pair included
+        (0 without a pair): a window of `max_length` tokens must have room left for the first text."""
+        from bertforge.tasks.long_inputs import special_tokens
+        tok = self.request_tokenizer
+        specials = special_tokens(tok, True)
+        return [0 if p is None else specials + len(tok(p, add_special_tokens=False)["input_ids"]) for p in pairs]
+
+    def refused_input(self, inputs: Sequence[Any]) -> tuple[int, str] | None:
+        """(index, why) of the first question answering or multiple choice input the predictor refuses with
+        `refuse` (a context that needs more than one window, a choice row longer than the model reads), counted
+        with the request tokenizer as the predictor counts; None when all fit."""
+        from bertforge.tasks.features import encode_squad
+        from bertforge.tasks.readers import SquadExample
+        predictor, tok = self.predictor, self.request_tokenizer
+        length = predictor.settings.seq_length(predictor.spec)
+        if predictor.head == "question_answering":
+            examples = [SquadExample(str(i), q, c, ()) for i, (q, c) in enumerate(inputs)]
+            features = encode_squad(tok, examples, length, predictor.settings.doc_stride,
+                                    predictor.settings.max_query_length)
+            windows = np.bincount([f["example_index"] for f in features], minlength=len(examples))
+            over = np.flatnonzero(windows > 1)
+            return (int(over[0]), f"its context needs {int(windows[over[0]])} windows of {length} tokens; this "
+                                  "model reads one") if len(over) else None
+        if predictor.head == "multiple_choice":
+            for i, item in enumerate(inputs):
+                context, start, endings = (item[0], "", item[1]) if len(item) == 2 else item
+                for c, ending in enumerate(endings):
+                    n = len(tok(context, f"{start} {ending}".strip())["input_ids"])
+                    if n > length:
+                        return i, f"choice {c} has {n} tokens; this model takes at most {length}"
+        return None
 
     # ---- what the endpoints ask ---------------------------------------------------------------------------------
     @functools.cached_property
@@ -218,7 +276,7 @@ class ServedModel:
         config = read_model_config(self.path)
         info: dict[str, Any] = {"model": self.path.name, "kind": self.kind, "backend": self.backend,
                                 "model_type": config.get("model_type", "bert"), "max_input_length": self.max_length,
-                                "endpoints": self.endpoints,
+                                "endpoints": self.endpoints, "long_inputs": self.long_inputs.long_inputs,
                                 "device": str(getattr(self, "device", self.device_name)),
                                 "precision": self.precision.name if self.precision else "onnx"}
         if self.encoder is not None:

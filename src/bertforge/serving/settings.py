@@ -1,6 +1,7 @@
 """What a server runs and accepts, each setting declared once (default, range, help): `ServeSettings`, the
-knobs an app made by `create_app` batches and bounds requests by, and `ServerSettings`, the whole of `bertforge
-serve` (the folder, the address, the backend, and those knobs), whose flags are derived from these fields."""
+knobs an app made by `create_app` batches and bounds requests by (and how its model reads inputs longer than it
+takes, `LongInputOptions`), and `ServerSettings`, the whole of `bertforge serve` (the folder, the address, the
+backend, and those knobs), whose flags are derived from these fields."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -8,6 +9,7 @@ from dataclasses import dataclass
 from bertforge.device import device_setting, precision_setting
 from bertforge.settings import MAX_BATCH, SettingError, check_settings, flat_keywords, part, setting
 from bertforge.tasks.inference_options import MAX_BATCH_TOKENS
+from bertforge.tasks.long_inputs import LongInputOptions
 
 __all__ = ["MAX_WAIT_MS_LIMIT", "UPLOAD_BUDGET_BODIES", "ServeSettings", "ServerSettings", "port_number"]
 
@@ -26,9 +28,25 @@ def port_number(text: str) -> int:
     return int(text)
 
 
+#: What the long-input settings mean for a server (their help elsewhere speaks of one run).
+LONG_HELP = {
+    "max_seq_length": "tokens the model reads per input, up to the model's positions",
+    "long_inputs": "an input longer than --max-seq-length, for /predict and the embedding endpoints: truncate "
+                   "(answered 413 unless --auto-truncate), refuse (answered 413 naming the input, with or without "
+                   "--auto-truncate), or chunk: read whole in windows --chunk-stride tokens apart, as predict and "
+                   "embed read them: classification and regression average the windows' logits, question "
+                   "answering takes the best span of any window, token classification tags each word in the "
+                   "window where it is most central, an embedding is the token-weighted mean of the windows' "
+                   "vectors",
+}
+
+
+@flat_keywords
 @dataclass(frozen=True)
 class ServeSettings:
-    """Server knobs: how requests are batched and bounded. Defaults suit a laptop serving a base-size encoder."""
+    """Server knobs: how requests are batched and bounded, and how the model reads inputs longer than it takes.
+    Defaults suit a laptop serving a base-size encoder. Takes the long-input settings by their own names too:
+    `ServeSettings(long_inputs="chunk")`."""
 
     max_batch_tokens: int = setting(16384, "padded tokens (longest input x inputs) per model call", positive=True,
                                     maximum=MAX_BATCH_TOKENS)
@@ -49,6 +67,10 @@ class ServeSettings:
     auto_truncate: bool = setting(False, "cut over-long inputs instead of answering 413")
     api_key: str | None = setting(None, "require `Authorization: Bearer KEY` (not for /health)")
     model_name: str | None = setting(None, "the `model` field in answers (default: folder name)")
+    long: LongInputOptions = part(LongInputOptions, LongInputOptions, title="long inputs", help=LONG_HELP,
+                                  deferred={"max_seq_length": "default: the predictor's task.json, the "
+                                                              "encoder's sentence-transformers settings or its "
+                                                              "positions"})
 
     def __post_init__(self) -> None:
         """Checked when made, so an app never runs with knobs out of range; a whole number is one (a knob of

@@ -151,14 +151,18 @@ def predict_examples(model, tokenizer, spec: TaskSpec, examples: Sequence[Any], 
                      labels: Sequence[str] | None, *, device: torch.device | str | None = None,
                      precision: Precision | str | None = None, progress: bool = False) -> EvalRun:
     """Encode, run and decode `examples` (no scoring); inputs longer than the settings' length are handled as
-    their `long_inputs` says (without it: truncated, as when training)."""
+    their `long_inputs` says (without it: truncated, as when training). Chunked token classification keeps a
+    feature and an output per window (as question answering does) and one tag list per sentence."""
     long = getattr(settings, "long_inputs", None)
-    owners = None
+    owners, windows = None, None
+    label2id = {name: i for i, name in enumerate(labels)} if labels else None
     if long is not None and HEADS[spec.head].per_text:
         from bertforge.tasks.long_inputs import encode_texts
-        label2id = {name: i for i, name in enumerate(labels)} if labels else None
         features, owners, _ = encode_texts(tokenizer, examples, settings.seq_length(spec), long, label2id,
                                            regression=spec.head == "regression")
+    elif long is not None and spec.head == "token_classification":
+        from bertforge.tasks.long_inputs import encode_sentences
+        features, windows, _ = encode_sentences(tokenizer, examples, settings.seq_length(spec), long, label2id)
     else:
         features = encode(spec, tokenizer, examples, settings, labels, training=False)
         if long is not None:
@@ -171,7 +175,10 @@ def predict_examples(model, tokenizer, spec: TaskSpec, examples: Sequence[Any], 
         from bertforge.tasks.long_inputs import mean_by_owner
         outputs = mean_by_owner(outputs, owners, len(examples))
         features = [features[owners.index(i)] for i in range(len(examples))]
-    return EvalRun(features, outputs, decode_outputs(spec, examples, features, outputs, labels, settings))
+    predictions = decode_outputs(spec, examples, features, outputs, labels, settings)
+    if windows is not None:  # chunked: each word tagged in the window where it is most central
+        predictions = windows.tags(predictions)
+    return EvalRun(features, outputs, predictions)
 
 
 def evaluate_examples(model, tokenizer, spec: TaskSpec, examples: Sequence[Any], settings: "InferenceSettings",

@@ -239,9 +239,11 @@ def train_run(spec: TaskSpec, tokenizer, data: TaskData, train_features: list[Fe
                      round(result.elapsed, 2), result.step, curves if curves.exists() else None, run_dir)
 
 
-def finetune(settings: FinetuneSettings, say: Callable[[str], None] | None = None, hooks=None) -> dict[str, Any]:
-    """Run every (lr, restart), keep the best on the eval set, save it as a predictor; returns metrics.json.
-    `say` receives the progress lines (the command passes print; none: quiet)."""
+def finetune(settings: FinetuneSettings, say: Callable[[str], None] | None = None, hooks=None) -> FinetuneReport:
+    """Run every (lr, restart), keep the best on the eval set, save it as a predictor; returns what metrics.json
+    holds, as a `FinetuneReport` (under torchrun, rank 0's is the whole of it: the other ranks' lacks the eval
+    sets scored after training, and is empty when OUTPUT held the finished run). `say` receives the progress lines
+    (the command passes print; none: quiet)."""
     from bertforge.tokenization import load_tokenizer
 
     spec = get_task(settings.data_options.task)
@@ -254,7 +256,7 @@ def finetune(settings: FinetuneSettings, say: Callable[[str], None] | None = Non
         say = say if main and say else (lambda msg: None)
         if is_finished(out):
             say(f"{out} already holds this finished finetune run; nothing to do")
-            return read_finetune_report(out).to_dict() if main else {}
+            return read_finetune_report(out) if main else FinetuneReport()
         data = load_task_data(None, settings.data_options)
         spec = data.spec or spec  # e.g. `classification` data whose labels are scores is a regression task
         if data.note:
@@ -288,21 +290,22 @@ def finetune(settings: FinetuneSettings, say: Callable[[str], None] | None = Non
                 if best.curves is not None:
                     shutil.copyfile(best.curves, out / CURVES)
             runs_kept = _evaluate_saved(out, spec, data, settings, session, report)
-            FinetuneReport.from_dict(report).to_json(out / RESULTS, default=_json_default)
+            report.to_json(out / RESULTS, default=_json_default)
             class_reports = evaluation_reports(spec.head, runs_kept, data.labels)
             write_reports(out, class_reports)
             for name, table in report_tables(class_reports).items():
                 say(f"{name}:\n{table.rstrip()}")
         values = [x.value for x in runs]
-        say(f"best {best.name}: {report['main_metric']} = {best.value:.4f}; over {len(values)} runs median "
-            f"{report['summary']['median']:.4f} (min {min(values):.4f}, max {max(values):.4f})")
+        say(f"best {best.name}: {report.main_metric} = {best.value:.4f}; over {len(values)} runs median "
+            f"{report.summary['median']:.4f} (min {min(values):.4f}, max {max(values):.4f})")
         say(f"saved predictor to {out}")
     return report
 
 
 def _evaluate_saved(out: Path, spec: TaskSpec, data: TaskData, settings: FinetuneSettings, session,
-                    report: dict[str, Any]) -> dict[str, tuple[list[Any], EvalRun]]:
-    """Score the saved predictor on the eval sets training did not report (MNLI mismatched: into `report`) and,
+                    report: FinetuneReport) -> dict[str, tuple[list[Any], EvalRun]]:
+    """Score the saved predictor on the eval sets training did not report (MNLI mismatched: into `report`, a key
+    after "settings") and,
     for a head with a per-class report, on the first one too; returns {set: (examples, run)} of the sets run.
 
     The first set is run again rather than kept from training: its predictions must be those of the weights
@@ -318,7 +321,7 @@ def _evaluate_saved(out: Path, spec: TaskSpec, data: TaskData, settings: Finetun
         metrics, _ = evaluate_examples(predictor.model, predictor.tokenizer, spec, examples, settings, data.labels,
                                        device=session.device, precision=predictor.precision, keep=runs)
         if i > 0:
-            report[name] = metrics
+            report.extra[name] = metrics
         kept[name] = (examples, runs[0])
     return kept
 
@@ -364,20 +367,17 @@ def _main_metric_name(spec: TaskSpec) -> str:
 
 
 def _report(spec: TaskSpec, settings: FinetuneSettings, data: TaskData, train_features: list[Feature],
-            runs: list[RunResult], best: RunResult) -> dict[str, Any]:
+            runs: list[RunResult], best: RunResult) -> FinetuneReport:
     values = [x.value for x in runs]
-    return {
-        "task": spec.name, "main_metric": _main_metric_name(spec),
-        "note": data.note or None, "files": data.files,
-        "n_train_examples": len(data.train), "n_train_features": len(train_features),
-        "eval": best.metrics,
-        "best_run": {"name": best.name, "lr": best.lr, "seed": best.seed, "value": best.value},
-        "runs": [{"name": x.name, "lr": x.lr, "seed": x.seed, "value": x.value, "steps": x.steps,
-                  "seconds": x.seconds, "eval": x.metrics} for x in runs],
-        "summary": {"median": statistics.median(values), "min": min(values), "max": max(values),
-                    "stdev": statistics.stdev(values) if len(values) > 1 else 0.0, "n_runs": len(values)},
-        "settings": settings_record(settings),
-    }
+    return FinetuneReport(
+        task=spec.name, main_metric=_main_metric_name(spec), note=data.note or None, files=data.files,
+        n_train_examples=len(data.train), n_train_features=len(train_features), eval=best.metrics,
+        best_run={"name": best.name, "lr": best.lr, "seed": best.seed, "value": best.value},
+        runs=[{"name": x.name, "lr": x.lr, "seed": x.seed, "value": x.value, "steps": x.steps,
+               "seconds": x.seconds, "eval": x.metrics} for x in runs],
+        summary={"median": statistics.median(values), "min": min(values), "max": max(values),
+                 "stdev": statistics.stdev(values) if len(values) > 1 else 0.0, "n_runs": len(values)},
+        settings=settings_record(settings))
 
 
 def _copy_predictor(source: Path, target: Path) -> None:

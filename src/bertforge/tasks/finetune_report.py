@@ -1,8 +1,8 @@
 """metrics.json of a `bertforge finetune` run: the best run's scores, every run of the grid and the settings.
 
-`tasks.finetune` writes it into the predictor folder; `bertforge distill` reads the teacher's settings from it,
-`bertforge glue` each unit's scores. The eval sets scored after training besides the first (MNLI's
-`eval_dev_mismatched`) are keys of their own after "settings", kept in `extra` (`eval_set` reads them).
+`tasks.finetune` writes it into the predictor folder and returns it; `bertforge distill` reads the teacher's
+settings from it, `bertforge glue` each unit's scores. The eval sets scored after training besides the first
+(MNLI's `eval_dev_mismatched`) are keys of their own after "settings", kept in `extra` (`eval_set` reads them).
 """
 from __future__ import annotations
 

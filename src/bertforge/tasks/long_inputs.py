@@ -1,6 +1,6 @@
 """Inputs longer than the model reads: cut them (saying how much was lost), refuse them, or read them in chunks.
 
-`LongInputOptions` is the part every verb that runs a saved task model composes (predict, evaluate, serve):
+`LongInputOptions` is the part every verb that runs a saved model composes (predict, evaluate, serve, embed):
 `Predictor.load(DIR, long_inputs=LongInputOptions(long_inputs="chunk"))`, or `Predictor(..., long_inputs=...)`;
 `evaluate_examples` reads it from `InferenceSettings.long_inputs`. A long model (a Longformer of 4,096 positions)
 is given a `max_seq_length` up to its positions and reads a whole document at once; a 512-token model reads the
@@ -11,7 +11,15 @@ same document in chunks (`chunk`), so that the two can be compared on the same i
   input's logits are their mean.
 - question answering always reads the context in windows (the SQuAD recipe; `chunk_stride` sets their stride)
   and answers with the best span of any window, mapped back to characters of the whole context.
-- token classification and multiple choice are cut (or refused); they have no chunked form.
+- token classification: a sentence is cut into word-aligned windows that fit `max_seq_length`, starting about
+  `chunk_stride` tokens apart (`word_windows`); each word takes its tag from the window in which it is most
+  central (farthest, in words, from the window's nearer edge; on a tie the earlier window), `WordWindows.tags`.
+- multiple choice is cut (or refused); it has no chunked form.
+- sentence embeddings (`serving.embeddings.SentenceEncoder`): each window of a text is pooled as the model pools,
+  and the text's vector is the mean of its windows' vectors weighted by their tokens, then normalised if the
+  model normalises.
+
+A sentence or text that fits is encoded exactly as without chunks.
 """
 from __future__ import annotations
 
@@ -23,13 +31,14 @@ import numpy as np
 
 from bertforge.settings import MAX_LENGTH, SettingError, check_settings, flag_of, setting
 
-__all__ = ["LONG_INPUTS", "LongInputOptions", "check_chunkable", "chunk_classification", "chunk_overlap",
-           "check_encoded", "encode_texts", "full_lengths", "mean_by_owner", "over_length", "token_counts"]
+__all__ = ["LONG_INPUTS", "LongInputOptions", "WordWindows", "check_chunkable", "chunk_classification",
+           "chunk_overlap", "check_encoded", "encode_sentences", "encode_texts", "full_lengths", "mean_by_owner",
+           "over_length", "token_counts", "word_windows"]
 
 logger = logging.getLogger(__name__)
 
 LONG_INPUTS = ("truncate", "refuse", "chunk")
-CHUNKED_HEADS = ("sequence_classification", "regression", "question_answering")
+CHUNKED_HEADS = ("sequence_classification", "regression", "question_answering", "token_classification")
 
 
 @dataclass
@@ -44,7 +53,8 @@ class LongInputOptions:
     long_inputs: str = setting(
         "truncate", "an input longer than --max-seq-length: truncate (a one-line warning says how many tokens were "
         "dropped), refuse (stop, naming the input), or chunk: classification and regression average the logits "
-        "of windows --chunk-stride tokens apart, question answering takes the best span of any window",
+        "of windows --chunk-stride tokens apart, question answering takes the best span of any window, token "
+        "classification tags each word in the word-aligned window where it is most central",
         choices=LONG_INPUTS)
     chunk_stride: int | None = setting(
         None, "chunk: tokens between the starts of consecutive windows", positive=True, maximum=MAX_LENGTH,
@@ -123,9 +133,9 @@ def over_length(counts: Sequence[int], max_length: int, options: LongInputOption
 
 def check_encoded(head: str, tokenizer, examples: Sequence[Any], features: Sequence[dict[str, Any]],
                   max_length: int, options: LongInputOptions) -> dict[int, int]:
-    """The inputs of a head without a chunked form that `max_length` cut (warned or refused as `options` says):
-    {example: tokens dropped}. Question answering reads every context whole, in windows; `refuse` refuses one
-    that needs more than one."""
+    """The inputs of a head encoded without `encode_texts` / `encode_sentences` that `max_length` cut (warned or
+    refused as `options` says): {example: tokens dropped}. Question answering reads every context whole, in
+    windows; `refuse` refuses one that needs more than one."""
     if head == "question_answering":
         windows = np.bincount([f["example_index"] for f in features], minlength=len(examples))
         if options.long_inputs == "refuse" and len(windows) and windows.max() > 1:
@@ -134,10 +144,6 @@ def check_encoded(head: str, tokenizer, examples: Sequence[Any], features: Seque
                                "{long_inputs} refuse)", owner=LongInputOptions, index=first, n=int(windows[first]),
                                limit=max_length)
         return {}
-    if head == "token_classification":
-        words = [list(getattr(ex, "words", ex)) for ex in examples]
-        counts = full_lengths(tokenizer, [f["input_ids"] for f in features], words, None, max_length, words=True)
-        return over_length(counts, max_length, options, what="sentence")
     if head == "multiple_choice":
         texts = [ex.context for ex in examples for _ in ex.endings]
         pairs = [f"{ex.start} {e}".strip() for ex in examples for e in ex.endings]
@@ -151,8 +157,9 @@ def check_encoded(head: str, tokenizer, examples: Sequence[Any], features: Seque
 def check_chunkable(head: str, options: LongInputOptions) -> None:
     """`chunk` for a head that has no chunked form is refused rather than quietly truncated."""
     if options.long_inputs == "chunk" and head not in CHUNKED_HEADS:
-        raise SettingError("{long_inputs} chunk reads classification, regression and question answering inputs; "
-                           "a {head} model truncates or refuses", owner=LongInputOptions, head=head)
+        raise SettingError("{long_inputs} chunk reads classification, regression, question answering and token "
+                           "classification inputs; a {head} model truncates or refuses", owner=LongInputOptions,
+                           head=head)
 
 
 def special_tokens(tokenizer, pair: bool) -> int:
@@ -193,6 +200,119 @@ def mean_by_owner(outputs: Sequence[np.ndarray], owners: Sequence[int], count: i
     for out, owner in zip(outputs, owners):
         sums.setdefault(owner, []).append(np.asarray(out, dtype=np.float64))
     return [np.mean(sums[i], axis=0).astype(np.float32) for i in range(count)]
+
+
+# ---- token classification: word-aligned windows -----------------------------------------------------------------
+def word_windows(lengths: Sequence[int], room: int, stride: int) -> list[tuple[int, int]]:
+    """Word spans [start, end) of the windows of a sentence whose words take `lengths` tokens: each window holds
+    as many whole words as fit in `room` tokens (at least one word: a longer word is cut where the window ends);
+    the next one starts at the first word at least `stride` tokens (at most `room`) after this one's start, never
+    past its end, and the last one ends at the sentence's end."""
+    offsets = np.concatenate([[0], np.cumsum(lengths, dtype=np.int64)])
+    n, step = len(lengths), max(1, min(stride, room))
+    spans: list[tuple[int, int]] = []
+    start = 0
+    while True:
+        end = int(np.searchsorted(offsets, offsets[start] + room, side="right")) - 1
+        end = min(n, max(end, start + 1))
+        spans.append((start, end))
+        if end >= n:
+            return spans
+        later = int(np.searchsorted(offsets, offsets[start] + step, side="left"))
+        start = min(max(later, start + 1), end)
+
+
+def central_windows(spans: Sequence[tuple[int, int]], count: int) -> list[int]:
+    """For each of `count` words, the window (an index into `spans`) in which it is farthest, in words, from the
+    nearer edge; on a tie the earlier window."""
+    best = [-1] * count
+    depth = [-1] * count
+    for k, (start, end) in enumerate(spans):
+        for w in range(start, end):
+            d = min(w - start, end - 1 - w)
+            if d > depth[w]:
+                best[w], depth[w] = k, d
+    return best
+
+
+@dataclass
+class WordWindows:
+    """Which sentence, and which of its words [start, end), each token classification feature holds, so that
+    per-feature tags go back to one tag list per sentence."""
+
+    owners: list[int]
+    spans: list[tuple[int, int]]
+    num_words: list[int]
+
+    def tags(self, feature_tags: Sequence[Sequence[str]]) -> list[list[str]]:
+        """Each sentence's word tags: every word's tag from the window in which it is most central."""
+        by_sentence: dict[int, list[int]] = {}
+        for f, owner in enumerate(self.owners):
+            by_sentence.setdefault(owner, []).append(f)
+        out = []
+        for i, n in enumerate(self.num_words):
+            feats = by_sentence[i]
+            if len(feats) == 1:
+                out.append(list(feature_tags[feats[0]]))
+                continue
+            choice = central_windows([self.spans[f] for f in feats], n)
+            out.append([feature_tags[feats[k]][w - self.spans[feats[k]][0]] for w, k in enumerate(choice)])
+        return out
+
+
+def encode_sentences(tokenizer, sentences: Sequence[Any], max_length: int, options: "LongInputOptions | None",
+                     label2id: Mapping[str, int] | None = None,
+                     ) -> tuple[list[dict[str, Any]], WordWindows | None, dict[int, int]]:
+    """Token classification features of `sentences` (`NerSentence`s or lists of words) as `options` asks:
+    (features, the sentence and words of each feature when chunked else None, {sentence: tokens dropped}). A
+    sentence that fits is one feature, as `encode_ner` makes it; with `chunk`, a longer one is a feature per
+    window (`word_windows`)."""
+    from bertforge.tasks.features import encode_ner
+    options = options or LongInputOptions()
+    features = encode_ner(tokenizer, sentences, max_length, label2id)
+    words = [list(getattr(s, "words", s)) for s in sentences]
+    counts = full_lengths(tokenizer, [f["input_ids"] for f in features], words, None, max_length, words=True)
+    dropped = over_length(counts, max_length, options, what="sentence")
+    if options.long_inputs != "chunk" or not dropped:
+        return features, None, dropped
+    room = max(1, max_length - special_tokens(tokenizer, False))
+    stride = options.stride(max_length)
+    lengths = dict(zip(sorted(dropped), _word_lengths(tokenizer, [words[i] for i in sorted(dropped)])))
+    out, owners, spans = [], [], []
+    for i, sentence in enumerate(sentences):
+        if i not in dropped:
+            out.append(features[i])
+            owners.append(i)
+            spans.append((0, len(words[i])))
+            continue
+        windows = word_windows(lengths[i], room, stride)
+        parts = [_word_slice(sentence, start, end) for start, end in windows]
+        out += encode_ner(tokenizer, parts, max_length, label2id)
+        owners += [i] * len(windows)
+        spans += windows
+    return out, WordWindows(owners, spans, [len(w) for w in words]), {}
+
+
+def _word_lengths(tokenizer, sentences: Sequence[list[str]]) -> list[list[int]]:
+    """Tokens of each word of each sentence (a word that tokenizes to nothing takes 0)."""
+    enc = tokenizer(list(sentences), is_split_into_words=True, add_special_tokens=False, return_word_ids=True)
+    out = []
+    for words, word_ids in zip(sentences, enc["word_ids"]):
+        counts = [0] * len(words)
+        for w in word_ids:
+            if w is not None:
+                counts[w] += 1
+        out.append(counts)
+    return out
+
+
+def _word_slice(sentence: Any, start: int, end: int) -> Any:
+    """Words [start, end) of a sentence (a `NerSentence` keeps its tags for those words)."""
+    if hasattr(sentence, "words"):
+        import dataclasses
+        return dataclasses.replace(sentence, words=tuple(sentence.words[start:end]),
+                                   tags=tuple(sentence.tags[start:end]))
+    return list(sentence[start:end])
 
 
 def describe(options: LongInputOptions | None) -> Mapping[str, Any]:

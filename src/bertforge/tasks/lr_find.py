@@ -18,18 +18,16 @@ only `lr_find.json` (the curve, the suggestions, the settings), `lr_find.png` an
 """
 from __future__ import annotations
 
-import json
 import math
 import random
 import shlex
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, ClassVar, Sequence
 
 import numpy as np
 import torch
 
-from bertforge.atomic import atomic_write_text
 from bertforge.data.batches import BATCH_ORDERS, EpochBatches
 from bertforge.device import move_to
 from bertforge.outputs import RunAlreadyFinished, fresh_output
@@ -43,6 +41,7 @@ from bertforge.training.engine import Session
 from bertforge.training.optim import build_optimizer
 from bertforge.training.options import TrainOptions, finetune_defaults
 from bertforge.training.progress import progress
+from bertforge.training.summary import NUMBER, JsonRecord, check_kind, key
 
 RESULT = "lr_find.json"
 PLOT = "lr_find.png"
@@ -101,35 +100,53 @@ class LrFindSettings:
                                 max_seq_length=self.max_seq_length, max_train_samples=self.max_train_samples)
 
 
-@dataclass
-class LrFindResult:
-    """The curve (`lrs`, `losses`, `smoothed`, one per step run), why it stopped, and the suggestions."""
+@dataclass(kw_only=True)
+class LrFindResult(JsonRecord):
+    """lr_find.json: the suggestions, why the ramp stopped, the curve (`lrs`, `losses`, `smoothed`: one value per
+    step run) and the settings; `output` is the folder it is in (not a key of the file). `min_loss_lr_div10` and
+    `steps_run` follow from the other keys, and are filled in when not given."""
 
-    lrs: list[float]
-    losses: list[float]
-    smoothed: list[float]
-    suggested_lr: float                # min(steepest_lr, min_loss_lr / 10)
-    min_loss_lr: float
-    stopped_by: str                    # "diverged", "non-finite" or "steps"
-    command: str                       # the `bertforge finetune` command at the suggested lr
+    FILE: ClassVar[str] = RESULT
+    suggested_lr: float = key(NUMBER)           # min(steepest_lr, min_loss_lr / 10)
+    # the steepest descent of the smoothed loss (None: it falls nowhere before its minimum)
+    steepest_lr: float | None = key(NUMBER + (type(None),), None)
+    min_loss_lr: float = key(NUMBER)
+    min_loss_lr_div10: float = key(NUMBER, None)
+    stopped_by: str = key(str)                  # "diverged", "non-finite" or "steps"
+    steps_run: int = key(int, None)
+    command: str = key(str)                     # the `bertforge finetune` command at the suggested lr
+    lrs: list[float] = key(list)
+    losses: list[float] = key(list)
+    smoothed: list[float] = key(list)
+    settings: dict[str, Any] = key(dict, factory=dict)  # the LrFindSettings record
     output: Path | None = None
-    settings: dict[str, Any] = field(default_factory=dict)
-    steepest_lr: float | None = None   # the steepest descent of the smoothed loss (None: no fall before the minimum)
+    extra: dict[str, Any] = field(default_factory=dict, compare=False)
 
-    @property
-    def min_loss_lr_div10(self) -> float:
-        return self.min_loss_lr / 10
+    def __post_init__(self) -> None:
+        if self.min_loss_lr_div10 is None:
+            self.min_loss_lr_div10 = self.min_loss_lr / 10
+        if self.steps_run is None:
+            self.steps_run = len(self.lrs)
 
-    def to_json(self) -> dict[str, Any]:
-        return {"suggested_lr": self.suggested_lr, "steepest_lr": self.steepest_lr, "min_loss_lr": self.min_loss_lr,
-                "min_loss_lr_div10": self.min_loss_lr_div10, "stopped_by": self.stopped_by,
-                "steps_run": len(self.lrs), "command": self.command, "lrs": self.lrs, "losses": self.losses,
-                "smoothed": self.smoothed, "settings": self.settings}
+    def _check(self, where: str, prefix: str) -> None:
+        """One number per step run in each curve (what the plot and the suggestions read)."""
+        if not self.lrs:
+            raise ValueError(f"{where}key 'lrs' is empty (no step run)")
+        for name in ("lrs", "losses", "smoothed"):
+            values = getattr(self, name)
+            for i, value in enumerate(values):
+                check_kind(value, NUMBER, f"{where}key '{name}[{i}]'")
+            if len(values) != self.steps_run:
+                raise ValueError(f"{where}key {name!r} has {len(values)} value{'s' * (len(values) != 1)}, not "
+                                 f"steps_run's {self.steps_run}")
 
-    @classmethod
-    def read(cls, folder: str | Path) -> LrFindResult:
-        data = json.loads((Path(folder) / RESULT).read_text(encoding="utf-8"))
-        return cls(**{f.name: data[f.name] for f in fields(cls) if f.name in data}, output=Path(folder))
+
+def read_lr_find(folder: str | Path) -> LrFindResult:
+    """The lr_find.json an lr-find run wrote in `folder` (FileNotFoundError or ValueError in one line naming the file
+    and the key)."""
+    result = LrFindResult.from_json(Path(folder) / RESULT)
+    result.output = Path(folder)
+    return result
 
 
 # ---- the curve ---------------------------------------------------------------------------------------------------
@@ -183,11 +200,11 @@ def lr_find(settings: LrFindSettings | None = None, say: Callable[[str], None] |
                           inputs=(settings.model, d.data, d.train_file)) as out:
             result = _run(settings, spec, say)
             result.output, result.settings = out, record
-            atomic_write_text(out / RESULT, json.dumps(result.to_json(), indent=2, default=str) + "\n")
+            result.to_json(out / RESULT, default=str)
             plot(result, out / PLOT)
     except RunAlreadyFinished:
         say(f"{settings.output} already holds this finished lr-find run; nothing to do")
-        return LrFindResult.read(settings.output)
+        return read_lr_find(settings.output)
     return result
 
 

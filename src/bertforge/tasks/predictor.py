@@ -23,8 +23,9 @@ from bertforge.folder_files import FolderFileError, folder_has, read_folder_json
 from bertforge.settings import SettingError
 from bertforge.tasks.evaluation import EvalRun, InferenceSettings, decode_outputs, evaluate_examples, run_model
 from bertforge.tasks.inference_options import DEFAULT_MAX_BATCH_TOKENS, DEFAULT_MAX_CHARS
-from bertforge.tasks.features import encode_multiple_choice, encode_ner, encode_squad
-from bertforge.tasks.long_inputs import LongInputOptions, check_chunkable, check_encoded, encode_texts, mean_by_owner
+from bertforge.tasks.features import encode_multiple_choice, encode_squad
+from bertforge.tasks.long_inputs import (LongInputOptions, check_chunkable, check_encoded, encode_sentences, encode_texts,
+                                         mean_by_owner)
 from bertforge.tasks.readers import GLUE_FORMATS, SquadExample, SwagExample, TextExample
 from bertforge.tasks.registry import HEADS, TASKS, TaskSpec, get_task
 from bertforge.tasks.task_data import load_task_data
@@ -229,14 +230,16 @@ class Predictor:
                                           max_query_length=self.task.get("max_query_length") or 64,
                                           max_answer_length=self.task.get("max_answer_length") or 30,
                                           n_best=self.task.get("n_best") or 20, max_batch_tokens=max_batch_tokens)
-        self._read_long_inputs(long_inputs or LongInputOptions())
+        self.read_long_inputs(long_inputs or LongInputOptions())
         self.timing: dict[str, float] = {}
         self._progress = False
 
-    def _read_long_inputs(self, options: LongInputOptions) -> None:
-        """How inputs longer than the model reads are handled (`tasks/long_inputs.py`); a `max_seq_length` of
-        their own replaces task.json's, up to the model's positions."""
+    def read_long_inputs(self, options: LongInputOptions) -> None:
+        """How inputs longer than the model reads are handled by later calls (`tasks/long_inputs.py`); a
+        `max_seq_length` of their own replaces task.json's, up to the model's positions."""
         check_chunkable(self.head, options)
+        self.settings.max_seq_length = self.task.get("max_seq_length")
+        self.settings.doc_stride = self.task.get("doc_stride") or 128
         config = getattr(self.model, "config", None)
         length = options.max_seq_length
         most = model_positions(config) if config is not None else None
@@ -365,11 +368,11 @@ class Predictor:
             else:
                 raise ValueError(f"input {i}: expected a text or a list of words, got {type(x).__name__}")
         sentences = [[w for w, _, _ in ws] for ws in words_spans]
-        feats = encode_ner(self.tokenizer, sentences, self.settings.seq_length(self.spec))
-        dropped = check_encoded(self.head, self.tokenizer, sentences, feats, self.settings.seq_length(self.spec),
-                                self.long_inputs)
-        outputs = self._run(feats, batch_size)
-        tags = decode_outputs(self.spec, [], feats, outputs, self.labels, self.settings)
+        feats, windows, dropped = encode_sentences(self.tokenizer, sentences, self.settings.seq_length(self.spec),
+                                                   self.long_inputs)
+        tags = decode_outputs(self.spec, [], feats, self._run(feats, batch_size), self.labels, self.settings)
+        if windows is not None:  # chunked: each word tagged in the window where it is most central
+            tags = windows.tags(tags)
         results = []
         for i, (item, ws, word_tags) in enumerate(zip(inputs, words_spans, tags)):
             entities = []

@@ -36,6 +36,7 @@ from bertforge.outputs import is_finished
 from bertforge.settings import SettingError
 from bertforge.training import checkpointing as ckpt
 from bertforge.training import distributed as dist_
+from bertforge.training.clock import RunClock
 from bertforge.training.resume import resume
 from bertforge.training.run_log import RunLog
 from bertforge.training.optim import build_optimizer, build_scheduler, set_beta1, set_budget_lr
@@ -230,7 +231,6 @@ class _Run:
         self.main = session.is_main
         self.say = (say or tqdm.write) if self.main else (lambda msg: None)
         self.notes: list[str] = []
-        self.clock, self.budget = opts.budget or (None, None)  # "time" or "cpu", and its seconds
         self.max_steps = opts.max_steps if opts.max_steps is not None else NO_LIMIT
         self.device = session.device
         self.precision = session.precision(opts.precision)
@@ -254,17 +254,14 @@ class _Run:
                 find_unused_parameters=stage.find_unused_parameters)
         self.run_log = RunLog(out, f"{out.name}: {stage.name}", resume_step=self.state.step,
                               tensorboard=opts.tensorboard, main=self.main)
+        self.evaluation = _Evaluation(self)
         self.start_step = self.state.step
         self.last_saved = self.state.step if self.resumed_from is not None else -1
-        self.last_eval: dict[str, float] = {}
-        self.last_eval_step = -1
         self.save_pending = False
         self.window: dict[str, float] = {}
         self.uncounted_tokens = 0.0  # this rank's tokens since the state last counted them (count_tokens)
-        self.window_start = self.started = time.perf_counter()
-        self.cpu_started = time.process_time()
-        self.elapsed_before = self.state.elapsed
-        self.cpu_before = self.state.cpu_seconds
+        self.clock = RunClock(self.state, opts.budget, self.max_steps, self.info)
+        self.window_start = self.clock.started
         self.loss_sum = 0.0
         self.first_loss: float | None = None  # this process's first finite step loss: what "exploded" compares with
         self.grad_norm = 0.0
@@ -273,36 +270,18 @@ class _Run:
                             silent=not self.main, dynamic_ncols=True)
         model.train()
 
-    # -- start: resume or begin ------------------------------------------------------------------------------------
     # -- the loop's steps ------------------------------------------------------------------------------------------
     def finished(self) -> bool:
-        state = self.state
-        state.elapsed = self.elapsed_before + time.perf_counter() - self.started
-        state.cpu_seconds = self.cpu_spent()
-        if self.budget is not None:  # all ranks stop together
-            state.elapsed, state.cpu_seconds = dist_.broadcast_object((state.elapsed, state.cpu_seconds), self.info)
-        if state.stopped_by == "early-stopping":
+        self.clock.tick()
+        if self.state.stopped_by == "early-stopping":
             return True
-        if state.step >= self.max_steps:
-            state.stopped_by = "max-steps"
-            return True
-        if self.budget is not None and self.spent() >= self.budget:
-            state.stopped_by = f"{self.clock}-budget"
-            return True
-        return False
-
-    def cpu_spent(self) -> float:
-        """The loop's CPU seconds over every resume; every rank's taken as this one's (ranks run the same steps)."""
-        return self.cpu_before + (time.process_time() - self.cpu_started) * self.info.world_size
-
-    def spent(self) -> float:
-        """Seconds spent on the budget's clock: wall time (`--time-budget`) or CPU time (`--cpu-budget`)."""
-        return self.state.cpu_seconds if self.clock == "cpu" else self.state.elapsed
+        reason = self.clock.stop_reason()
+        if reason is not None:
+            self.state.stopped_by = reason
+        return reason is not None
 
     def fraction_done(self) -> float:
-        if self.budget is not None:
-            return self.spent() / self.budget
-        return self.state.step / self.max_steps
+        return self.clock.fraction_done()
 
     def accumulate_gradients(self) -> float:
         """Forward and backward `grad_accum` micro-batches; gradients sync across ranks on the last one only."""
@@ -332,9 +311,9 @@ class _Run:
         if self.scaler is not None:
             self.scaler.unscale_(self.optimizer)
         grad_norm = torch.nn.utils.clip_grad_norm_(self.stage.model.parameters(), opts.max_grad_norm)
-        if self.budget is not None:  # the lr follows the budget's clock: warmup by steps, then decay with time spent
+        if self.clock.budget is not None:  # the lr follows the budget's clock: warmup by steps, then decay with it
             set_budget_lr(self.optimizer, self.scheduler.base_lrs, state, state.step, opts.warmup_steps,
-                          self.budget, opts.schedule, spent=self.spent())
+                          self.clock.budget, opts.schedule, spent=self.clock.spent())
         bad = dist_.any_true(not (math.isfinite(loss) and math.isfinite(float(grad_norm))), self.info)
         if self.scaler is not None:
             self.scaler.step(self.optimizer)   # skips by itself on inf/NaN gradients, and lowers the scale
@@ -342,23 +321,14 @@ class _Run:
         elif not bad:
             self.optimizer.step()
         if bad:
-            state.skipped += 1
-            state.bad_in_row += 1
-            self.say(f"step {state.step + 1}: non-finite loss or gradient, update skipped "
-                     f"({state.bad_in_row} in a row, {state.skipped} in all)")
-            if state.bad_in_row >= opts.max_bad_steps:
-                kept = ckpt.latest_checkpoint(self.out)
-                raise NonFiniteLossError(
-                    "{bad} steps in a row had a non-finite loss or gradient (last at step {step}); the run diverged "
-                    "and was stopped. The last good checkpoint is {kept}; lower {lr} or raise {warmup_steps}",
-                    bad=state.bad_in_row, step=state.step + 1, kept=kept if kept is not None else "(none saved yet)")
+            count_bad_step(state, opts.max_bad_steps, self.out, self.say)
         else:
             state.bad_in_row = 0
             self.first_loss = loss if self.first_loss is None else self.first_loss
         self.optimizer.zero_grad(set_to_none=True)
         self.lr = self.optimizer.param_groups[0]["lr"]  # the lr this step used (logged), before the schedule moves
         self.beta1 = self.optimizer.param_groups[0]["betas"][0]
-        if self.budget is None:
+        if self.clock.budget is None:
             self.scheduler.step()
             set_beta1(self.optimizer, opts.schedule, state.step + 1, opts.warmup_steps, self.max_steps)
         state.step += 1
@@ -387,9 +357,8 @@ class _Run:
             shown = {"loss": f"{loss:.4f}", **self.stage.postfix(values)}
             if "tokens_per_s" in values:
                 shown["tok/s"] = f"{values['tokens_per_s']:.0f}"
-            if self.budget is not None:
-                left = max(0.0, self.budget - self.spent()) / 60
-                shown["left" if self.clock == "time" else "cpu left"] = f"{left:.1f}m"
+            if self.clock.budget is not None:
+                shown["left" if self.clock.clock == "time" else "cpu left"] = f"{self.clock.left() / 60:.1f}m"
             self.bar.set_postfix(shown, refresh=False)
             self.run_log.refresh_curves(now)
         self.window, self.window_start = {}, now
@@ -403,40 +372,7 @@ class _Run:
 
     def maybe_evaluate(self) -> None:
         if self.opts.eval_every and self.state.step % self.opts.eval_every == 0:
-            self.evaluate()
-
-    def evaluate(self) -> dict[str, float]:
-        """Rank 0 evaluates; a better score saves the best weights; `patience` evaluations without one stop."""
-        step, state = self.state.step, self.state
-        result: dict[str, float] = {}
-        decision = None
-        if self.main:
-            result = self.stage.evaluate()
-            self.stage.model.train()
-            if result:
-                self.run_log.add("eval", step, result)
-                self.run_log.refresh_curves()
-                self.say(f"step {step} eval: " + ", ".join(f"{k} {v:.4f}" for k, v in result.items()
-                                                         if isinstance(v, (int, float))))
-            score = self.stage.score(result) if result else None
-            decision = {"best": state.best, "evals_since_best": state.evals_since_best}
-            if score is not None and math.isfinite(score):
-                if state.best is None or score > state.best["score"]:
-                    decision = {"best": {"step": step, "score": score, "metrics": result}, "evals_since_best": 0}
-                    if self.opts.keep == "best":
-                        with atomic_directory(self.out / BEST_DIR) as tmp:
-                            self.stage.save(tmp)
-                else:
-                    decision["evals_since_best"] += 1
-        decision = dist_.broadcast_object(decision, self.info)
-        state.best, state.evals_since_best = decision["best"], decision["evals_since_best"]
-        if self.opts.patience and state.evals_since_best >= self.opts.patience:
-            state.stopped_by = "early-stopping"
-            self.say(f"early stopping at step {step}: {state.evals_since_best} evaluations without a better "
-                     f"score than step {state.best['step']}'s {state.best['score']:.4f}")
-        dist_.barrier(self.info)
-        self.last_eval, self.last_eval_step = result, step
-        return result
+            self.evaluation.evaluate()
 
     def maybe_checkpoint(self) -> None:
         # never checkpoint in the middle of a run of non-finite steps: the last good checkpoint must survive
@@ -446,74 +382,29 @@ class _Run:
             self.checkpoint()
 
     def checkpoint(self) -> None:
-        step = self.state.step
         self.count_tokens()
-        rng = dist_.gather_objects(ckpt.capture_rng(), self.info)
-        if self.main:
-            self.state.cpu_seconds = self.cpu_spent()  # with this step's: a resume goes on from here
-            training_state = TrainingState.of(
-                self.state, optimizer=self.optimizer.state_dict(), scheduler=self.scheduler.state_dict(),
-                scaler=self.scaler.state_dict() if self.scaler is not None else None, stage=self.stage.state_dict(),
-                rng=rng, run=self.record, world_size=self.info.world_size).to_dict()
-            inside = self.hooks.inside_save
-            ckpt.save_checkpoint(self.out, step, _ModelSaver(self.stage), None, training_state,
-                                 keep=self.opts.keep_checkpoints,
-                                 before_commit=(lambda folder: inside(step)) if inside else None)
-        dist_.barrier(self.info)
-        self.last_saved, self.save_pending = step, False
+        save_checkpoint(self)
+        self.last_saved, self.save_pending = self.state.step, False
 
     # -- the end ---------------------------------------------------------------------------------------------------
-    def refuse_diverged(self) -> None:
-        """A run that ends inside a streak of non-finite steps (fewer than --max-bad-steps, so it was not stopped),
-        with non-finite weights, or with a loss `EXPLODED` times its first has diverged: its weights are no model,
-        and saving them as the run's result would report a failure as a success."""
-        state, last, first = self.state, self.loss_sum, self.first_loss
-        weights = all(bool(torch.isfinite(p).all()) for p in self.stage.model.parameters())
-        exploded = first is not None and math.isfinite(last) and last > max(EXPLODED * first, 10.0)
-        if not dist_.any_true(state.bad_in_row > 0 or not weights or exploded, self.info):
-            return
-        what = ("its weights hold NaN or infinite values" if not weights else f"the loss rose from {first:.4g} to "
-                f"{last:.4g}" if exploded else f"its last {state.bad_in_row} steps had a non-finite loss or gradient")
-        raise NonFiniteLossError("the run diverged: {what} (step {step}); its weights were not saved as a result; "
-                                 "lower {lr}", what=what, step=state.step)
-
     def finish(self) -> FitResult:
         if self.window:  # steps since the last log line (a budget or early stop between two): their line
             self.log(final=True)
         self.bar.close()
-        self.refuse_diverged()
+        refuse_diverged(self.state, self.loss_sum, self.first_loss, self.stage.model, self.info)
         state, opts = self.state, self.opts
-        cpu_seconds, wall_seconds = time.process_time() - self.cpu_started, time.perf_counter() - self.started
+        cpu_seconds, wall_seconds = self.clock.this_process()
         if self.start_step == state.step and self.resumed_from is not None:
             self.notes.append(f"nothing to train: {self.resumed_from} already reached the end")
         if self.last_saved != state.step and (self.stage.final_checkpoint or opts.save_every):
             self.checkpoint()
-        if self.last_eval_step != state.step:
-            self.evaluate()
-        final_eval, best = self.last_eval, state.best
+        if self.evaluation.last_step != state.step:
+            self.evaluation.evaluate()
+        final_eval, best = self.evaluation.last, state.best
         if self.main:
-            save_final = True
-            if opts.keep == "best" and best is not None and best["step"] != state.step:
-                final_eval = best["metrics"]
-                self.notes.append(f"kept the best evaluation's weights (step {best['step']}, score "
-                                  f"{best['score']:.4f}) rather than the last step's")
-                if (self.out / BEST_DIR).is_dir():
-                    self.stage.load_weights(self.out / BEST_DIR)
-                elif self._finished_before(best):
-                    save_final = False  # a finished run, started again: OUTPUT already holds the best weights
-                else:
-                    raise LostWeightsError("{best} is missing: the best evaluation's weights are lost; rerun with "
-                                           "{overwrite}, or with {keep} last", best=self.out / BEST_DIR)
-            if save_final:
-                self._save_final()
+            final_eval = self.evaluation.keep_final_weights(self.notes)
             self.run_log.draw_final()
-            summary = TrainingSummary(step=state.step, stopped_by=state.stopped_by, skipped_steps=state.skipped,
-                                      elapsed_seconds=round(state.elapsed, 3), tokens_seen=state.tokens_seen,
-                                      precision=self.precision.name, world_size=self.info.world_size,
-                                      final_eval=final_eval, best=best,
-                                      extra={"cpu_seconds": round(state.cpu_seconds, 3)})
-            write_training_summary(self.out, summary)
-            shutil.rmtree(self.out / BEST_DIR, ignore_errors=True)  # after the summary that says it is folded in
+            write_summary(self, final_eval)
             self.run_log.close()
             if state.skipped:
                 self.notes.append(f"{state.skipped} steps had a non-finite loss and were skipped")
@@ -529,24 +420,148 @@ class _Run:
                          elapsed=state.elapsed, tokens_seen=state.tokens_seen, resumed_from=self.resumed_from,
                          notes=self.notes, cpu_seconds=state.cpu_seconds)
 
-    def _finished_before(self, best: dict[str, Any]) -> bool:
-        """Whether OUTPUT's training_summary.json says this very run already ended with these best weights."""
-        try:
-            summary = read_training_summary(self.out)
-        except ValueError:
-            return False
-        if summary is None:
-            return False
-        return summary.step == self.state.step and (summary.best or {}).get("step") == best["step"]
 
-    def _save_final(self) -> None:
-        """The finished model in OUTPUT itself, each file replaced atomically (a kill leaves old or new)."""
-        with _scratch(self.out) as tmp:
-            self.stage.save(tmp)
-            for path in sorted(tmp.rglob("*")):
-                if path.is_file():
-                    with atomic_path(self.out / path.relative_to(tmp)) as target:
-                        shutil.copyfile(path, target)
+class _Evaluation:
+    """A run's evaluations: rank 0 evaluates, a better score saves the best weights (`--keep best`), `patience`
+    evaluations without one stop the run, and at the end the kept weights become the run's result."""
+
+    def __init__(self, run: _Run) -> None:
+        self.run = run
+        self.last: dict[str, float] = {}
+        self.last_step = -1
+
+    def evaluate(self) -> dict[str, float]:
+        """Rank 0 evaluates; a better score saves the best weights; `patience` evaluations without one stop."""
+        run, state = self.run, self.run.state
+        step, opts = state.step, run.opts
+        result: dict[str, float] = {}
+        decision = None
+        if run.main:
+            result = run.stage.evaluate()
+            run.stage.model.train()
+            if result:
+                run.run_log.add("eval", step, result)
+                run.run_log.refresh_curves()
+                run.say(f"step {step} eval: " + ", ".join(f"{k} {v:.4f}" for k, v in result.items()
+                                                        if isinstance(v, (int, float))))
+            score = run.stage.score(result) if result else None
+            decision = {"best": state.best, "evals_since_best": state.evals_since_best}
+            if score is not None and math.isfinite(score):
+                if state.best is None or score > state.best["score"]:
+                    decision = {"best": {"step": step, "score": score, "metrics": result}, "evals_since_best": 0}
+                    if opts.keep == "best":
+                        with atomic_directory(run.out / BEST_DIR) as tmp:
+                            run.stage.save(tmp)
+                else:
+                    decision["evals_since_best"] += 1
+        decision = dist_.broadcast_object(decision, run.info)
+        state.best, state.evals_since_best = decision["best"], decision["evals_since_best"]
+        if opts.patience and state.evals_since_best >= opts.patience:
+            state.stopped_by = "early-stopping"
+            run.say(f"early stopping at step {step}: {state.evals_since_best} evaluations without a better "
+                    f"score than step {state.best['step']}'s {state.best['score']:.4f}")
+        dist_.barrier(run.info)
+        self.last, self.last_step = result, step
+        return result
+
+    def keep_final_weights(self, notes: list[str]) -> dict[str, Any]:
+        """Rank 0 at the end: save the run's weights in OUTPUT — the best evaluation's under `--keep best`, else
+        the last step's — and return the evaluation that goes with them."""
+        run, state = self.run, self.run.state
+        best, final_eval = state.best, self.last
+        if run.opts.keep == "best" and best is not None and best["step"] != state.step:
+            final_eval = best["metrics"]
+            notes.append(f"kept the best evaluation's weights (step {best['step']}, score {best['score']:.4f}) rather "
+                         "than the last step's")
+            if (run.out / BEST_DIR).is_dir():
+                run.stage.load_weights(run.out / BEST_DIR)
+            elif _finished_before(run.out, state.step, best):
+                return final_eval  # a finished run, started again: OUTPUT already holds the best weights
+            else:
+                raise LostWeightsError("{best} is missing: the best evaluation's weights are lost; rerun with "
+                                       "{overwrite}, or with {keep} last", best=run.out / BEST_DIR)
+        _save_final(run.stage, run.out)
+        return final_eval
+
+
+def count_bad_step(state: EngineState, max_bad_steps: int, out: Path, say: Callable[[str], None]) -> None:
+    """A step whose loss or gradient was not finite was skipped: say so, and stop the run after `max_bad_steps`
+    in a row, naming the last good checkpoint."""
+    state.skipped += 1
+    state.bad_in_row += 1
+    say(f"step {state.step + 1}: non-finite loss or gradient, update skipped "
+        f"({state.bad_in_row} in a row, {state.skipped} in all)")
+    if state.bad_in_row >= max_bad_steps:
+        kept = ckpt.latest_checkpoint(out)
+        raise NonFiniteLossError(
+            "{bad} steps in a row had a non-finite loss or gradient (last at step {step}); the run diverged "
+            "and was stopped. The last good checkpoint is {kept}; lower {lr} or raise {warmup_steps}",
+            bad=state.bad_in_row, step=state.step + 1, kept=kept if kept is not None else "(none saved yet)")
+
+
+def write_summary(run: _Run, final_eval: dict[str, Any]) -> None:
+    """OUTPUT/training_summary.json of the finished run; then the folded-in best weights' folder goes."""
+    state = run.state
+    summary = TrainingSummary(step=state.step, stopped_by=state.stopped_by, skipped_steps=state.skipped,
+                              elapsed_seconds=round(state.elapsed, 3), tokens_seen=state.tokens_seen,
+                              precision=run.precision.name, world_size=run.info.world_size,
+                              final_eval=final_eval, best=state.best, extra={"cpu_seconds": round(state.cpu_seconds, 3)})
+    write_training_summary(run.out, summary)
+    shutil.rmtree(run.out / BEST_DIR, ignore_errors=True)  # after the summary that says it is folded in
+
+
+def save_checkpoint(run: _Run) -> None:
+    """OUTPUT/checkpoints/step-N with everything the next step depends on (every rank's RNG gathered to rank 0),
+    written atomically by rank 0."""
+    step = run.state.step
+    rng = dist_.gather_objects(ckpt.capture_rng(), run.info)
+    if run.main:
+        run.state.cpu_seconds = run.clock.cpu_spent()  # with this step's: a resume goes on from here
+        training_state = TrainingState.of(
+            run.state, optimizer=run.optimizer.state_dict(), scheduler=run.scheduler.state_dict(),
+            scaler=run.scaler.state_dict() if run.scaler is not None else None, stage=run.stage.state_dict(),
+            rng=rng, run=run.record, world_size=run.info.world_size).to_dict()
+        inside = run.hooks.inside_save
+        ckpt.save_checkpoint(run.out, step, _ModelSaver(run.stage), None, training_state, keep=run.opts.keep_checkpoints,
+                             before_commit=(lambda folder: inside(step)) if inside else None)
+    dist_.barrier(run.info)
+
+
+def refuse_diverged(state: EngineState, last: float, first: float | None, model: torch.nn.Module,
+                    info: dist_.DistInfo) -> None:
+    """A run that ends inside a streak of non-finite steps (fewer than --max-bad-steps, so it was not stopped),
+    with non-finite weights, or with a loss `EXPLODED` times its first has diverged: its weights are no model,
+    and saving them as the run's result would report a failure as a success."""
+    weights = all(bool(torch.isfinite(p).all()) for p in model.parameters())
+    exploded = first is not None and math.isfinite(last) and last > max(EXPLODED * first, 10.0)
+    if not dist_.any_true(state.bad_in_row > 0 or not weights or exploded, info):
+        return
+    what = ("its weights hold NaN or infinite values" if not weights else f"the loss rose from {first:.4g} to "
+            f"{last:.4g}" if exploded else f"its last {state.bad_in_row} steps had a non-finite loss or gradient")
+    raise NonFiniteLossError("the run diverged: {what} (step {step}); its weights were not saved as a result; "
+                             "lower {lr}", what=what, step=state.step)
+
+
+def _finished_before(out: Path, step: int, best: dict[str, Any]) -> bool:
+    """Whether OUTPUT's training_summary.json says this very run already ended with these best weights."""
+    try:
+        summary = read_training_summary(out)
+    except ValueError:
+        return False
+    if summary is None:
+        return False
+    return summary.step == step and (summary.best or {}).get("step") == best["step"]
+
+
+def _save_final(stage: Stage, out: Path) -> None:
+    """The finished model in OUTPUT itself, each file replaced atomically (a kill leaves old or new)."""
+    with _scratch(out) as tmp:
+        stage.save(tmp)
+        for path in sorted(tmp.rglob("*")):
+            if path.is_file():
+                with atomic_path(out / path.relative_to(tmp)) as target:
+                    shutil.copyfile(path, target)
+
 
 @contextlib.contextmanager
 def _scratch(out: Path) -> Iterator[Path]:

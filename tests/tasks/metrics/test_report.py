@@ -141,3 +141,90 @@ def test_only_classification_and_ner_evaluations_have_a_report():
     assert evaluation_report("regression", examples, [0.1, 0.2, 0.3], None) is None
     assert evaluation_report("question_answering", examples, {}, None) is None
     assert evaluation_report("multiple_choice", examples, [0, 1, 0], ["0", "1"]) is None
+
+
+# ---- classification_report.json as a ClassificationReport -----------------------------------------------------------
+# the file's keys in the order written, spelled out here rather than taken from ClassificationReport
+LABEL_KEYS = ["per_class", "macro avg", "weighted avg", "accuracy"]
+ENTITY_KEYS = ["per_class", "micro avg", "macro avg", "weighted avg", "accuracy"]
+ROW_KEYS = ["precision", "recall", "f1", "support"]
+
+
+@pytest.mark.parametrize("kind", ["labels", "entities"])
+def test_the_written_report_reads_back_typed_and_writes_the_same_bytes(tmp_path, kind):
+    """Both layouts (classification; NER with seqeval's micro avg): every key, in order, read into types and written
+    again byte for byte; the typed values are the report's (seqeval's and sklearn's numbers are checked above)."""
+    import json
+
+    from bertforge.tasks.metrics.report import ClassificationReport, ClassScores, read_classification_report
+    made = label_report(*_draws(seed=2), LABELS) if kind == "labels" else entity_report(*_tag_draws(1), TAGS)
+    write_report(tmp_path, made)
+    text = (tmp_path / "classification_report.json").read_text()
+    saved = json.loads(text)
+    assert list(saved) == (LABEL_KEYS if kind == "labels" else ENTITY_KEYS)
+    assert all(list(row) == ROW_KEYS for row in [*saved["per_class"].values(), saved["macro avg"]])
+    typed = read_classification_report(tmp_path)
+    assert isinstance(typed, ClassificationReport) and isinstance(typed.per_class[next(iter(saved["per_class"]))],
+                                                                  ClassScores)
+    assert typed.to_dict() == saved == made.report
+    assert typed.to_json(tmp_path / "again.json").read_text() == text
+    assert typed.accuracy == made.report["accuracy"] and typed.macro.f1 == made.report["macro avg"]["f1"]
+    assert typed.weighted.support == made.report["weighted avg"]["support"]
+    assert list(typed.per_class) == list(made.report["per_class"])
+    for name, row in typed.per_class.items():
+        assert (row.precision, row.recall, row.f1, row.support) == tuple(made.report["per_class"][name][k]
+                                                                         for k in ROW_KEYS)
+
+
+def test_a_further_eval_sets_report_is_read_by_its_tag(tmp_path):
+    from bertforge.tasks.metrics.report import read_classification_report
+    made = label_report(*_draws(seed=3), LABELS)
+    write_report(tmp_path, made, tag="-mismatched")
+    assert read_classification_report(tmp_path, "-mismatched").to_dict() == made.report
+    with pytest.raises(FileNotFoundError, match="classification_report.json: no such classification_report.json"):
+        read_classification_report(tmp_path)
+
+
+def _report_dict() -> dict:
+    return label_report(["joy", "joy", "fear"], ["joy", "fear", "fear"], ["joy", "fear"]).report
+
+
+@pytest.mark.parametrize("change, named", [
+    (lambda r: r.pop("macro avg"), "key 'macro avg' is missing"),
+    (lambda r: r.pop("weighted avg"), "key 'weighted avg' is missing"),
+    (lambda r: r.pop("accuracy"), "key 'accuracy' is missing"),
+    (lambda r: r.pop("per_class"), "key 'per_class' is missing"),
+    (lambda r: r["per_class"]["joy"].pop("f1"), "key 'per_class.joy.f1' is missing"),
+    (lambda r: r["macro avg"].pop("support"), "key 'macro avg.support' is missing"),
+    (lambda r: r["per_class"].update(joy=[0.5]), "key 'per_class.joy' must be an object"),
+    (lambda r: r["per_class"]["fear"].update(precision="high"), "key 'per_class.fear.precision' must be a number"),
+    (lambda r: r["weighted avg"].update(support=2.5), "key 'weighted avg.support' must be an integer"),
+    (lambda r: r.update(accuracy=None), "key 'accuracy' must be a number"),
+    (lambda r: r.update({"micro avg": 1}), "key 'micro avg' must be an object"),
+], ids=["no-macro", "no-weighted", "no-accuracy", "no-per-class", "no-f1", "no-support", "row-list", "precision",
+        "support-float", "accuracy-null", "micro-number"])
+def test_a_malformed_report_is_one_line_naming_the_file_and_key(tmp_path, change, named):
+    import json
+
+    from bertforge.tasks.metrics.report import read_classification_report
+    data = _report_dict()
+    change(data)
+    (tmp_path / "classification_report.json").write_text(json.dumps(data))
+    with pytest.raises(ValueError) as err:
+        read_classification_report(tmp_path)
+    message = str(err.value)
+    assert message.startswith(f"{tmp_path / 'classification_report.json'}: {named}") and "\n" not in message
+
+
+def test_every_damaged_key_of_a_report_is_a_one_line_error_naming_the_file(tmp_path):
+    """tests/test_json_fuzz.py's walk over every key, through the reader and the table printed from it."""
+    import json
+
+    from bertforge.tasks.metrics.report import format_report, read_classification_report
+    from test_json_fuzz import Case, check_loader
+    folder = tmp_path / "eval"
+    folder.mkdir()
+    (folder / "classification_report.json").write_text(json.dumps(_report_dict()))
+    case = Case("report", None, "classification_report.json",
+                lambda f: format_report(read_classification_report(f).to_dict()))
+    assert check_loader(case, folder, tmp_path / "scratch") == []

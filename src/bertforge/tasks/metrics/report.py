@@ -2,24 +2,25 @@
 
 A headline accuracy hides which classes a model confuses; this module writes what shows it, next to
 `metrics.json`: `classification_report.json` (`per_class`: name -> precision, recall, f1, support; `macro avg`,
-`weighted avg`, `accuracy`), `confusion_matrix.csv` (rows = true, columns = predicted, the label names as first row
-and column) and `confusion_matrix.png`, plus the text table the CLI prints (sklearn's layout). Classes are the
-task's own label names in the task's label order, and every one of them has a row and a column even when the data
-never shows or predicts it. NER is scored per entity type, as seqeval counts entities (its `micro avg` added),
-with token accuracy; its matrix counts word-level tags. scikit-learn, seqeval and matplotlib are imported when a
-report is made, not with the module (start-up time of every command).
+`weighted avg`, `accuracy`; read back by `read_classification_report` as a `ClassificationReport`),
+`confusion_matrix.csv` (rows = true, columns = predicted, the label names as first row and column) and
+`confusion_matrix.png`, plus the text table the CLI prints (sklearn's layout). Classes are the task's own label
+names in the task's label order, and every one of them has a row and a column even when the data never shows or
+predicts it. NER is scored per entity type, as seqeval counts entities (its `micro avg` added), with token
+accuracy; its matrix counts word-level tags. scikit-learn, seqeval and matplotlib are imported when a report is
+made, not with the module (start-up time of every command).
 """
 from __future__ import annotations
 
 import csv
-import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, ClassVar, Sequence
 
 import numpy as np
 
-from bertforge.atomic import atomic_path, atomic_write_text
+from bertforge.atomic import atomic_path
+from bertforge.training.summary import NUMBER, JsonRecord, key
 
 REPORT_FILE = "classification_report.json"
 MATRIX_CSV = "confusion_matrix.csv"
@@ -29,6 +30,69 @@ AVERAGES = ("micro avg", "macro avg", "weighted avg")
 #: The heads whose evaluations get a report (regression, QA and multiple choice have none).
 REPORT_HEADS = ("sequence_classification", "token_classification")
 CORNER = "true\\predicted"  # the first cell of the CSV: what the rows and columns are
+
+
+@dataclass(kw_only=True)
+class ClassScores(JsonRecord):
+    """One row of classification_report.json: a class's (or an average's) precision, recall, F1 and support."""
+
+    FILE: ClassVar[str] = REPORT_FILE
+    precision: float = key(NUMBER)
+    recall: float = key(NUMBER)
+    f1: float = key(NUMBER)
+    support: int = key(int)
+    extra: dict[str, Any] = field(default_factory=dict, compare=False)
+
+
+@dataclass(kw_only=True)
+class ClassificationReport(JsonRecord):
+    """classification_report.json: `per_class` (name -> scores, in the task's label order), the averages by the
+    names sklearn and seqeval give them (`micro avg` for NER, then `macro avg` and `weighted avg`, the last two
+    always there) and `accuracy`, in that order in the file."""
+
+    FILE: ClassVar[str] = REPORT_FILE
+    per_class: dict[str, ClassScores] = key(dict)
+    averages: dict[str, ClassScores] = field(default_factory=dict)  # keys of their own in the file
+    accuracy: float = key(NUMBER)
+    extra: dict[str, Any] = field(default_factory=dict, compare=False)
+
+    @property
+    def macro(self) -> ClassScores:
+        return self.averages["macro avg"]
+
+    @property
+    def weighted(self) -> ClassScores:
+        return self.averages["weighted avg"]
+
+    def to_dict(self) -> dict[str, Any]:
+        data: dict[str, Any] = {"per_class": {name: row.to_dict() for name, row in self.per_class.items()}}
+        data.update((name, row.to_dict()) for name, row in self.averages.items())
+        data["accuracy"] = self.accuracy
+        data.update(self.extra)
+        return data
+
+    def _check(self, where: str, prefix: str) -> None:
+        source = where[:-2] or None
+        self.per_class = {name: row if isinstance(row, ClassScores) else
+                          ClassScores.from_dict(row, source, f"{prefix}per_class.{name}.")
+                          for name, row in self.per_class.items()}
+        for name in ("macro avg", "weighted avg"):
+            if name not in self.averages and name not in self.extra:
+                raise ValueError(f"{where}key {prefix + name!r} is missing")
+        found = [name for name in self.extra if name in AVERAGES]  # in the file's order
+        self.averages.update((name, ClassScores.from_dict(self.extra.pop(name), source, f"{prefix}{name}."))
+                             for name in found)
+
+
+def read_classification_report(folder: str | Path, tag: str = "") -> ClassificationReport:
+    """The classification_report.json an evaluation wrote in `folder` (`tag`: a further eval set's, as
+    `write_reports` names it: "-dev_mismatched" for MNLI's); FileNotFoundError or ValueError in one line naming the
+    file and the key."""
+    return ClassificationReport.from_json(Path(folder) / _tagged(REPORT_FILE, tag))
+
+
+def _tagged(name: str, tag: str) -> str:
+    return f"{Path(name).stem}{tag}{Path(name).suffix}"
 
 
 @dataclass
@@ -160,9 +224,8 @@ def draw_matrix(path: Path, matrix: np.ndarray, labels: Sequence[str], title: st
 def write_report(out_dir: str | Path, result: ClassReport, tag: str = "", title: str = "") -> list[Path]:
     """The three report files in `out_dir`; `tag` is added to each name (`-mismatched` for a second eval set)."""
     out = Path(out_dir)
-    names = [f"{Path(f).stem}{tag}{Path(f).suffix}" for f in REPORT_FILES]
-    report_path = out / names[0]
-    atomic_write_text(report_path, json.dumps(result.report, indent=2) + "\n")
+    names = [_tagged(f, tag) for f in REPORT_FILES]
+    report_path = ClassificationReport.from_dict(result.report).to_json(out / names[0])
     return [report_path, write_matrix_csv(out / names[1], result.matrix, result.labels),
             draw_matrix(out / names[2], result.matrix, result.labels, title)]
 
