@@ -13,8 +13,9 @@ three:
   whose run ends with the lowest held-out MLM loss; when the sweep budget is one of `--budgets`, that run is its
   row).
 
-Others: `causal-then-masked`, `mdlm` (other objectives of the fast recipe) and `tinybert` (TinyBERT's layer-wise
-distillation from all-MiniLM-L6-v2, `--teacher`, its forward passes counted in the budget).
+Others: `fast-cpu` (the fast recipe given the budget as CPU time), `causal-then-masked`, `mdlm` (other objectives of
+the fast recipe) and `tinybert` (TinyBERT's layer-wise distillation from all-MiniLM-L6-v2, `--teacher`, its forward
+passes counted in the budget).
 
 A "calibrated" contender's budget is a step count: the budget divided by its CPU time per step, measured side by
 side in one process on one thread by `experiments/budget_calibration.py` (OUT/calibration.json; run first if
@@ -567,13 +568,17 @@ def plot(rows: list[dict], ceiling: dict | None, floor: dict, path: Path, args) 
         contender = list(CONTENDERS)[i]
         mine = sorted((BUDGETS[r["budget"]] / 3600, r["glue"]["average"]) for r in rows
                       if r["contender"] == contender and (r.get("lr") or 0) == lr and r["glue"].get("average") is not None)
+        seeds = max([glue_seeds(r["glue"]) for r in rows if r["contender"] == contender and (r.get("lr") or 0) == lr])
+        shift = 1.0 + 0.04 * (n - len(lines) / 2) if seeds > 1 else 1.0  # seed ranges side by side, not on top
+        mine = [(x * shift, y) for x, y in mine]
         if mine:
             ax.plot(*zip(*mine), marker="o", color=f"C{n}",
-                    label=CONTENDERS[contender].label.replace("`", "") + (f" (lr {lr:g})" if lr else ""))
+                    label=CONTENDERS[contender].label.replace("`", "") + (f" (lr {lr:g})" if lr else "")
+                    + (f", median of {seeds} seeds" if seeds > 1 else ", 1 seed"))
         for r in rows:  # a median of several fine-tuning seeds: its lowest and highest seed's average
             if r["contender"] == contender and (r.get("lr") or 0) == lr and len(seed_averages(r["glue"])) > 1:
                 low, *_, high = sorted(seed_averages(r["glue"]))
-                x, y = BUDGETS[r["budget"]] / 3600, r["glue"]["average"]
+                x, y = BUDGETS[r["budget"]] / 3600 * shift, r["glue"]["average"]
                 ax.errorbar([x], [y], yerr=[[y - low], [high - y]], color=f"C{n}", capsize=3, linewidth=1)
     if ceiling is not None:
         ax.axhline(ceiling["average"], color="black", linestyle="--", linewidth=1,
@@ -596,6 +601,7 @@ def plot(rows: list[dict], ceiling: dict | None, floor: dict, path: Path, args) 
     plt.close(fig)
 
 
+COLUMNS = {"cola": "CoLA (MCC)", "mrpc": "MRPC (F1/acc)", "stsb": "STS-B (P/S)"}  # the records table's headings
 RECORD_DATA = ("Wikipedia of ../shared/data (200 articles held out; 640 held-out sequences, the same 15 % masks); GLUE: "
                "the dev sets of ../shared/data/glue")
 
@@ -608,6 +614,20 @@ def seed_averages(result: dict) -> list[float]:
     return [glue_average({t: r[i]["score"] for t, r in runs.items()})[0] for i in range(count)]
 
 
+def measuring_command(argv: list[str]) -> str:
+    """The command that measures the rows: this one without the flags that only report (--report, --records,
+    --export, --include), with the script's path relative to the repository."""
+    kept, skip = ["python", "experiments/glue_budget.py"], False
+    for arg in argv[1:]:
+        if skip:
+            skip = False
+        elif arg in ("--records", "--export", "--include"):
+            skip = True
+        elif arg != "--report" and not arg.startswith(("--records=", "--export=", "--include=")):
+            kept.append(arg)
+    return "OMP_NUM_THREADS=1 " + shlex.join(kept)
+
+
 def budget_records(rows: list[dict], group: str, tasks: list[str], args) -> tuple[list, dict]:
     """The results-store records of this folder's own rows (not included ones) and the table that shows them:
     per row its steps, CPU-seconds per step, held-out MLM loss, each task's metrics and the GLUE average (the
@@ -615,6 +635,7 @@ def budget_records(rows: list[dict], group: str, tasks: list[str], args) -> tupl
     from bertforge.evaluation.scores import DISPLAY, METRICS
     from bertforge.results_store import Record
     records, table_rows = [], []
+    command = measuring_command(sys.argv)
     for row in rows:
         if row.get("from"):
             continue
@@ -624,7 +645,7 @@ def budget_records(rows: list[dict], group: str, tasks: list[str], args) -> tupl
 
         def add(key: str, value: float, unit: str, text: str, digits: int, **extra):
             records.append(Record.measured(f"{group}/{name}/{key}", value, unit, text, RECORD_DATA, digits=digits,
-                                           seeds=extra.pop("seeds", 1), **extra))
+                                           seeds=extra.pop("seeds", 1), command=command, **extra))
             return "{" + f"{group}/{name}/{key}" + "}"
 
         cells = [label, LABELS[row["budget"]],
@@ -649,7 +670,7 @@ def budget_records(rows: list[dict], group: str, tasks: list[str], args) -> tupl
                                 seeds=seeds, spread=spread).replace("}", "|full}" if spread else "}") + "**")
         table_rows.append(cells)
     header = ["contender", "budget", "steps of 32", "CPU-s/step", "held-out MLM loss",
-              *[DISPLAY[t] + (f" ({'/'.join(METRICS[t])})" if len(METRICS[t]) > 1 else "") for t in tasks],
+              *[COLUMNS.get(t, DISPLAY[t]) for t in tasks],
               "GLUE avg (median, seed range)"]
     table = {"header": header, "align": ["---", "---"] + ["---:"] * (len(header) - 2), "rows": table_rows}
     return records, {group: table}

@@ -355,3 +355,10 @@ def test_records_of_the_rows_render_the_medians_and_the_seed_range(tmp_path):
     line = gen_results.render_table(read_store(tmp_path), "levers").splitlines()[2]
     assert line.startswith("| `bertforge distill pretrain --loss tinybert`")
     assert "| 900 | 4.00 | — | 81.2/68.4 | 52.0 | **63.4 (60.0-65.5)** |" in line
+
+
+def test_the_recorded_command_is_the_one_that_measures():
+    argv = ["experiments/glue_budget.py", "--out", "../runs/levers", "--contenders", "tinybert", "--report",
+            "--records", "glue-levers", "--include=published.json", "--glue-args", "--seeds 3"]
+    assert glue_budget.measuring_command(argv) == ("OMP_NUM_THREADS=1 python experiments/glue_budget.py --out "
+                                                   "../runs/levers --contenders tinybert --glue-args '--seeds 3'")
