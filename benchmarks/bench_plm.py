@@ -7,7 +7,12 @@ state dict (bertforge's initial weights, saved and loaded by `transformers`; the
 losses of an eval forward pass agree) and train with the same `torch.optim.AdamW` (`common.same_optimizer`).
 bertforge runs its query stream only at the P predicted rows (`target_positions`); transformers, and the
 third contender ("bertforge, target_mapping"), at all L positions through the one-hot `target_mapping`, which
-shows what that lever alone is worth. The contenders take turns (interleaved repeats, medians).
+shows what that lever alone is worth. A fourth, "bertforge, content stream only", is the floor of any PLM step
+on this model: the content stream (every token, under the same permutation mask) forward and backward with the
+LM loss at the same predicted positions, no query stream at all; a step cannot cost less than the stream whose
+states it predicts from. The contenders take turns (interleaved repeats, medians). Beside them the script
+measures this core's matmul peak (a 1024 x 1024 x 1024 float32 product, median of 9) and divides the step's
+matmul FLOPs (`flops_per_token`) by it: the time a step would take if every matmul ran at that peak.
 
     python benchmarks/bench_plm.py [--vocab VOCAB_DIR] [--configs mini,small] [--k 6] [--seq-len 128]
 """
@@ -49,8 +54,9 @@ def plm_batches(vocab: str, workdir: Path, batch_size: int, seq_len: int, k: int
 class Contender:
     """`steps` training steps per call, cycling through the shared batches."""
 
-    def __init__(self, model: torch.nn.Module, batches: list[dict], steps: int, inputs) -> None:
+    def __init__(self, model: torch.nn.Module, batches: list[dict], steps: int, inputs, loss=None) -> None:
         self.model, self.batches, self.steps, self.inputs = model.train(), batches, steps, inputs
+        self.loss = loss or (lambda model, batch: model(**inputs(batch)).loss)
         self.optimizer = same_optimizer(model, 1e-4)
         self.cursor = 0
 
@@ -58,7 +64,7 @@ class Contender:
         for _ in range(self.steps):
             batch = self.batches[self.cursor % len(self.batches)]
             self.cursor += 1
-            loss = self.model(**self.inputs(batch)).loss
+            loss = self.loss(self.model, batch)
             loss.backward()
             torch.nn.utils.clip_grad_norm_(self.model.parameters(), 1.0)
             self.optimizer.step()
@@ -68,6 +74,16 @@ class Contender:
 def fast_inputs(batch: dict) -> dict:
     from bertforge.pretraining.plm import PLM_INPUTS
     return {name: batch[name] for name in PLM_INPUTS}
+
+
+def content_stream_loss(model, batch: dict) -> torch.Tensor:
+    """The LM loss read off the content stream at the predicted positions: a PLM step without its query stream."""
+    import torch.nn.functional as F
+    h = model.bert(batch["input_ids"], attention_mask=batch["attention_mask"], perm_mask=batch["perm_mask"],
+                   token_type_ids=batch["token_type_ids"]).last_hidden_state
+    rows = h.gather(1, batch["target_positions"].unsqueeze(-1).expand(-1, -1, h.shape[-1]))
+    logits = F.linear(rows, model.bert.word_embedding.weight, model.lm_bias)
+    return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), batch["labels"].reshape(-1), ignore_index=-100)
 
 
 def mapping_inputs(batch: dict) -> dict:
@@ -113,12 +129,35 @@ def run_config(label: str, vocab: str, workdir: Path, k: int, seq_len: int) -> l
     contenders = {"bertforge": Contender(ours, batches, steps, fast_inputs),
                   "bertforge, target_mapping": Contender(XLNetLMHeadModel.from_pretrained(init), batches, steps,
                                                          mapping_inputs),
-                  "transformers": Contender(theirs, batches, steps, mapping_inputs)}
+                  "transformers": Contender(theirs, batches, steps, mapping_inputs),
+                  "bertforge, content stream only": Contender(XLNetLMHeadModel.from_pretrained(init), batches, steps,
+                                                              fast_inputs, loss=content_stream_loss)}
     times = interleave(contenders, repeats, log=print)
     per_step = {name: median(t) / steps for name, t in times.items()}
     P = batches[0]["labels"].shape[1]
+    flops = ours.flops_per_token(seq_len, masked_fraction=P / seq_len) * seq_len * batch_size
+    peak = matmul_peak()
+    print(f"{label}: {flops / 1e9:.1f} GFLOP of matmuls per step; this core's float32 matmul peak {peak / 1e9:.1f} "
+          f"GFLOP/s: {1000 * flops / peak:.0f} ms per step at the peak; bertforge reaches "
+          f"{flops / per_step['bertforge'] / 1e9:.1f} GFLOP/s ({flops / per_step['bertforge'] / peak:.0%} of it); "
+          f"2x transformers would need {500 * per_step['transformers']:.0f} ms "
+          f"({2 * flops / per_step['transformers'] / peak:.0%} of the peak)")
+    per_step["a step at the matmul peak"] = flops / peak
     return [[label, f"{batch_size}x{seq_len}, P={P}", name, f"{1000 * s:.1f}",
              f"{per_step['transformers'] / s:.2f}x", f"{diff:.1e}"] for name, s in per_step.items()]
+
+
+def matmul_peak(n: int = 1024, repeats: int = 9) -> float:
+    """FLOP/s of a float32 n x n x n matmul on this process's threads (median of `repeats`)."""
+    import time
+    a, b = torch.randn(n, n), torch.randn(n, n)
+    a @ b
+    seconds = []
+    for _ in range(repeats):
+        started = time.perf_counter()
+        a @ b
+        seconds.append(time.perf_counter() - started)
+    return 2 * n ** 3 / median(seconds)
 
 
 def main(argv: list[str] | None = None) -> int:

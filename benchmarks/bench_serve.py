@@ -530,7 +530,56 @@ def cmd_ratio(args) -> dict:
               "second_core_bound": {name: feeding_bound(ms, ceiling_ms) for name, ms in cpu_ms.items()}}
     print(json.dumps({k: report[k] for k in ("median_per_s", "paired_ratio", "cpu_ms_per_request",
                                              "ceiling_ms_per_sentence", "second_core_bound")}), flush=True)
+    if args.records:
+        print("records:", write_ratio_records(report, args))
     return report
+
+
+def write_ratio_records(report: dict, args) -> Path:
+    """The ratio table as records of the results store (group bench-serve, ids bench-serve/ratio-idle/...,
+    replacing the earlier measurement's), and its table `bench-serve-ratio-idle`."""
+    import statistics
+    from bertforge.results_store import Record, write_records
+    base, n = "bench-serve/ratio-idle", len(report["rounds"]["ceiling"])
+    command = (f"python benchmarks/bench_serve.py ratio --model \"$MINILM\" --concurrency {args.concurrency} "
+               f"--requests {args.requests} --rounds {args.rounds} --client {args.client}")
+    data = (f"single SST-2 dev sentences to POST /embed, {args.concurrency} keep-alive clients, {args.requests} "
+            "requests per pass")
+    records = []
+
+    def add(key: str, value: float, unit: str, what: str, digits: int = 2, style: str = "bare", **extra) -> str:
+        records.append(Record.measured(f"{base}/{key}", value, unit, what, data, seeds=n, command=command,
+                                       digits=digits, **extra))
+        return "{" + f"{base}/{key}" + (f"|{style}}}" if style else "}")
+
+    ceiling = report["rounds"]["ceiling"]
+    rows = [["model alone (`embed_batch`, batches of 32)",
+             add("model-alone/requests-s", statistics.median(ceiling), "",
+                 f"sentences/s of the model alone, median of {n} rounds", 1, style="full",
+                 spread=(min(ceiling), max(ceiling))),
+             "—", "—", "—",
+             add("model-alone/ms-per-sentence", report["ceiling_ms_per_sentence"], "ms",
+                 "the model alone's ms per sentence", style="") + " / sentence", "—"]]
+    for side, ratio in report["paired_ratio"].items():
+        key = "raw-client" if "httpx" not in side else "httpx-client"
+        label = "bertforge serve, " + ("httpx client" if key == "httpx-client" else "raw HTTP client")
+        cpu, per_s = report["cpu_ms_per_request"][side], report["rounds"][side]
+        rows.append([label,
+                     add(f"{key}/requests-s", statistics.median(per_s), "req/s", f"{label}: requests/s, median", 1),
+                     ", ".join(f"{r:.2f}" for r in ratio["per_round"]),
+                     "**" + add(f"{key}/median", ratio["median"], "",
+                                f"{label}: requests/s over the model alone's in the same round, median of {n}",
+                                style="full", spread=(ratio["min"], ratio["max"])) + "**",
+                     add(f"{key}/client-cpu-ms", cpu["client_ms"], "ms", f"{label}: load client CPU ms per request"),
+                     add(f"{key}/server-model-thread", cpu["server_model_ms"], "ms",
+                         f"{label}: the server's model thread, CPU ms per request"),
+                     add(f"{key}/server-other-threads", cpu["server_other_ms"], "ms",
+                         f"{label}: the server's other threads, CPU ms per request")])
+    spec = {"header": ["side", f"requests/s, median of {n} rounds (range)", "served / model alone, per round",
+                       "median (range)", "client CPU ms / request", "server: model thread", "server: other threads"],
+            "align": ["---", "---:", "---", "---:", "---:", "---:", "---:"], "rows": rows}
+    return write_records("bench-serve", records, args.records, tables={"bench-serve-ratio-idle": spec},
+                         replace=f"{base}/")
 
 
 def feeding_bound(cpu_ms: dict, ceiling_ms: float) -> dict:
@@ -636,6 +685,7 @@ def main() -> None:
                         "raw,httpx (both, interleaved as sides of their own)")
     q.add_argument("--data", default=str(SST2_DEV))
     q.add_argument("--json", default=None)
+    q.add_argument("--records", default=None, help="write the table as records of this results store (docs/results)")
     args = parser.parse_args()
     if args.command == "baseline-server":
         run_baseline(args.model, args.port)

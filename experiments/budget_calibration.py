@@ -62,26 +62,17 @@ def cpu_timed(step: Callable[[], None]) -> Callable[[], float]:
 
 
 # ---- bertforge: the engine's step on the real pre-training stage ------------------------------------------------------
-def bertforge_step(recipe: str, data: str, model: str, batch_size: int, workdir: Path) -> Callable[[], None]:
+def bertforge_step(recipe: str, data: str, model: str, batch_size: int, workdir: Path) -> Callable[[], float]:
     """One call = one optimizer step of `bertforge pretrain --recipe RECIPE --model MODEL`, by the engine's code."""
-    from bertforge.training.engine import FaultHooks, Session, _Run
     from bertforge.pretraining.pretrain import PretrainConfig, build_stage
-    from bertforge.training.progress import progress
+    from bertforge.training.engine import Session, Stepper
     out = workdir / recipe
     out.mkdir(parents=True)
     cfg = PretrainConfig.from_options(data=data, output=str(out), recipe=recipe, model=model, batch_size=batch_size,
                                       max_steps=10 ** 6, eval_batches=0, save_every=0, progress=False, device="cpu")
     session = Session("cpu")
     stage, _ = build_stage(cfg, session)
-    run = _Run(stage, cfg.train, session, out, FaultHooks(), say=lambda line: None)
-    run.bar = progress(None, bar=False, silent=True)  # this script reports its own progress
-
-    def step() -> None:  # the body of `engine.fit`'s loop, without its evaluations and checkpoints
-        stage.set_progress(run.fraction_done())
-        run.update(run.accumulate_gradients())
-        run.log()
-    step.run = run
-    return step
+    return Stepper(stage, cfg.train, session, out)  # the body of `engine.fit`'s loop, without its evaluations
 
 
 # ---- transformers: the Trainer's own loop, one step per turn ----------------------------------------------------------

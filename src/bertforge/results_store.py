@@ -158,16 +158,18 @@ def read_store(folder: str | Path = RESULTS_DIR) -> Store:
 
 
 def write_records(group: str, records: Iterable[Record], folder: str | Path = RESULTS_DIR,
-                  tables: Mapping[str, Any] | None = None) -> Path:
+                  tables: Mapping[str, Any] | None = None, replace: str | None = None) -> Path:
     """Merge `records` (by id) and `tables` (by name) into `folder`/`group`.json; returns the file's path.
 
-    A script re-measuring one number replaces that record and leaves the group's other records as they are.
+    A script re-measuring one number replaces that record and leaves the group's other records as they are;
+    `replace` (an id prefix) drops the group's records under it first, for a measurement whose set of records
+    changes with its settings (a record per round, say).
     """
     path = Path(folder) / f"{group}.json"
     data = _read_file(path) if path.exists() else {"group": group, "records": []}
     if data is None:
         raise StoreError(f"{path} is a raw-data file (no \"records\"), not group {group!r}'s records: pick another group")
-    merged = {raw["id"]: raw for raw in data["records"]}
+    merged = {raw["id"]: raw for raw in data["records"] if not (replace and raw["id"].startswith(replace))}
     for record in records:
         record.check(str(path))
         if not record.id.startswith(f"{group}/"):

@@ -14,10 +14,11 @@ import io
 import lzma
 import os
 from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import BinaryIO, TextIO
 
-__all__ = ["open_text", "iter_lines", "total_bytes", "COMPRESSED_SUFFIXES"]
+__all__ = ["open_text", "open_binary", "iter_lines", "total_bytes", "COMPRESSED_SUFFIXES"]
 
 PathLike = str | os.PathLike[str]
 
@@ -58,6 +59,35 @@ def _open_layers(path: PathLike, errors: str) -> tuple[BinaryIO, TextIO]:
         raw.close()
         raise
     return raw, text
+
+
+class _ReadErrors:
+    """A decompressed stream whose read errors name the file, as `iter_lines`' do."""
+
+    def __init__(self, stream: BinaryIO, path: PathLike) -> None:
+        self._stream, self._path = stream, path
+
+    def read(self, size: int = -1) -> bytes:
+        try:
+            return self._stream.read(size)
+        except (OSError, EOFError, lzma.LZMAError) as exc:
+            raise ValueError(f"could not read {self._path}: {exc}") from exc
+
+
+@contextmanager
+def open_binary(path: PathLike) -> Iterator[tuple[BinaryIO, BinaryIO]]:
+    """(the on-disk file, its decompressed bytes) of ``path``, decompressing by suffix as `open_text` does:
+    for readers that split bytes themselves. ``raw.tell()`` gives the on-disk bytes consumed."""
+    p = Path(path)
+    _check_file(p)
+    with open(p, "rb") as raw:
+        opener = _OPENERS.get(p.suffix.lower())
+        binary = opener(raw) if opener is not None else raw
+        try:
+            yield raw, _ReadErrors(binary, p)  # type: ignore[misc]
+        finally:
+            if binary is not raw:
+                binary.close()
 
 
 def open_text(path: PathLike, errors: str = "strict") -> TextIO:

@@ -1,12 +1,19 @@
 """`bertforge ablate`: a table runs end to end, scores every row on the same probes, and resumes."""
 from __future__ import annotations
 
+import dataclasses
 import json
+import shlex
 import statistics
 
 import pytest
 
-from bertforge.ablation.ablate import AblationSettings, probe, run_table
+from bertforge.ablation.ablate import AblationSettings, budget_text, probe, row_options, run_table
+from bertforge.ablation.tables import slug
+from bertforge.cli import build_parser
+from bertforge.commands.flags import settings_from_args
+from bertforge.results_store import read_store, render
+from bertforge.settings import SettingError
 from bertforge.ablation.tables import TABLES
 
 
@@ -60,6 +67,17 @@ def test_objectives_table_end_to_end(train_data, shared_data, tmp_path, capsys):
 def test_unknown_table_is_a_clear_error(tmp_path):
     with pytest.raises(ValueError, match="unknown table 'nope'"):
         run_table(AblationSettings(table="nope", data=str(tmp_path), output=str(tmp_path / "o")))
+
+
+def test_a_cpu_budget_reaches_every_rows_pretraining_instead_of_the_wall_clock(tmp_path):
+    table = TABLES["xlnet-plm"]
+    settings = AblationSettings(table="xlnet-plm", data=str(tmp_path), output=str(tmp_path / "o"), cpu_budget=600.0)
+    for variant in table.variants:
+        options = row_options(table, variant, settings)
+        assert options["cpu_budget"] == 600.0 and "time_budget" not in options and "max_steps" not in options
+    assert budget_text(settings) == "10 CPU-min"
+    with pytest.raises(SettingError, match="steps.*cpu-budget.*not both"):
+        run_table(dataclasses.replace(settings, steps=10))
 
 
 def test_fast_recipe_rows_keep_the_table_objective_in_the_modern_layout(train_data, tmp_path):
@@ -206,7 +224,7 @@ def test_xlnet_plm_table_scores_mlm_and_plm_rows_with_the_glue_protocol(train_da
     glue = _small_sst2(shared_data, tmp_path)
     settings = AblationSettings(table="xlnet-plm", data=str(train_data), output=str(tmp_path / "t"), steps=2,
                                 model="tiny", glue=str(glue), tasks=("sst2",), glue_protocol="cpu",
-                                batch_size=8, eval_batches=2)
+                                batch_size=8, eval_batches=2, records=str(tmp_path / "store"))
     result = run_table(settings, say=lambda _m: None)
     rows = {r["name"]: r for r in result["rows"]}
     assert list(rows) == ["MLM (BERT)", "PLM, K = 6", "PLM, K = 7"]
@@ -226,3 +244,22 @@ def test_xlnet_plm_table_scores_mlm_and_plm_rows_with_the_glue_protocol(train_da
         assert row["glue_average"] == pytest.approx(suite["average"])
     table_md = (out / "xlnet-plm.md").read_text()
     assert "GLUE avg" in table_md and "held-out PLM ppl" in table_md and "--protocol cpu" in table_md
+    # --records: every cell a record of the results store, each row's steps from its own training summary, and a
+    # table spec that renders the same numbers
+    store = read_store(tmp_path / "store")
+    assert store.tables["results-ablate-xlnet-plm"]["rows"][0][0] == "MLM (BERT)"
+    for name, row in rows.items():
+        rid = f"results-ablations/ablate-xlnet-plm/{slug(name)}"
+        summary = json.loads((out / slug(name) / "training_summary.json").read_text())
+        assert store.records[f"{rid}/steps"].value == summary["step"] == 2
+        assert store.records[f"{rid}/glue-avg"].value == row["glue_average"]
+        assert store.records[f"{rid}/sst2-glue"].value == row["glue_sst2"]
+        ppl = "held-out-mlm-ppl" if name == "MLM (BERT)" else "held-out-plm-ppl"
+        assert store.records[f"{rid}/{ppl}"].value == row[ppl.endswith("mlm-ppl") and "perplexity" or "plm_perplexity"]
+    last = store.tables["results-ablate-xlnet-plm"]["rows"][-1]
+    assert last[0] == "PLM, K = 7" and render(store, last[-1].strip("{}")).startswith(
+        f"{rows['PLM, K = 7']['glue_average']:.1f}")
+    # the recorded command runs the same table: parsed back, it gives these settings
+    command = store.records["results-ablations/ablate-xlnet-plm/plm-k-6/steps"].command
+    args = build_parser().parse_args(shlex.split(command)[1:])
+    assert dataclasses.replace(settings_from_args(AblationSettings, args), records=settings.records) == settings

@@ -44,3 +44,28 @@ def test_the_records_hold_each_contenders_time_and_speedup(tmp_path):
     assert store.records["bench-plm/mini/transformers/ms-per-step"].command.startswith("python benchmarks/bench_plm.py")
     assert [row[2] for row in store.tables["bench-plm"]["rows"]] == ["bertforge", "bertforge, target_mapping",
                                                                       "transformers"]
+
+
+def test_the_content_stream_floor_is_the_full_steps_loss_read_off_the_content_stream(tmp_path):
+    """The floor contender computes the same LM loss from the content stream at the predicted positions: equal to
+    the full model's loss when the query stream is replaced by the content stream's rows."""
+    import torch.nn.functional as F
+
+    from bertforge.data.permutation import PermutationConfig, permutation_batch
+    from bertforge.model.xlnet import XLNetConfig, XLNetLMHeadModel
+    torch.manual_seed(0)
+    model = XLNetLMHeadModel(XLNetConfig(vocab_size=50, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
+                                         intermediate_size=32, pad_token_id=0)).eval()
+    ids = torch.tensor([[1, 7, 9, 11, 13, 15, 2, 0], [1, 5, 8, 12, 14, 2, 0, 0]])
+    batch = permutation_batch({"input_ids": ids, "token_type_ids": torch.zeros_like(ids),
+                               "attention_mask": (ids > 0).long()}, PermutationConfig(k=2),
+                              np.random.default_rng(0), cls_id=1, sep_id=2, pad_id=0)
+    with torch.no_grad():
+        h = model.bert(batch["input_ids"], attention_mask=batch["attention_mask"], perm_mask=batch["perm_mask"],
+                       token_type_ids=batch["token_type_ids"]).last_hidden_state
+        logits = F.linear(h, model.bert.word_embedding.weight, model.lm_bias)
+        picked = torch.stack([logits[b, batch["target_positions"][b]] for b in range(2)])
+        want = F.cross_entropy(picked.reshape(-1, 50), batch["labels"].reshape(-1), ignore_index=-100)
+        got = bench_plm.content_stream_loss(model, batch)
+        full = model(**bench_plm.fast_inputs(batch)).loss
+    assert torch.allclose(got, want, atol=1e-6) and not torch.allclose(got, full)  # the query stream differs

@@ -99,3 +99,29 @@ def test_the_raw_client_sends_every_request_on_keep_alive_connections_and_counts
     assert len(seen) == 31 and connections == 4  # the warm-up, then 30 on the same 4 connections
     assert sorted(seen[1:]) == sorted(["a", "b", "c"][i % 3] for i in range(30))  # request i carries text i % 3
     assert row["statuses"] == {200: 20, 429: 10}
+
+
+def test_the_ratio_records_replace_the_earlier_measurement_and_render_its_table(tmp_path):
+    import argparse
+
+    from bertforge.results_store import Record, read_store, render, write_records
+    stale = Record(id="bench-serve/ratio-idle/raw-client/served-model-alone-per-round-5", value=0.5, unit="",
+                   what="an earlier round", command="c", cpu="cpu", threads=1, date="2026-01-01", seeds=5, data="d")
+    kept = Record(id="bench-serve/load/kept", value=1.0, unit="", what="another table's", command="c", cpu="cpu",
+                  threads=1, date="2026-01-01", seeds=1, data="d")
+    write_records("bench-serve", [stale, kept], tmp_path)
+    report = {"rounds": {"ceiling": [100.0, 90.0, 110.0], "bertforge serve": [95.0, 90.0, 88.0]},
+              "paired_ratio": {"bertforge serve": bench_serve.paired_ratios([95.0, 90.0, 88.0], [100.0, 90.0, 110.0])},
+              "cpu_ms_per_request": {"bertforge serve": {"client_ms": 0.3, "server_model_ms": 11.4,
+                                                         "server_other_ms": 1.1}},
+              "ceiling_ms_per_sentence": 10.0}
+    args = argparse.Namespace(concurrency=32, requests=256, rounds=3, client="raw", records=str(tmp_path))
+    bench_serve.write_ratio_records(report, args)
+    store = read_store(tmp_path)
+    assert stale.id not in store.records and kept.id in store.records
+    median = store.records["bench-serve/ratio-idle/raw-client/median"]
+    assert median.value == 0.95 and median.spread == (0.8, 1.0) and median.seeds == 3
+    assert store.records["bench-serve/ratio-idle/model-alone/requests-s"].value == 100.0
+    row = store.tables["bench-serve-ratio-idle"]["rows"][1]
+    assert row[2] == "0.95, 1.00, 0.80" and render(store, row[3].strip("*{}")) == "0.95 (0.80-1.00)"
+    assert render(store, store.tables["bench-serve-ratio-idle"]["rows"][0][5].split("}")[0][1:]) == "10.00 ms"

@@ -109,7 +109,7 @@ def test_an_interrupted_run_continues_to_the_same_shards(tmp_path, tokenizer, as
     monkeypatch.setattr(prepare_module._Run, "consume", consume)
     tokenized = []
     tokenize = prepare_module._tokenize_chunk
-    monkeypatch.setattr(prepare_module, "_tokenize_chunk", lambda docs, fmt: tokenized.append(1) or tokenize(docs, fmt))
+    monkeypatch.setattr(prepare_module, "_tokenize_chunk", lambda *a: tokenized.append(1) or tokenize(*a))
     resumed = prepare(as_text, tokenizer, tmp_path / "out", **kwargs)
     assert resumed["resumed_after_chunks"] == saves[1]
     assert len(tokenized) == whole_chunks(as_text, kwargs["chunk_bytes"]) - saves[1]  # the finished ones are not redone

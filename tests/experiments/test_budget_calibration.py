@@ -44,9 +44,9 @@ def test_bertforge_step_is_one_engine_step_of_the_recipe(train_data, tmp_path, r
     step = cal.bertforge_step(recipe, str(train_data), "tiny", 4, tmp_path)
     step()
     step()
-    assert step.run.state.step == 2
-    assert step.run.stage.cfg.objective == objective
-    assert step.run.optimizer.defaults.get("fused") is True  # the fused AdamW both sides are timed with
+    assert step.steps == 2
+    assert step.stage.cfg.objective == objective
+    assert step.optimizer.defaults.get("fused") is True  # the fused AdamW both sides are timed with
 
 
 def test_a_step_is_charged_its_cpu_time_not_its_waiting():

@@ -17,7 +17,7 @@ from torch.optim.optimizer import register_optimizer_step_pre_hook
 
 from run_folders import copy_as_interrupted
 from bertforge.training import checkpointing as ckpt
-from bertforge.training.engine import FaultHooks, Session, Stage, TrainOptions, fit
+from bertforge.training.engine import FaultHooks, Session, Stage, Stepper, TrainOptions, fit
 from bertforge.training.run_output import claim_run_output
 
 from needs import require_module
@@ -137,6 +137,20 @@ def test_the_loss_falls_and_a_train_only_run_draws_its_curves(tmp_path):
     assert (tmp_path / "run" / "curves.png").stat().st_size > 0, "curves without any evaluation"
     summary = json.loads((tmp_path / "run" / "training_summary.json").read_text())
     assert summary["step"] == 30 and summary["precision"] == "fp32"
+
+
+def test_a_stepper_takes_fits_steps_one_call_at_a_time(tmp_path):
+    fit_stage = ToyStage()
+    run(fit_stage, tmp_path / "fit", max_steps=6, optimizer="adamw")
+    stage = ToyStage()
+    opts = TrainOptions(max_steps=6, lr=0.05, log_every=1, progress=False, device="cpu", save_every=0,
+                        optimizer="adamw")
+    with Session("cpu") as session:
+        step = Stepper(stage, opts, session, tmp_path / "stepped")
+        losses = [step() for _ in range(6)]
+    assert step.steps == 6 and losses[-1] < losses[0]
+    for key, value in fit_stage.model.state_dict().items():
+        assert torch.equal(value, stage.model.state_dict()[key]), key
 
 
 def test_gradient_accumulation_equals_the_big_batch(tmp_path):

@@ -14,11 +14,11 @@ import hashlib
 import json
 import logging
 import os
-import re
+import shlex
 import shutil
 import statistics
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
@@ -26,8 +26,8 @@ from bertforge.allocator import release_freed_memory
 from bertforge.atomic import atomic_write_text
 from bertforge.config import CONFIG_NAME, has_config
 from bertforge.settings import (MAX_BATCH, MAX_EPOCHS, MAX_LR, MAX_SAMPLES, MAX_SEED, MAX_STEPS, SettingError,
-                                check_settings, setting)
-from bertforge.ablation.tables import TABLES, Table, Variant
+                                check_settings, field_flag, setting)
+from bertforge.ablation.tables import COLUMNS, TABLES, Table, Variant, slug
 from bertforge.evaluation.protocols import PROTOCOLS
 
 PROBES = ("mlm", "nsp", "sop")  # held-out questions every row answers
@@ -56,6 +56,9 @@ class AblationSettings:
                             maximum=86_400.0)
     steps: int | None = setting(None, "pre-training steps per row instead of a wall-clock budget (fair on a busy "
                                 "machine)", positive=True, maximum=MAX_STEPS)
+    cpu_budget: float | None = setting(None, "pre-training CPU seconds per row (the process's CPU time, e.g. 10m) "
+                                       "instead of --budget's wall clock: equal CPU time however busy the machine",
+                                       kind="duration", positive=True, maximum=86_400.0)
     model: str | None = setting(None, "size for every row instead of the table's own (tiny, mini...)")
     glue: str | None = setting(None, "folder holding SST-2/ and MRPC/ (e.g. ../shared/data/glue); omit to skip "
                                "fine-tuning", kind="existing_dir", metavar="DIR")
@@ -95,14 +98,54 @@ class AblationSettings:
         metavar="DIR")
     overwrite: bool = setting(False, "empty an existing, non-empty --output folder first (default: continue the "
                               "same table there, refuse anything else)")
+    records: str | None = setting(None, "also write the table's numbers as records of the results store in this "
+                                  "folder (the docs' is docs/results): one per cell and each row's steps, and the "
+                                  "table results-ablate-TABLE", metavar="DIR")
+
+    def command_line(self) -> str:
+        """The command that runs the whole table, in a canonical spelling: the table, its inputs, then each setting
+        that decides the numbers and differs from its default (not --rows, --reuse, --records or --overwrite: a
+        row copied from a twin is the row this command runs)."""
+        words = ["bertforge", "ablate", self.table]
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if f.name in ("table", "rows", "reuse", "records", "overwrite", "extra") or value in (None, [], ()) or (
+                    value == f.default and f.name not in ("data", "output")) or (
+                    f.name == "budget" and (self.steps or self.cpu_budget)):
+                continue
+            if f.metadata.get("kind") == "duration":
+                value = duration_text(value)
+            elif isinstance(value, (list, tuple)):
+                value = ",".join(map(str, value))
+            elif isinstance(value, float):
+                value = f"{value:g}"
+            words += [field_flag(f), str(value)]
+        return shlex.join(words)
+
+
+def duration_text(seconds: float) -> str:
+    """90 -> 90s, 600 -> 10m, 3600 -> 1h: how a duration flag is written."""
+    for unit, size in (("h", 3600), ("m", 60)):
+        if seconds >= size and seconds % size == 0:
+            return f"{seconds / size:g}{unit}"
+    return f"{seconds:g}s"
 
 
 def budget_text(settings: AblationSettings) -> str:
-    return f"{settings.steps} steps" if settings.steps else f"{settings.budget / 60:.3g} min"
+    if settings.steps:
+        return f"{settings.steps} steps"
+    if settings.cpu_budget:
+        return f"{settings.cpu_budget / 60:.3g} CPU-min"
+    return f"{settings.budget / 60:.3g} min"
 
 
-def slug(name: str) -> str:
-    return re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")
+def row_budget(settings: AblationSettings) -> dict[str, Any]:
+    """The one budget every row's pre-training gets: steps, else CPU time, else wall-clock time."""
+    if settings.steps:
+        return {"max_steps": settings.steps}
+    if settings.cpu_budget:
+        return {"cpu_budget": settings.cpu_budget}
+    return {"time_budget": settings.budget}
 
 
 def run_ablation(settings: AblationSettings, say: Callable[[str], None] | None = None) -> dict[str, Any]:
@@ -112,7 +155,8 @@ def run_ablation(settings: AblationSettings, say: Callable[[str], None] | None =
     table = _checked_table(settings)
     select_rows(table, settings.rows)  # a misspelt row fails before anything is written
     recorded = {k: v for k, v in asdict(settings).items() if k != "overwrite"}
-    compared = {k: v for k, v in recorded.items() if k not in ("rows", "reuse")}  # rows: one process each
+    # rows: one process each; records: where the numbers go, not what they are
+    compared = {k: v for k, v in recorded.items() if k not in ("rows", "reuse", "records")}
     output = claim_output(settings.output, verb="ablate", overwrite=settings.overwrite, resumable=True,
                           settings=compared, inputs=(settings.data, settings.glue, *settings.reuse))
     earlier = read_run_config(output)
@@ -129,6 +173,9 @@ def _checked_table(settings: AblationSettings) -> Table:
     if settings.table not in TABLES:
         raise ValueError(f"unknown table {settings.table!r}; choose one of {', '.join(TABLES)}")
     check_settings(settings)
+    if settings.steps and settings.cpu_budget:
+        raise SettingError("give {steps} or {cpu_budget}, not both: every row stops at one budget",
+                           owner=AblationSettings)
     return TABLES[settings.table]
 
 
@@ -196,6 +243,9 @@ def _run_rows(settings: AblationSettings, table: Table, say: Callable[[str], Non
     (out / f"{table.name}.md").write_text(markdown(table, result), encoding="utf-8")
     plot(table, result, out / f"{table.name}.png")
     say(f"wrote {out / (table.name + '.md')} and {out / (table.name + '.png')}")
+    if settings.records:
+        from bertforge.ablation.records import write_table_records
+        say(f"records: {write_table_records(table, result, out, settings.command_line(), settings.records)}")
     return result
 
 
@@ -220,7 +270,7 @@ def row_options(table: Table, variant: Variant, settings: AblationSettings) -> d
     lr, warmup_steps = row_schedule(settings)
     options: dict[str, Any] = {
         "objective": "mlm+nsp", "batch_size": settings.batch_size, "lr": lr, "warmup_steps": warmup_steps,
-        "eval_batches": 0, **({"max_steps": settings.steps} if settings.steps else {"time_budget": settings.budget}),
+        "eval_batches": 0, **row_budget(settings),
         "save_every": 500, "seed": settings.seed, "progress": False, **recipe_training(settings.recipe),
         **settings.extra, **variant.options}
     options.setdefault("model", settings.model or table.model)
@@ -240,8 +290,7 @@ def train_row(table: Table, variant: Variant, settings: AblationSettings, row_di
         student = row_dir.parent / "students" / row_dir.name  # beside the row's output, which holds only the run
         if not has_config(student):
             init_student(teacher["dir"], student)
-        budget = {"max_steps": settings.steps} if settings.steps else {"time_budget": settings.budget}
-        distill(teacher["dir"], str(student), settings.data, str(row_dir), **budget,
+        distill(teacher["dir"], str(student), settings.data, str(row_dir), **row_budget(settings),
                 batch_size=settings.batch_size, lr=lr, warmup_steps=warmup_steps,
                 seed=settings.seed, progress=False)
         return
@@ -407,15 +456,6 @@ def glue_row(row_dir: Path, settings: AblationSettings) -> dict[str, float]:
 
 
 # ---- reporting ---------------------------------------------------------------------------------------------------
-COLUMNS = (("parameters", "params", "{:,}"), ("perplexity", "held-out MLM ppl", "{:.1f}"),
-           ("mlm_acc", "MLM acc", "{:.3f}"), ("ltr_perplexity", "held-out LTR ppl", "{:.1f}"),
-           ("nsp_acc", "NSP acc", "{:.3f}"), ("sop_acc", "SOP acc", "{:.3f}"),
-           ("sst2_accuracy", "SST-2 dev acc", "{:.3f}"), ("mrpc_accuracy", "MRPC dev acc", "{:.3f}"),
-           ("mrpc_f1", "MRPC dev F1", "{:.3f}"), ("plm_perplexity", "held-out PLM ppl", "{:.1f}"),
-           ("plm_acc", "PLM acc", "{:.3f}"),
-           *((f"glue_{task}", f"{task.upper()} (GLUE)", "{:.1f}") for task in ("cola", "sst2", "mrpc", "stsb", "qqp",
-                                                                               "mnli", "qnli", "rte", "wnli")),
-           ("glue_average", "GLUE avg", "{:.1f}"))
 
 
 def markdown(table: Table, result: dict[str, Any]) -> str:

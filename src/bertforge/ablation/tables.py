@@ -6,6 +6,7 @@ budget, the same data and the same fine-tuning, so differences come from the one
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -85,3 +86,20 @@ TABLES: dict[str, Table] = {t.name: t for t in (
                                  "row's held-out perplexity is its own objective's (MLM, or PLM over the last 1/K "
                                  "of each order), so only the GLUE columns compare across rows."),
 )}
+
+
+def slug(name: str) -> str:
+    """A row's name as its folder and record name ("PLM, K = 6" -> plm-k-6)."""
+    return re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")
+
+
+# what a row can report: (key in row.json, column heading, format), in the tables' column order
+COLUMNS = (("parameters", "params", "{:,}"), ("perplexity", "held-out MLM ppl", "{:.1f}"),
+           ("mlm_acc", "MLM acc", "{:.3f}"), ("ltr_perplexity", "held-out LTR ppl", "{:.1f}"),
+           ("nsp_acc", "NSP acc", "{:.3f}"), ("sop_acc", "SOP acc", "{:.3f}"),
+           ("sst2_accuracy", "SST-2 dev acc", "{:.3f}"), ("mrpc_accuracy", "MRPC dev acc", "{:.3f}"),
+           ("mrpc_f1", "MRPC dev F1", "{:.3f}"), ("plm_perplexity", "held-out PLM ppl", "{:.1f}"),
+           ("plm_acc", "PLM acc", "{:.3f}"),
+           *((f"glue_{task}", f"{task.upper()} (GLUE)", "{:.1f}") for task in ("cola", "sst2", "mrpc", "stsb", "qqp",
+                                                                               "mnli", "qnli", "rte", "wnli")),
+           ("glue_average", "GLUE avg", "{:.1f}"))

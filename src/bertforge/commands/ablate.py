@@ -11,8 +11,9 @@ def register(sub) -> None:
     from bertforge.ablation.ablate import AblationSettings
     from bertforge.ablation.tables import TABLES
     p = sub.add_parser("ablate", help="reproduce a paper's ablation table (Markdown + PNG)",
-                       description="Pre-train one model per row of the table with the same wall-clock budget, ask "
-                       "every row the same held-out questions (MLM, NSP, SOP), fine-tune each on SST-2 and MRPC, "
+                       description="Pre-train one model per row of the table with the same budget (wall-clock, CPU "
+                       "time or steps), ask every row the same held-out questions (MLM, NSP, SOP), fine-tune each "
+                       "on SST-2 and MRPC (or score it with the GLUE suite), "
                        "and write TABLE.md, TABLE.png and results.json to OUTPUT. Finished rows are kept; "
                        "re-running continues. Tables: " + "; ".join(f"{t.name} ({t.paper})" for t in TABLES.values()))
     add_settings_arguments(p, AblationSettings)

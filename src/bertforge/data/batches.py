@@ -94,7 +94,8 @@ class EpochBatches:
     a resumed run needs to see the same batches again.
 
     Items are token features (padded by `collate`, with their indices as `idx`); a stage training on other
-    items subclasses it with its own `item_length` and `make_batch`."""
+    items subclasses it with its own `item_length` and `make_batch`, and one that draws batches another way
+    (pairs without a text twice in a batch, say) with its own `epoch_order`, `shard` and `no_batches`."""
 
     what = "training features"
 
@@ -108,31 +109,44 @@ class EpochBatches:
         self.epoch, self.index = 0, 0
         self._batches = self._epoch_batches(0)
         if not self._batches:
-            raise ValueError(f"{len(items)} {self.what} give no batch of {batch_size} for {world_size} processes")
+            raise self.no_batches(0)
 
     def item_length(self, item: Any) -> int:
         return feature_length(item)
 
-    def make_batch(self, indices: list[int]) -> dict[str, Any]:
+    def make_batch(self, indices: list[int]) -> Any:
         """The tensors of the batch at the current (epoch, index)."""
         return {**collate([self.items[i] for i in indices], self.pad_id), "idx": torch.tensor(indices)}
 
-    def _epoch_batches(self, epoch: int) -> list[list[int]]:
+    def epoch_order(self, epoch: int) -> list[list[int]]:
+        """The epoch's batches of item indices, before they are shared between ranks."""
         if self.order == "random":
-            batches = random_batches(len(self.lengths), self.batch_size, seed=self.seed + epoch)
-        else:
-            batches = length_bucketed_batches(self.lengths, self.batch_size, shuffle=True, seed=self.seed + epoch)
-        usable = len(batches) // self.world_size * self.world_size  # every rank takes the same number of steps
+            return random_batches(len(self.lengths), self.batch_size, seed=self.seed + epoch)
+        return length_bucketed_batches(self.lengths, self.batch_size, shuffle=True, seed=self.seed + epoch)
+
+    def shard(self, batches: list[list[int]]) -> list[list[int]]:
+        """This rank's batches: every world_size-th one (each rank takes the same number of steps)."""
+        usable = len(batches) // self.world_size * self.world_size
         return batches[self.rank:usable:self.world_size]
+
+    def no_batches(self, epoch: int) -> Exception:
+        """The error for an epoch that gives this rank no batch."""
+        return ValueError(f"{len(self.items)} {self.what} give no batch of {self.batch_size} for {self.world_size} "
+                          "processes")
+
+    def _epoch_batches(self, epoch: int) -> list[list[int]]:
+        return self.shard(self.epoch_order(epoch))
 
     @property
     def per_epoch(self) -> int:
         return len(self._batches)
 
-    def next(self) -> dict[str, Any]:
+    def next(self) -> Any:
         if self.index >= len(self._batches):
             self.epoch, self.index = self.epoch + 1, 0
             self._batches = self._epoch_batches(self.epoch)
+            if not self._batches:
+                raise self.no_batches(self.epoch)
         batch = self.make_batch(self._batches[self.index])
         self.index += 1
         return batch

@@ -89,14 +89,14 @@ def read_lines(path: str | Path, progress: Callable[[int], object] | None = None
 
 
 def iter_raw_documents(lines: Iterable[str], counts: LineCounts | None = None,
-                       max_document_bytes: int = 1 << 24) -> Iterator[tuple[list[str], int]]:
+                       max_document_bytes: int = 1 << 24, strip_bom: bool = True) -> Iterator[tuple[list[str], int]]:
     """Yield (lines, bytes) per blank-line-separated document; lines are raw (uncleaned) and `bytes` counts
     the UTF-8 bytes read for it, one per line end, blank lines included. A document growing past
     `max_document_bytes` (a file with no blank lines at all, say) is cut there, so memory stays bounded
-    whatever the input."""
+    whatever the input. `strip_bom`: the lines begin a file, whose byte-order mark is dropped."""
     doc: list[str] = []
     nbytes = doc_bytes = 0
-    first = True
+    first = strip_bom
     for line in lines:
         size = len(line.encode("utf-8", "surrogateescape")) + 1
         nbytes += size

@@ -1,6 +1,7 @@
 """`prepare_corpus`: text and record files -> tokenised shards (`data.shards`), in parallel and resumable.
 
-The main process reads the inputs into chunks of documents (`data.sources`); worker processes clean, split
+The main process cuts the inputs into chunks (`data.sources`): blocks of a text file's bytes, which the
+workers decode and split into documents, and documents read from record files; worker processes clean, split
 and tokenise them; the main process takes the results back in input order and writes them out, holding out a
 fixed pseudo-random set of documents. Results are taken in order, so the shards are the same, byte for byte,
 for any number of workers.
@@ -32,7 +33,7 @@ from bertforge.data.prepare_settings import PREPARE_DEFAULTS, PrepareSettings, r
 from bertforge.data.records import RecordError
 from bertforge.data.shards import (MANIFEST, MANIFEST_KIND, MANIFEST_VERSION, SPLITS, CorpusError, ShardWriter,
                                    load_tokenizer, token_dtype, vocab_sha256)
-from bertforge.data.sources import Chunk, Columns, Source, iter_chunks, open_sources
+from bertforge.data.sources import Chunk, Columns, Source, TextBlock, block_documents, iter_chunks, open_sources
 from bertforge.lifeline import die_with_parent
 from bertforge.outputs import RUN_CONFIG
 from bertforge.settings import SettingError, check_settings
@@ -55,10 +56,14 @@ def _init_worker(vocab_dir: Any, dtype: str, max_sentence_tokens: int) -> None:
                    max_sentence_tokens=max_sentence_tokens)
 
 
-def _tokenize_chunk(docs: list[list[str]], fmt: str) -> tuple[np.ndarray, np.ndarray, np.ndarray, LineCounts]:
-    """Clean, split and tokenise a chunk of documents. Returns (tokens, tokens per sentence, sentences per
-    document, counts); documents left without tokens are dropped and counted."""
-    counts = LineCounts()
+def _tokenize_chunk(docs: list[list[str]], fmt: str, block: TextBlock | None = None
+                    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, LineCounts, int]:
+    """Clean, split and tokenise a chunk of documents (cut from `block` first when the chunk is a text block).
+    Returns (tokens, tokens per sentence, sentences per document, counts, text bytes read here); documents
+    left without tokens are dropped and counted."""
+    counts, read = LineCounts(), 0
+    if block is not None:
+        docs, read, counts = block_documents(block)
     texts: list[str] = []
     per_doc: list[int] = []
     for lines in docs:
@@ -76,7 +81,7 @@ def _tokenize_chunk(docs: list[list[str]], fmt: str) -> tuple[np.ndarray, np.nda
         lens, per_doc = _fix_lengths(lens, per_doc, limit, counts)
     per_doc_arr = np.asarray(per_doc, np.int64)
     counts.empty_documents += int((per_doc_arr == 0).sum())
-    return tokens, lens, per_doc_arr[per_doc_arr > 0], counts
+    return tokens, lens, per_doc_arr[per_doc_arr > 0], counts, read
 
 
 def _fix_lengths(lens: np.ndarray, per_doc: list[int], limit: int,
@@ -143,6 +148,9 @@ class _Plan:
     text_column: str
     document_column: str | None
     skip_bad_rows: bool
+    # how inputs are cut into chunks (2: text files as byte blocks); a checkpoint counts chunks, so one cut
+    # another way is not continued
+    chunking: int = 2
 
     def as_json(self) -> Any:
         return json.loads(json.dumps(asdict(self)))
@@ -160,11 +168,11 @@ class _Run:
         self.bad_rows: list[str] = []
         self._finished_shards = 0
 
-    def consume(self, result: tuple[np.ndarray, np.ndarray, np.ndarray, LineCounts], chunk: Chunk) -> None:
-        tokens, sent_lens, doc_nsent, chunk_counts = result
+    def consume(self, result: tuple[np.ndarray, np.ndarray, np.ndarray, LineCounts, int], chunk: Chunk) -> None:
+        tokens, sent_lens, doc_nsent, chunk_counts, read_by_worker = result
         self.counts.add(chunk.counts)
         self.counts.add(chunk_counts)
-        self.bytes_read += chunk.text_bytes
+        self.bytes_read += chunk.text_bytes + read_by_worker
         self.bad_rows.extend(chunk.bad_rows[:MAX_BAD_ROW_SAMPLES - len(self.bad_rows)])
         self.chunks += 1
         n = len(doc_nsent)
@@ -443,9 +451,9 @@ def _tokenize(sources: list[Source], columns: Columns, run: _Run, worker_args: t
             if index < skip:  # consumed by the interrupted run: its results are in the shards already
                 continue
             if pool is None:
-                finish(_tokenize_chunk(chunk.docs, chunk.fmt), chunk)
+                finish(_tokenize_chunk(chunk.docs, chunk.fmt, chunk.block), chunk)
                 continue
-            in_flight.append((pool.apply_async(_tokenize_chunk, (chunk.docs, chunk.fmt)), chunk))
+            in_flight.append((pool.apply_async(_tokenize_chunk, (chunk.docs, chunk.fmt, chunk.block)), chunk))
             while len(in_flight) >= max_in_flight:  # back-pressure: never read far ahead of the tokenisers
                 result, done = in_flight.popleft()
                 finish(result.get(), done)

@@ -8,17 +8,25 @@ record's text are the lines of a text file, so the same text gives the same docu
 Chunks are cut by text bytes, in input order, and carry what reading them counted: the sequence of chunks
 depends on the inputs and `chunk_bytes` only, which is what makes the output independent of the number of
 workers, and what lets an interrupted run skip the chunks it had finished.
+
+A text file's chunks are blocks of its bytes (`text_blocks`: about `chunk_bytes` each, ending before a blank
+line), found by scanning the bytes for blank lines; the worker that tokenises a block decodes it and splits it
+into lines and documents (`block_documents`). Decoding and splitting lines is a third of `prepare`'s CPU time
+on text of short lines; done in the main process it would cap what more workers give.
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
-from bertforge.data.corpus import FORMATS, LineCounts, detect_format, detect_layout, iter_raw_documents, read_lines
+from bertforge.data.corpus import FORMATS, LineCounts, detect_format, detect_layout, iter_raw_documents
 from bertforge.data.records import RecordError, arrow_files, expand_inputs, iter_rows, show
 
 MAX_DOCUMENT_BYTES = 1 << 24  # a document growing past this (no blank line, or one id for ever) is cut
+_BLANK_LINE = re.compile(rb"\n[ \t\r\f\v]*\n")  # a line end, then a line of ASCII white space and its end
+_SCAN_BYTES = 1 << 20
 
 
 @dataclass(frozen=True)
@@ -52,6 +60,16 @@ class Chunk:
     counts: LineCounts             # repairs made while reading: documents cut, bad rows skipped
     on_disk: int                   # on-disk bytes of all inputs read when the chunk was complete
     bad_rows: list[str] = field(default_factory=list)  # the first bad rows skipped, as messages
+    block: TextBlock | None = None  # bytes of a text file its worker splits (`docs` empty, `text_bytes` 0 until then)
+
+
+@dataclass(frozen=True)
+class TextBlock:
+    """Whole lines of a text file, as bytes; `first`: they begin the file (a byte-order mark there is dropped);
+    `cut`: they end inside a document that ran past `MAX_DOCUMENT_BYTES` without a blank line."""
+    data: bytes
+    first: bool
+    cut: bool = False
 
 
 def open_sources(inputs: Any, input_format: str, columns: Columns) -> list[Source]:
@@ -88,14 +106,19 @@ def iter_chunks(sources: list[Source], columns: Columns, chunk_bytes: int,
             progress(nbytes)
 
     for source in sources:
+        if source.kind == "text":
+            found = False
+            for block in text_blocks(source.path, chunk_bytes, progress=advance):
+                found = True
+                yield Chunk([], source.fmt, 0, LineCounts(), on_disk, block=block)
+            if not found:  # an empty file is a chunk of nothing
+                yield Chunk([], source.fmt, 0, LineCounts(), on_disk)
+            continue
         counts = LineCounts()
         bad: list[str] = []
         docs: list[list[str]] = []
         size = text_bytes = 0
-        if source.kind == "text":
-            documents = iter_raw_documents(read_lines(source.path, advance), counts, MAX_DOCUMENT_BYTES)
-        else:
-            documents = record_documents(source, columns, counts, bad, advance)
+        documents = record_documents(source, columns, counts, bad, advance)
         for lines, nbytes in documents:
             text_bytes += nbytes
             if lines:
@@ -106,6 +129,66 @@ def iter_chunks(sources: list[Source], columns: Columns, chunk_bytes: int,
                 docs, size, text_bytes = [], 0, 0
                 bad.clear()
         yield Chunk(docs, source.fmt, text_bytes, counts.take(), on_disk, bad[:])
+
+
+def text_blocks(path: Path, chunk_bytes: int, max_document_bytes: int = MAX_DOCUMENT_BYTES,
+                progress: Callable[[int], object] | None = None) -> Iterator[TextBlock]:
+    """The (decompressed) bytes of a text file in blocks that cover it in order: each about `chunk_bytes` long
+    and ending just before a blank line, so no document spans two. Where no blank line comes within
+    `max_document_bytes` past that size, the block ends at a line end instead (`cut`). `progress` receives
+    on-disk byte counts."""
+    from bertforge.textio import open_binary
+    with open_binary(path) as (raw, stream):
+        pending, first, eof, reported = b"", True, False, 0
+        while pending or not eof:
+            end, cut = _block_end(pending, chunk_bytes, max_document_bytes, eof)
+            if end is None:  # not enough read yet to place the end
+                block = stream.read(max(_SCAN_BYTES, chunk_bytes - len(pending)))
+                eof = not block
+                pending += block
+                if progress is not None:
+                    progress(raw.tell() - reported)
+                    reported = raw.tell()
+                continue
+            yield TextBlock(pending[:end], first, cut)
+            pending, first = pending[end:], False
+
+
+def _block_end(pending: bytes, chunk_bytes: int, max_document_bytes: int, eof: bool) -> tuple[int | None, bool]:
+    """Where the next block of `pending` ends: the start of the first blank line at or past `chunk_bytes`, else
+    (once `max_document_bytes` further were read) the first line end there, with cut=True; None: read more."""
+    if len(pending) <= chunk_bytes:
+        return (len(pending), False) if eof else (None, False)
+    found = _BLANK_LINE.search(pending, chunk_bytes - 1)  # a line end just before the size still counts
+    if found:
+        return found.start() + 1, False
+    if len(pending) - chunk_bytes >= max_document_bytes:
+        line_end = pending.find(b"\n", chunk_bytes - 1)
+        if line_end >= 0 and line_end + 1 < len(pending):
+            return line_end + 1, True
+    return (len(pending), False) if eof else (None, False)
+
+
+def block_documents(block: TextBlock, max_document_bytes: int = MAX_DOCUMENT_BYTES
+                    ) -> tuple[list[list[str]], int, LineCounts]:
+    """(documents, text bytes, counts) of one block: its lines exactly as `read_lines` gives them for the whole
+    file (split on "\\n" only, a "\\r" before it dropped, bytes that are not UTF-8 kept as surrogates), cut
+    into documents as `iter_raw_documents` cuts them."""
+    text = block.data.decode("utf-8", "surrogateescape")
+    lines = text.split("\n")
+    last = lines.pop()  # "" when the block ends with a line end, which it does except at the end of a file
+    lines = [line[:-1] if line.endswith("\r") else line for line in lines]
+    if last:
+        lines.append(last)
+    counts = LineCounts()
+    docs, text_bytes = [], 0
+    for doc, nbytes in iter_raw_documents(lines, counts, max_document_bytes, strip_bom=block.first):
+        text_bytes += nbytes
+        if doc:
+            docs.append(doc)
+    if block.cut:
+        counts.documents_cut += 1
+    return docs, text_bytes, counts
 
 
 def record_documents(source: Source, columns: Columns, counts: LineCounts, bad: list[str],

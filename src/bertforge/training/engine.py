@@ -47,7 +47,7 @@ from bertforge.training.progress import cpu_share_note, machine_load, progress
 from bertforge.training.schedules import SCHEDULES
 from bertforge.training.state import EngineState, TrainingState
 
-__all__ = ["FaultHooks", "FitResult", "NonFiniteLossError", "Session", "Stage", "TrainOptions", "fit"]
+__all__ = ["FaultHooks", "FitResult", "NonFiniteLossError", "Session", "Stage", "Stepper", "TrainOptions", "fit"]
 
 BEST_DIR = "best"
 NO_LIMIT = 10 ** 12
@@ -188,13 +188,46 @@ def fit(stage: Stage, options: TrainOptions, session: Session, output: str | Pat
         return _finished_result(Path(output))
     run = _Run(stage, options, session, Path(output), hooks or FaultHooks(), say)
     while not run.finished():
-        stage.set_progress(run.fraction_done())
-        loss = run.accumulate_gradients()
-        run.update(loss)
-        run.log()
+        _step(run)
         run.maybe_evaluate()
         run.maybe_checkpoint()
     return run.finish()
+
+
+def _step(run: "_Run") -> float:
+    """One optimizer step of the loop: gradients accumulated, the update, the log line. Returns the loss."""
+    run.stage.set_progress(run.fraction_done())
+    loss = run.accumulate_gradients()
+    run.update(loss)
+    run.log()
+    return loss
+
+
+class Stepper:
+    """`fit`'s loop one optimizer step per call (returning its loss), without its evaluations, checkpoints or
+    progress output: for a script that takes turns between this engine's step and another library's (a
+    calibration timing both). `output` receives the run's metrics log."""
+
+    def __init__(self, stage: Stage, options: TrainOptions, session: Session, output: str | Path) -> None:
+        self._run = _Run(stage, options, session, Path(output), FaultHooks(), say=lambda line: None)
+        self._run.bar.close()
+        self._run.bar = progress(None, bar=False, silent=True)
+
+    def __call__(self) -> float:
+        return _step(self._run)
+
+    @property
+    def steps(self) -> int:
+        """Optimizer steps taken so far."""
+        return self._run.state.step
+
+    @property
+    def stage(self) -> Stage:
+        return self._run.stage
+
+    @property
+    def optimizer(self) -> torch.optim.Optimizer:
+        return self._run.optimizer
 
 
 def _finished_result(out: Path) -> FitResult:

@@ -19,6 +19,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 import torch
 
+from bertforge.data.batches import EpochBatches
 from bertforge.device import Precision, move_to
 from bertforge.settings import MAX_BATCH, MAX_EPOCHS, MAX_LENGTH, SettingError, flat_keywords, part, setting
 from bertforge.tasks.embedding.data import PairExample, RetrievalSet, read_beir, read_pairs
@@ -122,71 +123,67 @@ def check_length(length: int, config: Any, model: str | Path) -> None:
                            "{longest} or fewer", owner=EmbeddingSettings, length=length, model=model, longest=longest)
 
 
-class PairBatches:
-    """The pairs in shuffled batches of one size, a new order every epoch; under torchrun each process takes its
-    share of every global batch. `no-duplicates` defers an example whose text is already in the batch being
-    filled to a later batch. (epoch, batch) is all a resumed run needs."""
+class PairBatches(EpochBatches):
+    """`EpochBatches` of pairs: shuffled batches of one size, a new order every epoch; under torchrun each
+    process takes its share of every global batch (the in-batch negatives are the global batch's).
+    `no-duplicates` defers an example whose text is already in the batch being filled to a later batch."""
+
+    what = "pairs"
 
     def __init__(self, examples: Sequence[PairExample], batch_size: int, seed: int, sampler: str = "no-duplicates",
                  rank: int = 0, world_size: int = 1) -> None:
-        self.examples, self.batch_size, self.seed, self.sampler = examples, batch_size, seed, sampler
-        self.rank, self.world_size = rank, world_size
-        self.epoch, self.index = 0, 0
-        self._batches = self._epoch_batches(0)
-        if not self._batches:
-            raise SettingError("{n} pairs give no batch of {size} x {processes} processes; lower {batch_size}",
-                               owner=EmbeddingSettings, n=len(examples), size=batch_size, processes=world_size)
-
-    def _epoch_batches(self, epoch: int) -> list[list[int]]:
-        order = np.random.default_rng([self.seed, epoch]).permutation(len(self.examples)).tolist()
-        size = self.batch_size * self.world_size
-        batches: list[list[int]] = []
-        if self.sampler == "random":
-            batches = [order[i:i + size] for i in range(0, len(order) - size + 1, size)]
-        else:
-            pending = deque(order)
-            while len(pending) >= size:
-                batch, seen, skipped = [], set(), []
-                while pending and len(batch) < size:
-                    i = pending.popleft()
-                    texts = self._texts(i)
-                    if seen.isdisjoint(texts):
-                        batch.append(i)
-                        seen.update(texts)
-                    else:
-                        skipped.append(i)
-                if len(batch) < size:
-                    break
-                batches.append(batch)
-                pending.extendleft(reversed(skipped))  # the deferred ones open the next batch
-        return [b[self.rank * self.batch_size:(self.rank + 1) * self.batch_size] for b in batches]
-
-    def _texts(self, i: int) -> tuple[str, ...]:
-        ex = self.examples[i]
-        return tuple(t for t in (ex.anchor, ex.positive, ex.negative) if t is not None)
+        self.sampler = sampler
+        super().__init__(examples, batch_size, seed, rank=rank, world_size=world_size)
 
     @property
-    def per_epoch(self) -> int:
-        return len(self._batches)
+    def examples(self) -> Sequence[PairExample]:
+        return self.items
 
-    def next(self) -> list[PairExample]:
-        if self.index >= len(self._batches):
-            self.epoch, self.index = self.epoch + 1, 0
-            self._batches = self._epoch_batches(self.epoch)
-            if not self._batches:  # no-duplicates on few distinct texts: another order may fill no batch
-                raise SettingError("epoch {epoch} of the {n} pairs fills no batch of {size} without a text twice; "
-                                   "lower {batch_size}, or use {batch_sampler} random", owner=EmbeddingSettings,
-                                   epoch=self.epoch + 1, n=len(self.examples), size=self.batch_size * self.world_size)
-        idx = self._batches[self.index]
-        self.index += 1
-        return [self.examples[i] for i in idx]
+    def item_length(self, item: PairExample) -> int:
+        return 0  # pairs are tokenised batch by batch; the order does not bucket by length
 
-    def state_dict(self) -> dict[str, int]:
-        return {"epoch": self.epoch, "index": self.index}
+    def make_batch(self, indices: list[int]) -> list[PairExample]:
+        return [self.items[i] for i in indices]
 
-    def load_state_dict(self, state: dict[str, int]) -> None:
-        self.epoch, self.index = int(state["epoch"]), int(state["index"])
-        self._batches = self._epoch_batches(self.epoch)
+    def epoch_order(self, epoch: int) -> list[list[int]]:
+        order = np.random.default_rng([self.seed, epoch]).permutation(len(self.items)).tolist()
+        size = self.batch_size * self.world_size
+        if self.sampler == "random":
+            return [order[i:i + size] for i in range(0, len(order) - size + 1, size)]
+        batches: list[list[int]] = []
+        pending = deque(order)
+        while len(pending) >= size:
+            batch, seen, skipped = [], set(), []
+            while pending and len(batch) < size:
+                i = pending.popleft()
+                texts = self._texts(i)
+                if seen.isdisjoint(texts):
+                    batch.append(i)
+                    seen.update(texts)
+                else:
+                    skipped.append(i)
+            if len(batch) < size:
+                break
+            batches.append(batch)
+            pending.extendleft(reversed(skipped))  # the deferred ones open the next batch
+        return batches
+
+    def shard(self, batches: list[list[int]]) -> list[list[int]]:
+        return [b[self.rank * self.batch_size:(self.rank + 1) * self.batch_size] for b in batches]
+
+    def no_batches(self, epoch: int) -> Exception:
+        if epoch == 0:
+            return SettingError("{n} pairs give no batch of {size} x {processes} processes; lower {batch_size}",
+                                owner=EmbeddingSettings, n=len(self.items), size=self.batch_size,
+                                processes=self.world_size)
+        # no-duplicates on few distinct texts: another order may fill no batch
+        return SettingError("epoch {epoch} of the {n} pairs fills no batch of {size} without a text twice; lower "
+                            "{batch_size}, or use {batch_sampler} random", owner=EmbeddingSettings, epoch=epoch + 1,
+                            n=len(self.items), size=self.batch_size * self.world_size)
+
+    def _texts(self, i: int) -> tuple[str, ...]:
+        ex = self.items[i]
+        return tuple(t for t in (ex.anchor, ex.positive, ex.negative) if t is not None)
 
 
 class EmbeddingStage(Stage):
