@@ -103,6 +103,8 @@ def main() -> int:
     parser.add_argument("--out", type=Path, required=True, help="where the two exports go")
     parser.add_argument("--rounds", type=int, default=3, help="timed passes over the file")
     parser.add_argument("--max-length", type=int, default=256, help="tokens per text (all-MiniLM-L6-v2's own length)")
+    parser.add_argument("--records", default=None, help="write the table as records of this results store "
+                        "(docs/results)")
     args = parser.parse_args()
     from scipy.stats import spearmanr
     from tokenizers import Tokenizer
@@ -143,7 +145,40 @@ def main() -> int:
           f"| the same, both columns mixed in its batches | {spearman_mixed['fp32']:.2f} | {spearman_mixed['int8']:.2f} | "
           f"{spearman_mixed['fp32'] - spearman_mixed['int8']:.2f} | — |")
     (args.out / "int8_check.json").write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+    if args.records:
+        print("records:", write_int8_records(report, args))
     return 0
+
+
+def write_int8_records(report: dict, args: argparse.Namespace) -> Path:
+    """The table's three rows (the export's stated price, the re-evaluation, the mixed batches) as records of the
+    results store (group bench-int8) and the table bench-int8-stsb."""
+    from bertforge.results_store import Record, write_records
+    command = (f"OMP_NUM_THREADS=1 taskset -c 1 python benchmarks/bench_int8.py --model \"$MINILM\" --pairs "
+               f"{args.pairs} --out {args.out} --rounds {args.rounds}")
+    pairs = report["independent"]["pairs"]
+    data = f"the {pairs:,} STS-B dev pairs of {args.pairs}"
+    ind = report["independent"]
+    rows = {"stated": ("reported by `export --calibrate-on`", report["reported"]),
+            "re-evaluated": ("independent re-evaluation", ind),
+            "mixed-batches": ("the same, both columns mixed in its batches", ind["columns_mixed_in_batches"])}
+    records, table = [], []
+    for key, (label, numbers) in rows.items():
+        what = f"bench_int8, all-MiniLM-L6-v2 sentence encoder, int8 against fp32: {label}"
+        base = f"bench-int8/stsb/{key}"
+        cells = [label]
+        for name, value, unit in (("fp32-spearman", numbers["fp32"], ""), ("int8-spearman", numbers["int8"], ""),
+                                  ("drop-points", numbers["drop"], ""), ("int8-speed-up", numbers.get("speedup"), "x")):
+            if value is None:
+                cells.append("—")
+                continue
+            records.append(Record.measured(f"{base}/{name}", float(value), unit, f"{what}, {name.replace('-', ' ')}",
+                                           data, seeds=args.rounds, command=command, digits=2))
+            cells.append("{" + f"{base}/{name}" + ("}" if unit else "|bare}"))
+        table.append(cells)
+    spec = {"header": ["", "fp32 Spearman", "int8 Spearman", "drop (points)", "int8 speed-up"],
+            "align": ["---", "---:", "---:", "---:", "---:"], "rows": table}
+    return write_records("bench-int8", records, args.records, tables={"bench-int8-stsb": spec})
 
 
 if __name__ == "__main__":

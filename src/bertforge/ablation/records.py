@@ -58,7 +58,11 @@ def table_records(table: Table, result: dict[str, Any], folder: Path, command: s
     data = (f"{result['budget']} of pre-training per row on the corpus {settings['data']} (batch "
             f"{settings['batch_size']}, the `{result['recipe']}` recipe, peak lr {result['lr']:g}); held-out probes on "
             "its held-out documents" + (f"; GLUE dev of {settings['glue']}" if settings.get("glue") else ""))
-    columns = [(key, label, fmt) for key, label, fmt in COLUMNS if any(key in r for r in rows)]
+    # a sentence-task probe is news only in a table where some row trains that task (elsewhere it is chance)
+    trained = " ".join(str(v.options.get("objective", "mlm+nsp")) for v in table.variants)
+    untrained = {f"{task}_acc" for task in ("nsp", "sop") if task not in trained}
+    columns = [(key, label, fmt) for key, label, fmt in COLUMNS
+               if key not in untrained and any(key in r for r in rows)]
     base = f"{group}/ablate-{table.name}"
     records: list[Record] = []
     spec_rows = []
