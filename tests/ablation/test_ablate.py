@@ -253,7 +253,7 @@ def test_xlnet_plm_table_scores_mlm_and_plm_rows_with_the_glue_protocol(train_da
         summary = json.loads((out / slug(name) / "training_summary.json").read_text())
         assert store.records[f"{rid}/steps"].value == summary["step"] == 2
         assert store.records[f"{rid}/glue-avg"].value == row["glue_average"]
-        assert store.records[f"{rid}/sst2-glue"].value == row["glue_sst2"]
+        assert store.records[f"{rid}/sst-2-glue"].value == row["glue_sst2"]
         ppl = "held-out-mlm-ppl" if name == "MLM (BERT)" else "held-out-plm-ppl"
         assert store.records[f"{rid}/{ppl}"].value == row[ppl.endswith("mlm-ppl") and "perplexity" or "plm_perplexity"]
     # no row trains NSP or SOP, so their chance-level probes are not columns of the published table
