@@ -608,10 +608,9 @@ RECORD_DATA = ("Wikipedia of ../shared/data (200 articles held out; 640 held-out
 
 def seed_averages(result: dict) -> list[float]:
     """The GLUE average of each fine-tuning seed (the i-th run of every task), for the spread of a median."""
-    from bertforge.evaluation.scores import glue_average
-    runs = {t: e.get("runs") or [] for t, e in result["tasks"].items() if e.get("in_average", True)}
-    count = min((len(r) for r in runs.values()), default=0)
-    return [glue_average({t: r[i]["score"] for t, r in runs.items()})[0] for i in range(count)]
+    from bertforge.evaluation import scores
+    return scores.seed_averages({t: e.get("runs") or [] for t, e in result["tasks"].items()
+                                 if e.get("in_average", True)})
 
 
 def measuring_command(argv: list[str]) -> str:

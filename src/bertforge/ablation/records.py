@@ -25,17 +25,13 @@ def _seed_spread(glue_dir: Path) -> tuple[float, float] | None:
     """The lowest and highest GLUE average over fine-tuning seeds (the i-th run of every task), when a row's suite
     ran more than one seed; None otherwise."""
     from bertforge.evaluation.glue_result import GlueResult
-    from bertforge.evaluation.scores import glue_average
+    from bertforge.evaluation.scores import seed_averages
     path = glue_dir / GlueResult.FILE
     if not path.exists():
         return None
     suite = GlueResult.from_json(path)
-    runs = {t: e.runs for t, e in suite.tasks.items() if e.in_average and e.runs}
-    count = min((len(r) for r in runs.values()), default=0)
-    if count < 2:
-        return None
-    averages = [glue_average({t: r[i]["score"] for t, r in runs.items()})[0] for i in range(count)]
-    return min(averages), max(averages)
+    averages = seed_averages({t: e.runs for t, e in suite.tasks.items() if e.in_average and e.runs})
+    return (min(averages), max(averages)) if len(averages) > 1 else None
 
 
 def _steps(row_dir: Path) -> int | None:

@@ -81,6 +81,13 @@ def glue_average(scores: dict[str, float]) -> tuple[float | None, list[str]]:
     return sum(float(scores[t]) for t in over) / len(over), over
 
 
+def seed_averages(runs: dict[str, Sequence[dict]]) -> list[float]:
+    """The GLUE average of each fine-tuning seed: the i-th run (its "score") of every task in `runs`, for as many
+    seeds as every task has; the spread of a suite's median average."""
+    count = min((len(r) for r in runs.values()), default=0)
+    return [glue_average({t: r[i]["score"] for t, r in runs.items()})[0] for i in range(count)]
+
+
 def majority_baseline(task: str, train_labels: Sequence, dev_labels: Sequence) -> dict[str, float | None]:
     """The metrics of always answering the train set's most frequent label (ties: the smallest label), scored
     on dev; for MNLI `dev_labels` is (matched, mismatched). STS-B has no classes: a constant score has no
