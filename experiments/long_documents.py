@@ -5,8 +5,10 @@ same masked tokens scored both ways; the source model on the chunks beside them)
 
     python experiments/long_documents.py --model CHECKPOINT --out runs/long-documents --max-steps 3000
 
-CHECKPOINT is a BERT or RoBERTa folder with an MLM head (a `bertforge pretrain` output; a folder without one,
-such as all-MiniLM-L6-v2, gets a fresh head that the continued pre-training trains). Every stage writes into
+CHECKPOINT is a BERT or RoBERTa folder with an MLM head (a `bertforge pretrain` output). A folder without one,
+such as all-MiniLM-L6-v2, first gets its head trained by MLM at 512 tokens (`--short-budget`, CPU time), and that
+512-token checkpoint is the one lengthened and the one the chunks are compared with. `--long-budget` bounds the
+continued pre-training by CPU time instead of `--max-steps`. Every stage writes into
 --out and is skipped when its output is complete, so the same command continues an interrupted run (the
 pre-training resumes from its newest checkpoint). Prints one JSON object (also written to OUT/results.json).
 """
@@ -36,11 +38,17 @@ class Plan:
     attention_window: int = 512
     eval_articles: int = 200
     train_articles: int = 20_000
+    train_min_tokens: int = 0
     max_steps: int = 3000
     batch_size: int = 8
     grad_accum: int = 8
     mask_rate: float = 0.15
     seed: int = 0
+    short_budget: float | None = None
+    long_budget: float | None = None
+    short_batch_size: int = 8
+    lr: float = 1e-4
+    warmup_steps: int = 0
 
 
 def articles(path: Path = WIKI) -> Iterable[str]:
@@ -58,14 +66,16 @@ def articles(path: Path = WIKI) -> Iterable[str]:
 
 
 def split_articles(source: Iterable[str], tokenizer, eval_count: int, train_count: int,
-                   min_tokens: int = 2 * SHORT) -> tuple[list[str], list[str]]:
+                   min_tokens: int = 2 * SHORT, train_min_tokens: int = 0) -> tuple[list[str], list[str]]:
     """(held-out, train): the first `eval_count` articles of at least `min_tokens` tokens are held out; the
-    `train_count` articles after the first held-out one, but for the held-out ones, are trained on."""
+    `train_count` articles of at least `train_min_tokens` after the first held-out one, but for the held-out ones,
+    are trained on."""
     held, train = [], []
     for text in source:
-        if len(held) < eval_count and len(tokenizer(text, add_special_tokens=False)["input_ids"]) >= min_tokens:
+        length = len(tokenizer(text, add_special_tokens=False)["input_ids"])
+        if len(held) < eval_count and length >= min_tokens:
             held.append(text)
-        elif held:
+        elif held and length >= train_min_tokens:
             train.append(text)
         if len(held) >= eval_count and len(train) >= train_count:
             break
@@ -134,6 +144,13 @@ def length_pays(models: dict[str, tuple[Any, int | None]], tokenizer, texts: Seq
                    "tokens": count} for name, (total, count) in sums.items()}
 
 
+def has_mlm_head(folder: Path) -> bool:
+    """Whether the folder's weights hold an MLM head (BERT's `cls.predictions`, RoBERTa's `lm_head`)."""
+    from safetensors import safe_open
+    with safe_open(str(Path(folder) / "model.safetensors"), "pt") as weights:
+        return any(k.startswith(("cls.predictions.", "lm_head.")) for k in weights.keys())
+
+
 def run(plan: Plan) -> dict[str, Any]:
     """Every stage, each skipped when its output is complete: split, lengthen, prepare, pre-train, score."""
     from bertforge.data import prepare_corpus
@@ -141,40 +158,94 @@ def run(plan: Plan) -> dict[str, Any]:
     from bertforge.model.lengthen import LengthenSettings, lengthen
     from bertforge.pretraining.pretrain import pretrain
     from bertforge.tokenization import load_tokenizer
+    from bertforge.training.summary import TrainingSummary
     out = plan.out
     out.mkdir(parents=True, exist_ok=True)
     tokenizer = load_tokenizer(plan.model)
     held_file, train_file = out / "heldout.jsonl", out / "train.txt"
+    long_file = out / "train-long.txt"  # the continued pre-training's articles: the long ones, when asked
     if not held_file.exists():
         held, train = split_articles(articles(), tokenizer, plan.eval_articles, plan.train_articles)
         train_file.write_text("\n\n".join(train) + "\n", encoding="utf-8")
         held_file.write_text("".join(json.dumps(t) + "\n" for t in held), encoding="utf-8")
+    if not long_file.exists():
+        _, train = split_articles(articles(), tokenizer, plan.eval_articles, plan.train_articles,
+                                  train_min_tokens=plan.train_min_tokens)
+        long_file.write_text("\n\n".join(train) + "\n", encoding="utf-8")
     held = [json.loads(line) for line in held_file.read_text(encoding="utf-8").splitlines()]
-    long = out / "long"
     from bertforge.config import has_config
+    budget = {"max_steps": None, "cpu_budget": plan.long_budget} if plan.long_budget else {"max_steps": plan.max_steps}
+    engine = {"lr": plan.lr, "warmup_steps": plan.warmup_steps, "seed": plan.seed, "save_every": 200}
+    start = plan.model
+    if plan.short_budget or not has_mlm_head(plan.model):
+        if not plan.short_budget:
+            raise SystemExit(f"{plan.model} has no MLM head: give --short-budget to train one at {SHORT} tokens first")
+        short_data, start = out / "wiki-short", out / "short-mlm"
+        if not (short_data / "manifest.json").exists():
+            prepare_corpus([train_file], str(plan.model), short_data, heldout_fraction=0.01, max_seq_length=SHORT)
+        pretrain(short_data, start, init_from=str(plan.model), objective="mlm", packing="doc-sentences",
+                 max_seq_length=SHORT, batch_size=plan.short_batch_size, grad_accum=1, cpu_budget=plan.short_budget,
+                 **{**engine, "max_steps": None})
+    long = out / "long"
     if not has_config(long):
-        lengthen(LengthenSettings(model=str(plan.model), output=str(long), max_positions=plan.max_positions,
+        lengthen(LengthenSettings(model=str(start), output=str(long), max_positions=plan.max_positions,
                                   attention_window=plan.attention_window), say=print)
     prepared = out / "wiki-long"
     if not (prepared / "manifest.json").exists():
-        prepare_corpus([train_file], str(long), prepared, heldout_fraction=0.01, max_seq_length=plan.max_positions)
+        prepare_corpus([long_file], str(long), prepared, heldout_fraction=0.01, max_seq_length=plan.max_positions)
     trained = out / "long-mlm"
     pretrain(prepared, trained, init_from=str(long), objective="mlm", packing="doc-sentences",
              seq_len_schedule=f"{plan.max_positions}:1", batch_size=plan.batch_size, grad_accum=plan.grad_accum,
-             max_steps=plan.max_steps, save_every=200, seed=plan.seed)
-    source = AutoModelForMaskedLM.from_pretrained(plan.model).eval()
+             **budget, **engine)
+    if (out / "results.json").is_file():  # scored already: the scores are kept, not computed again
+        return json.loads((out / "results.json").read_text(encoding="utf-8"))
+    source = AutoModelForMaskedLM.from_pretrained(start).eval()
     continued = AutoModelForMaskedLM.from_pretrained(trained).eval()
     chunk = SHORT - 2
-    models = {"long model, whole article": (continued, None), "long model, 512-token chunks": (continued, chunk),
-              "source model, 512-token chunks": (source, chunk)}
+    models = {name: (continued if model == "long" else source, None if whole else chunk)
+              for name, (model, whole) in MODES.items()}
     scores = length_pays(models, tokenizer, held, plan.max_positions, plan.mask_rate, plan.seed)
+    steps = {stage: TrainingSummary.from_json(folder / TrainingSummary.FILE).step
+             for stage, folder in (("short", start), ("long", trained)) if (folder / TrainingSummary.FILE).is_file()}
     result = {"plan": {k: str(v) for k, v in vars(plan).items()}, "heldout_articles": len(held),
-              "scored": f"masked tokens past position {SHORT}", "results": scores}
+              "scored": f"masked tokens past position {SHORT}", "steps": steps, "results": scores}
     (out / "results.json").write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
     return result
 
 
-def parse_args(argv: Sequence[str] | None = None) -> Plan:
+#: How each row of the result reads the held-out articles: (model, whole article?).
+MODES = {"long model, whole article": ("long", True), "long model, 512-token chunks": ("long", False),
+         "source model, 512-token chunks": ("source", False)}
+GROUP = "long-documents"
+
+
+def make_records(result: dict[str, Any], command: str) -> list:
+    """The results-store records of a finished run: each mode's MLM loss and the continued pre-training's steps."""
+    from bertforge.results_store import Record
+    plan = result["plan"]
+    data = (f"the shared Wikipedia: {result['heldout_articles']} held-out articles of 1,024+ tokens, cut at "
+            f"{plan['max_positions']} tokens; {plan['mask_rate']} of the tokens past position {SHORT} masked")
+    records = []
+    for name, (model, whole) in MODES.items():
+        slug = f"{model}-{'whole' if whole else 'chunks'}"
+        score = result["results"][name]
+        records.append(Record.measured(f"{GROUP}/{slug}/mlm-loss", score["mlm_loss"], "loss",
+                                       f"held-out MLM loss on masked tokens past position {SHORT}: {name}", data,
+                                       command=command, digits=3))
+    for stage, steps in result.get("steps", {}).items():
+        length = SHORT if stage == "short" else plan["max_positions"]
+        records.append(Record.measured(f"{GROUP}/{stage}/steps", steps, "steps",
+                                       f"optimizer steps of MLM at {length} tokens in the run", data,
+                                       command=command, digits=0))
+    return records
+
+
+def parse_duration(text: str) -> float:
+    from bertforge.pretraining.pretrain import parse_duration as seconds
+    return seconds(text)
+
+
+def parse_args(argv: Sequence[str] | None = None) -> tuple[str | None, Plan]:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--model", required=True, type=Path, help="a 512-token BERT/RoBERTa folder (MLM head)")
     p.add_argument("--out", required=True, type=Path, help="folder for every stage's output")
@@ -182,17 +253,39 @@ def parse_args(argv: Sequence[str] | None = None) -> Plan:
     p.add_argument("--attention-window", type=int, default=512, help="its window (default: 512)")
     p.add_argument("--eval-articles", type=int, default=200, help="held-out articles of 1,024+ tokens (default: 200)")
     p.add_argument("--train-articles", type=int, default=20_000, help="articles trained on (default: 20000)")
+    p.add_argument("--train-min-tokens", type=int, default=0,
+                   help="continued pre-training on articles of at least this many tokens only (default: 0, all)")
     p.add_argument("--max-steps", type=int, default=3000, help="continued pre-training steps (default: 3000)")
     p.add_argument("--batch-size", type=int, default=8, help="sequences per micro-batch (default: 8)")
     p.add_argument("--grad-accum", type=int, default=8, help="micro-batches per step (default: 8)")
+    p.add_argument("--short-budget", type=parse_duration, default=None, metavar="DURATION",
+                   help="CPU time of MLM at 512 tokens before lengthening, e.g. 20m (needed for a folder without an "
+                   "MLM head)")
+    p.add_argument("--long-budget", type=parse_duration, default=None, metavar="DURATION",
+                   help="CPU time of the continued pre-training at full length, e.g. 1h (instead of --max-steps)")
+    p.add_argument("--lr", type=float, default=1e-4, help="peak learning rate of both stages (default: 1e-4)")
+    p.add_argument("--warmup-steps", type=int, default=0, help="warmup of both stages (default: 0)")
+    p.add_argument("--records", default=None, metavar="DIR",
+                   help="also write the results as results-store records (group long-documents) into DIR")
     a = p.parse_args(argv)
-    return Plan(model=a.model, out=a.out, max_positions=a.max_positions, attention_window=a.attention_window,
+    return a.records, Plan(model=a.model, out=a.out, max_positions=a.max_positions, attention_window=a.attention_window,
                 eval_articles=a.eval_articles, train_articles=a.train_articles, max_steps=a.max_steps,
-                batch_size=a.batch_size, grad_accum=a.grad_accum)
+                train_min_tokens=a.train_min_tokens,
+                batch_size=a.batch_size, grad_accum=a.grad_accum, short_budget=a.short_budget,
+                long_budget=a.long_budget, lr=a.lr, warmup_steps=a.warmup_steps)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    print(json.dumps(run(parse_args(argv)), indent=2))
+    import shlex
+    records, plan = parse_args(argv)
+    result = run(plan)
+    if records:
+        from bertforge.results_store import write_records
+        given = list(sys.argv[1:] if argv is None else argv)
+        keep = [a for i, a in enumerate(given) if a != "--records" and (i == 0 or given[i - 1] != "--records")]
+        command = " ".join(["python experiments/long_documents.py", *map(shlex.quote, keep)])
+        write_records(GROUP, make_records(result, command), records)
+    print(json.dumps(result, indent=2))
     return 0
 
 

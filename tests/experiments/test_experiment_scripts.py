@@ -5,7 +5,7 @@ import pytest
 from script_help import check_help, scripts_in
 
 SCRIPTS = ["budget_calibration", "embedding_compare", "emotion_tutorial", "feature_based_ner", "generation_infill",
-           "glue_budget", "hf_glue", "hf_pretrain_mlm", "kill_resume", "long_documents", "precision_quality",
+           "glue_budget", "hf_glue", "hf_pretrain_mlm", "kill_resume", "long_documents", "long_squad", "precision_quality",
            "question_generation", "recipe_race", "squad_retrieval"]
 
 

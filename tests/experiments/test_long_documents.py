@@ -3,6 +3,8 @@ the article is read, and their loss is transformers' MLM loss on those rows."""
 from __future__ import annotations
 
 
+import json
+
 import pytest
 import torch
 
@@ -73,5 +75,34 @@ def test_held_out_articles_are_long_and_never_trained_on(vocab_dir):
     texts = [" ".join(["word"] * n) for n in (2000, 10, 1500, 20, 30, 1200, 40)]
     held, train = ld.split_articles(texts, tok, eval_count=2, train_count=3)
     assert held == [texts[0], texts[2]] and train == [texts[1], texts[3], texts[4]]
-    plan = ld.parse_args(["--model", "m", "--out", "o"])
+    records, plan = ld.parse_args(["--model", "m", "--out", "o"])
+    assert records is None
     assert (plan.max_positions, plan.attention_window, plan.max_steps) == (4096, 512, 3000)
+
+
+@pytest.mark.slow
+def test_a_whole_run_on_real_articles_writes_its_scores_as_records(tmp_path, vocab_dir):
+    """Every stage on a tiny BERT (512 positions, lengthened to 1,024) and real articles: the records hold the
+    three modes' losses and the continued pre-training's steps as results.json has them, under the command that
+    ran (without --records); a second run keeps the scores instead of computing them again."""
+    from bertforge import BertConfig, BertForMaskedLM
+    from bertforge.results_store import read_store
+    from bertforge.tokenization import BertTokenizer
+    tok = BertTokenizer.from_pretrained(vocab_dir)
+    torch.manual_seed(0)
+    source = tmp_path / "source"
+    BertForMaskedLM(BertConfig.preset("tiny", vocab_size=tok.vocab_size)).save_pretrained(source)
+    tok.save_pretrained(source)
+    argv = ["--model", str(source), "--out", str(tmp_path / "run"), "--max-positions", "1024", "--attention-window",
+            "128", "--eval-articles", "2", "--train-articles", "30", "--max-steps", "2", "--batch-size", "2",
+            "--grad-accum", "1", "--records", str(tmp_path / "store")]
+    assert ld.main(argv) == 0
+    result = json.loads((tmp_path / "run" / "results.json").read_text())
+    store = read_store(tmp_path / "store")
+    for name, (model, whole) in ld.MODES.items():
+        record = store.records[f"long-documents/{model}-{'whole' if whole else 'chunks'}/mlm-loss"]
+        assert record.value == result["results"][name]["mlm_loss"] and result["results"][name]["tokens"] > 0
+        assert "--records" not in record.command and "--max-steps 2" in record.command
+    assert store.records["long-documents/long/steps"].value == result["steps"]["long"] == 2
+    stamp = (tmp_path / "run" / "results.json").stat().st_mtime_ns
+    assert ld.main(argv) == 0 and (tmp_path / "run" / "results.json").stat().st_mtime_ns == stamp
