@@ -90,7 +90,9 @@ def ref_pearson(x, y) -> float:
     sxx, syy = sum((a - mx) ** 2 for a in x), sum((b - my) ** 2 for b in y)
     if sxx == 0 or syy == 0:
         return math.nan
-    return float(sxy / math.sqrt(sxx * syy)) if sxy else 0.0
+    # r squared as an exact fraction, then one square root: subnormal inputs (hypothesis draws them) would
+    # underflow a float sqrt(sxx * syy) to 0
+    return math.copysign(math.sqrt(sxy * sxy / (sxx * syy)), sxy) if sxy else 0.0
 
 
 def ref_ranks(values) -> list[Fraction]:
