@@ -20,7 +20,8 @@ TOKENIZER_FILES = ("vocab.txt", "tokenizer_config.json", "special_tokens_map.jso
 TASKS = {"sequence_classification": ("sst2", ["negative", "positive"], 128),
          "question_answering": ("squad", None, 384),
          "token_classification": ("conll2003", ["O", "B-PER", "I-PER", "B-LOC", "I-LOC"], 128),
-         "regression": ("stsb", None, 128)}
+         "regression": ("stsb", None, 128),
+         "multiple_choice": ("swag", ["0", "1", "2", "3"], 128)}
 
 
 def make_task_folder(minilm_dir: Path, target: Path, head: str) -> Path:
@@ -28,12 +29,13 @@ def make_task_folder(minilm_dir: Path, target: Path, head: str) -> Path:
     import torch
 
     from bertforge.model.auto import model_class_for
+    from bertforge.tasks.heads import HEADS
     task, labels, length = TASKS[head]
     torch.manual_seed(0)
     extra = {"id2label": dict(enumerate(labels))} if labels else {}
     if head == "regression":  # one output, as `finetune` makes it
         extra = {"id2label": {0: "score"}, "problem_type": "regression"}
-    model = model_class_for(minilm_dir, head).from_pretrained(minilm_dir, **extra)
+    model = model_class_for(minilm_dir, HEADS[head].model_role).from_pretrained(minilm_dir, **extra)
     model.save_pretrained(target)
     for name in TOKENIZER_FILES:
         shutil.copy2(minilm_dir / name, target / name)

@@ -11,6 +11,7 @@ import pytest
 from bertforge.serving.embeddings import SentenceEncoder
 from bertforge.serving.onnx_backend import OnnxModel
 from bertforge.serving.onnx_export import export_onnx
+from bertforge.tasks.heads import HEADS
 
 from needs import require_module
 
@@ -101,25 +102,36 @@ def test_export_refuses_bad_arguments(minilm_dir, tmp_path):
         export_onnx(minilm_dir, minilm_dir)
 
 
-@pytest.mark.parametrize("head", ["token_classification", "question_answering"])
-def test_token_level_heads_match_pytorch(minilm_dir, tmp_path, head):
+@pytest.mark.parametrize("head", list(HEADS))
+def test_every_head_exports_the_outputs_its_row_names(minilm_dir, tmp_path, head):
+    """Each row of the head table: the exported graph returns the row's `onnx_outputs` (onnx.json lists them),
+    shaped as the PyTorch model's (a sequence axis where the row says `per_token`) and within 1e-4 of them."""
     import torch
 
     from bertforge.model.auto import model_class_for
     from bertforge.tokenization import load_tokenizer
 
     from .conftest import make_task_folder
+    row = HEADS[head]
     folder = make_task_folder(minilm_dir, tmp_path / "task", head)
     export_onnx(folder, tmp_path / "onnx")
-    torch_model = model_class_for(folder, head).from_pretrained(folder).eval()
+    assert json.loads((tmp_path / "onnx" / "onnx.json").read_text())["outputs"] == list(row.onnx_outputs)
+    torch_model = model_class_for(folder, row.model_role).from_pretrained(folder).eval()
     onnx_model = OnnxModel.from_pretrained(tmp_path / "onnx")
-    enc = load_tokenizer(folder)(TEXTS[::-1] + TEXTS[:1], padding=True, return_tensors="pt")
+    enc = dict(load_tokenizer(folder)(TEXTS[::-1] + TEXTS[:1], padding=True, return_tensors="pt"))
+    if row.inputs == "choices":  # (batch, choices, sequence), as the export traces it
+        enc = {k: v[:, None].expand(-1, 3, -1).contiguous() for k, v in enc.items()}
     with torch.no_grad():
         ref = torch_model(**enc)
     ours = onnx_model(**enc)
-    mask = enc["attention_mask"].bool()
-    for name in ("logits",) if head == "token_classification" else ("start_logits", "end_logits"):
-        np.testing.assert_allclose(getattr(ours, name)[mask].numpy(), getattr(ref, name)[mask].numpy(), atol=1e-4)
+    for name in row.onnx_outputs:
+        got, want = getattr(ours, name), getattr(ref, name)
+        assert tuple(got.shape) == tuple(want.shape), name
+        assert (got.ndim >= 2 and got.shape[1] == enc["input_ids"].shape[-1]) == row.per_token, name
+        if row.per_token:
+            mask = enc["attention_mask"].bool()
+            got, want = got[mask], want[mask]
+        np.testing.assert_allclose(got.numpy(), want.numpy(), atol=1e-4)
 
 
 def test_int8_export_keeps_only_the_quantizers_errors(sst2_folder, tmp_path, caplog):

@@ -13,6 +13,8 @@ from typing import Any
 
 from bertforge.config import CONFIG_NAME, BertConfig, config_file, read_model_config
 
+#: The model classes a family provides. A task head names the role that carries it (`tasks.heads.Head.model_role`:
+#: a regression head is a sequence classifier with one output).
 ROLES = ("base", "masked_lm", "pretraining", "sequence_classification", "token_classification",
          "question_answering", "multiple_choice")
 
@@ -38,8 +40,6 @@ class Family:
     classes: dict[str, type]
 
     def model_class(self, role: str) -> type:
-        if role == "regression":  # STS-B: a sequence head with one output
-            role = "sequence_classification"
         if role not in self.classes:
             raise ValueError(f"the {self.config_class.model_type} family has no {role!r} model; it has "
                              f"{', '.join(self.classes)}")

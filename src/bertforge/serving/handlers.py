@@ -34,6 +34,7 @@ from bertforge.serving.requests import (
     predict_input,
 )
 from bertforge.serving.served_model import ServedModel
+from bertforge.tasks.heads import HEADS
 
 
 class ModelError(Exception):
@@ -231,10 +232,11 @@ def info(svc: Service) -> dict[str, Any]:
 
 
 def _length_texts(head: str, parsed: list[Any]) -> tuple[list[str] | None, list[str | None] | None]:
-    if head in ("sequence_classification", "regression"):
+    kind = HEADS[head].inputs
+    if kind == "text":
         return ([p[0] if isinstance(p, tuple) else p for p in parsed],
                 [p[1] if isinstance(p, tuple) else None for p in parsed])
-    if head == "token_classification":
+    if kind == "words":
         return [p if isinstance(p, str) else " ".join(p) for p in parsed], None
     return None, None
 

@@ -66,6 +66,7 @@ class Int8TooCostly(SettingError):
 def price_int8(folder: Path, fp32_file: Path, int8_file: Path, data_file: str | Path) -> Int8Price:
     """Score the fp32 and the int8 graph (both exported from `folder`'s files) on `data_file`, and time them."""
     from bertforge.serving.onnx_backend import OnnxModel, folder_head
+    from bertforge.tasks.heads import HEADS
     fp32 = OnnxModel.from_pretrained(folder, file=fp32_file)
     int8 = OnnxModel.from_pretrained(folder, file=int8_file)
     head = folder_head(folder)
@@ -73,7 +74,7 @@ def price_int8(folder: Path, fp32_file: Path, int8_file: Path, data_file: str | 
         metric, scores, batches = _retrieval_scores(folder, (fp32, int8), data_file)
     elif head == "encoder":
         metric, scores, batches = _embedding_scores(folder, (fp32, int8), data_file)
-    elif head in ("sequence_classification", "regression"):
+    elif HEADS[head].per_text:
         metric, scores, batches = _predictor_scores(folder, (fp32, int8), data_file)
     else:
         raise SettingError("{calibrate_on}: a {head} folder has no metric bertforge measures int8 with; it measures "
@@ -83,11 +84,12 @@ def price_int8(folder: Path, fp32_file: Path, int8_file: Path, data_file: str | 
 
 
 def _predictor_scores(folder: Path, models, data_file) -> tuple[str, tuple[float, float, int], list[dict]]:
+    from bertforge.tasks.heads import HEADS
     from bertforge.tasks.predictor import Predictor, read_task_file
     from bertforge.tokenization import load_tokenizer
     task = read_task_file(folder)
     tokenizer = load_tokenizer(folder)
-    metric = "accuracy" if task["head"] == "sequence_classification" else "spearman"
+    metric = "spearman" if HEADS[task["head"]].regression else "accuracy"
     values, examples = [], []
     for model in models:
         kept: dict = {}

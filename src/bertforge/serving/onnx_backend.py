@@ -15,15 +15,14 @@ import torch
 
 from bertforge.device import DeviceError
 from bertforge.folder_files import WEIGHTS_MAX_BYTES, check_folder_file, folder_has, read_folder_json
+from bertforge.tasks.heads import HEADS
 
 ONNX_FILE = "model.onnx"
 ONNX_INFO = "onnx.json"
 SENTENCE_OUTPUT = "sentence_embedding"
 
 # head -> output names, in the order the graph returns them (an encoder's sentence vectors are pooled in the graph)
-OUTPUTS = {"encoder": ("last_hidden_state", SENTENCE_OUTPUT), "sequence_classification": ("logits",),
-           "regression": ("logits",), "token_classification": ("logits",), "multiple_choice": ("logits",),
-           "question_answering": ("start_logits", "end_logits")}
+OUTPUTS = {"encoder": ("last_hidden_state", SENTENCE_OUTPUT), **{name: h.onnx_outputs for name, h in HEADS.items()}}
 
 
 def folder_head(directory: Path) -> str:

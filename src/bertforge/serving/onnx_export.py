@@ -27,6 +27,7 @@ from bertforge.folder_files import (SETTINGS_MAX_BYTES, SPIECE_MODEL_MAX_BYTES, 
 from bertforge.serving.onnx_backend import ONNX_FILE, ONNX_INFO, OUTPUTS, SENTENCE_OUTPUT, folder_head
 from bertforge.tasks.embedding.pooling import Pooling, pool
 from bertforge.tasks.embedding.st_folder import ST_DIRS, ST_FILES
+from bertforge.tasks.heads import HEADS
 from bertforge.tasks.predictor import TASK_FILE
 from bertforge.settings import SettingError
 from bertforge.tokenization.auto import TOKENIZER_FOLDER_FILES
@@ -86,7 +87,8 @@ def padded_reference_path(model: torch.nn.Module) -> Iterator[None]:
 
 def _load_torch_model(directory: Path, head: str) -> torch.nn.Module:
     from bertforge.model.auto import model_class_for
-    return model_class_for(directory, "base" if head == "encoder" else head).from_pretrained(directory).eval()
+    role = "base" if head == "encoder" else HEADS[head].model_role
+    return model_class_for(directory, role).from_pretrained(directory).eval()
 
 
 def export_onnx(directory: str | Path, output: str | Path, quantize: str | None = None,
@@ -175,11 +177,11 @@ def trace_to_onnx(directory: Path, target: Path, opset: int = 17) -> dict[str, A
                    if k in enc and (k != "token_type_ids" or _uses_token_types(model))]
     tensors = [enc[k] for k in input_names]
     axes = {0: "batch", 1: "sequence"}
-    if head == "multiple_choice":
+    if head != "encoder" and HEADS[head].inputs == "choices":
         tensors = [t[:, None].expand(-1, 2, -1).contiguous() for t in tensors]
         axes = {0: "batch", 1: "choices", 2: "sequence"}
     output_names = OUTPUTS[head]
-    per_token = head in ("encoder", "token_classification", "question_answering")
+    per_token = head == "encoder" or HEADS[head].per_token
     out_axes = {name: ({0: "batch", 1: "sequence"} if per_token and name != SENTENCE_OUTPUT else {0: "batch"})
                 for name in output_names}
     pooling = Pooling.from_folder(directory) if head == "encoder" else None

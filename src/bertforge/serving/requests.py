@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from bertforge.serving.limits import MAX_GENERATE_STEPS, RequestError, ServeSettings
+from bertforge.tasks.heads import HEADS
 
 
 # ---- fields ---------------------------------------------------------------------------------------------------------
@@ -215,7 +216,8 @@ class RerankRequest:
 # ---- /predict inputs by head ------------------------------------------------------------------------------------------
 def predict_input(head: str, item: Any, field: str, settings: ServeSettings) -> Any:
     """One JSON input -> what `Predictor.predict` takes for this head, or a RequestError naming the field."""
-    if head in ("sequence_classification", "regression"):
+    kind = HEADS[head].inputs if head in HEADS else None
+    if kind == "text":
         if _is_text(item, field, settings):
             return item
         if isinstance(item, dict) and _is_text(item.get("text"), field + ".text", settings):
@@ -227,7 +229,7 @@ def predict_input(head: str, item: Any, field: str, settings: ServeSettings) -> 
         if _is_text_list(item, field, settings) and len(item) == 2:
             return tuple(item)
         raise RequestError(422, f"{field}: expected a text, [text, text_pair] or {{\"text\", \"text_pair\"}}")
-    if head == "token_classification":
+    if kind == "words":
         if _is_text(item, field, settings):
             return item
         if _is_text_list(item, field, settings):
@@ -236,14 +238,14 @@ def predict_input(head: str, item: Any, field: str, settings: ServeSettings) -> 
                                         "all (--max-input-chars)", "input_too_long")
             return item
         raise RequestError(422, f"{field}: expected a text or a list of words")
-    if head == "question_answering":
+    if kind == "question":
         if isinstance(item, dict) and _is_text(item.get("question"), field + ".question", settings) \
                 and _is_text(item.get("context"), field + ".context", settings):
             return (item["question"], item["context"])
         if _is_text_list(item, field, settings) and len(item) == 2:
             return tuple(item)
         raise RequestError(422, f"{field}: expected {{\"question\": text, \"context\": text}}")
-    if head == "multiple_choice":
+    if kind == "choices":
         return _multiple_choice(item, field, settings)
     raise RequestError(422, f"{field}: this model's head {head!r} is not served")
 

@@ -15,6 +15,7 @@ import numpy as np
 from bertforge.config import has_config, read_model_config
 from bertforge.settings import SettingError
 from bertforge.tasks.embedding.st_folder import is_sentence_transformers_folder
+from bertforge.tasks.heads import HEADS
 from bertforge.tasks.long_inputs import LongInputOptions
 from bertforge.tasks.predictor import is_predictor_folder
 from bertforge.serving.embeddings import Pooling, SentenceEncoder
@@ -137,7 +138,8 @@ class ServedModel:
         from bertforge.tasks.readers import SquadExample
         predictor, tok = self.predictor, self.request_tokenizer
         length = predictor.settings.seq_length(predictor.spec)
-        if predictor.head == "question_answering":
+        kind = HEADS[predictor.head].inputs
+        if kind == "question":
             examples = [SquadExample(str(i), q, c, ()) for i, (q, c) in enumerate(inputs)]
             features = encode_squad(tok, examples, length, predictor.settings.doc_stride,
                                     predictor.settings.max_query_length)
@@ -145,7 +147,7 @@ class ServedModel:
             over = np.flatnonzero(windows > 1)
             return (int(over[0]), f"its context needs {int(windows[over[0]])} windows of {length} tokens; this "
                                   "model reads one") if len(over) else None
-        if predictor.head == "multiple_choice":
+        if kind == "choices":
             for i, item in enumerate(inputs):
                 context, start, endings = (item[0], "", item[1]) if len(item) == 2 else item
                 for c, ending in enumerate(endings):
@@ -169,14 +171,13 @@ class ServedModel:
         with two labels whose second one means "relevant"."""
         if self.predictor is None:
             return False
-        head = self.predictor.head
-        return head == "regression" or (head == "sequence_classification" and len(self.predictor.labels or ()) == 2)
+        return HEADS[self.predictor.head].pair_scorer(self.predictor.labels)
 
     def pair_score(self, result: dict[str, Any], raw: bool = False) -> float:
         """A cross-encoder's relevance score from its prediction for one pair, as text-embeddings-inference gives
         it: the sigmoid of the regression output (the output itself with `raw`), or the probability of the second
         label (its logit against the first with `raw`)."""
-        if self.predictor.head == "regression":
+        if HEADS[self.predictor.head].regression:
             value = float(result["score"])
             return value if raw else float(1 / (1 + np.exp(-value)))
         negative, positive = (float(result["scores"][name]) for name in self.predictor.labels)
@@ -240,9 +241,7 @@ class ServedModel:
         if self.encoder is not None:
             self.embed_batch(["warm up"])
         if self.predictor is not None:
-            sample = {"question_answering": ("warm up", "warm up"), "multiple_choice": ("warm up", "", ["a", "b"]),
-                      "token_classification": ["warm", "up"]}.get(self.predictor.head, "warm up")
-            self.predict_batch([sample])
+            self.predict_batch([HEADS[self.predictor.head].sample])
         if self.mlm is not None:
             self.fill_mask_batch([(f"warm {self.tokenizer.mask_token}", 1)])
 

@@ -164,7 +164,7 @@ def build_transfer_set(settings: TaskDistillSettings, spec, labels: Sequence[str
                        max_train: int | None) -> TransferSet:
     """Unlabeled texts minus any train/dev text (never train on dev), a seeded sample of them, plus the
     labelled train subset (by default the teacher's own: same size and seed as its fine-tuning)."""
-    regression = spec.head == "regression"
+    regression = HEADS[spec.head].regression
     train, dev, note = [], [], None
     if settings.data or settings.train_file or settings.eval_file:
         need_train = settings.include_train or settings.alpha_hard > 0
@@ -206,7 +206,7 @@ def task_distill_stage(soft: torch.Tensor, hard: torch.Tensor, temperature: floa
                          attention_mask=batch["attention_mask"].to(self.device),
                          token_type_ids=batch["token_type_ids"].to(self.device)).logits
             losses = task_distillation_loss(logits, soft[idx].to(self.device), hard[idx].to(self.device),
-                                            temperature, alpha_hard, self.spec.head == "regression")
+                                            temperature, alpha_hard, HEADS[self.spec.head].regression)
             return StepOutput(losses["loss"], losses)
 
         def add_metrics(self, sums: dict[str, float], out: StepOutput, batch: dict[str, Any]) -> None:

@@ -11,11 +11,9 @@ import numpy as np
 import torch
 
 from bertforge.device import Precision, move_to, placement
-from bertforge.tasks.features import (Feature, encode_classification, encode_multiple_choice, encode_ner,
-                                      encode_squad, iterate_batches)
-from bertforge.tasks.metrics import align_predictions_to_words, squad_v1_evaluate, squad_v2_evaluate
-from bertforge.tasks.registry import HEADS, TaskSpec
-from bertforge.tasks.squad_postprocess import postprocess_squad
+from bertforge.tasks.features import Feature, iterate_batches
+from bertforge.tasks.heads import HEADS
+from bertforge.tasks.registry import TaskSpec
 from bertforge.training.progress import progress as make_bar
 
 
@@ -39,7 +37,7 @@ class InferenceSettings:
 def default_seq_length(spec: TaskSpec, asked: int | None) -> int:
     if asked:
         return asked
-    return 384 if spec.head == "question_answering" else 128
+    return HEADS[spec.head].max_length
 
 
 def encode(spec: TaskSpec, tokenizer, examples: Sequence[Any], settings: "InferenceSettings",
@@ -47,16 +45,9 @@ def encode(spec: TaskSpec, tokenizer, examples: Sequence[Any], settings: "Infere
     """The head kind's features for `examples`."""
     length = settings.seq_length(spec)
     label2id = {name: i for i, name in enumerate(labels)} if labels else None
-    if HEADS[spec.head].per_text:
-        return encode_classification(tokenizer, examples, length, label2id, regression=spec.head == "regression")
-    if spec.head == "token_classification":
-        return encode_ner(tokenizer, examples, length, label2id)
-    if spec.head == "question_answering":
-        return encode_squad(tokenizer, examples, length, settings.doc_stride, settings.max_query_length,
-                            training=training)
-    if spec.head == "multiple_choice":
-        return encode_multiple_choice(tokenizer, examples, length)
-    raise ValueError(f"unknown head kind {spec.head!r}")
+    if spec.head not in HEADS:
+        raise ValueError(f"unknown head kind {spec.head!r}")
+    return HEADS[spec.head].encode(tokenizer, examples, length, label2id, settings, training)
 
 
 def model_inputs(batch: dict[str, torch.Tensor], with_labels: bool) -> dict[str, torch.Tensor]:
@@ -108,33 +99,12 @@ def run_model(model, features: Sequence[Feature], batch_size: int = 64, pad_id: 
 def decode_outputs(spec: TaskSpec, examples: Sequence[Any], features: Sequence[Feature], outputs: Sequence[Any],
                    labels: Sequence[str] | None, settings: "InferenceSettings") -> Any:
     """Task-level predictions: label ids / floats, word tag lists, or {qid: QuestionPrediction}."""
-    if spec.head == "regression":
-        return [float(o.reshape(-1)[0]) for o in outputs]
-    if spec.head in ("sequence_classification", "multiple_choice"):
-        return [int(np.argmax(o)) for o in outputs]
-    if spec.head == "token_classification":
-        return [align_predictions_to_words(np.argmax(o, -1), f["word_ids"], labels, f["num_words"])
-                for o, f in zip(outputs, features)]
-    return postprocess_squad(examples, features, [o[0] for o in outputs], [o[1] for o in outputs],
-                             settings.n_best, settings.max_answer_length)
+    return HEADS[spec.head].decode(examples, features, outputs, labels, settings)
 
 
 def score(spec: TaskSpec, examples: Sequence[Any], predictions: Any, labels: Sequence[str] | None) -> dict[str, Any]:
     """The task's official metric on decoded predictions."""
-    if spec.head == "question_answering":
-        if spec.name == "squad2":
-            texts = {q: p.answer() for q, p in predictions.items()}
-            diffs = {q: p.null_diff for q, p in predictions.items()}
-            return squad_v2_evaluate(texts, list(examples), na_probs=diffs, na_prob_thresh=0.0)
-        return squad_v1_evaluate({q: p.answer() for q, p in predictions.items()}, list(examples))
-    if spec.head == "token_classification":
-        return spec.metric(predictions, [list(ex.tags) for ex in examples])
-    if spec.head == "regression":
-        return spec.metric(predictions, [float(ex.label) for ex in examples])
-    if spec.head == "multiple_choice":
-        return spec.metric(predictions, [int(ex.label) for ex in examples])
-    label2id = {name: i for i, name in enumerate(labels or [])}
-    return spec.metric(predictions, [label2id[str(ex.label)] for ex in examples])
+    return HEADS[spec.head].score(spec, examples, predictions, labels)
 
 
 @dataclass
@@ -156,11 +126,12 @@ def predict_examples(model, tokenizer, spec: TaskSpec, examples: Sequence[Any], 
     long = getattr(settings, "long_inputs", None)
     owners, windows = None, None
     label2id = {name: i for i, name in enumerate(labels)} if labels else None
-    if long is not None and HEADS[spec.head].per_text:
+    head = HEADS[spec.head]
+    if long is not None and head.chunking == "mean":
         from bertforge.tasks.long_inputs import encode_texts
         features, owners, _ = encode_texts(tokenizer, examples, settings.seq_length(spec), long, label2id,
-                                           regression=spec.head == "regression")
-    elif long is not None and spec.head == "token_classification":
+                                           regression=head.regression)
+    elif long is not None and head.chunking == "central":
         from bertforge.tasks.long_inputs import encode_sentences
         features, windows, _ = encode_sentences(tokenizer, examples, settings.seq_length(spec), long, label2id)
     else:

@@ -30,7 +30,7 @@ from bertforge.settings import (MAX_BATCH, MAX_EPOCHS, MAX_LENGTH, MAX_LR, MAX_S
                                 part, setting, settings_record)
 from bertforge.tasks.evaluation import (EvalRun, default_seq_length, encode, evaluate_examples, main_value,
                                         model_inputs)
-from bertforge.tasks.metrics.report import REPORT_HEADS, evaluation_reports, report_tables, write_reports
+from bertforge.tasks.metrics.report import evaluation_reports, report_tables, write_reports
 from bertforge.tasks.predictor import Predictor, read_task_file, write_task_file
 from bertforge.tasks.registry import HEADS, TaskSpec, get_task
 from bertforge.tasks.task_data import DataOptions, TaskData, load_task_data, subset
@@ -108,14 +108,13 @@ class FinetuneSettings:
 def build_model(spec: TaskSpec, model_dir: str | Path, labels: Sequence[str] | None):
     """The task's head class on top of the checkpoint's encoder; label names go into the config."""
     from bertforge.model.auto import model_class_for
-    cls = model_class_for(model_dir, spec.head)
+    head = HEADS[spec.head]
+    cls = model_class_for(model_dir, head.model_role)
     overrides: dict[str, Any] = {}
-    if spec.head == "regression":
-        overrides = {"id2label": {0: "score"}, "problem_type": "regression"}
-    elif HEADS[spec.head].labelled:
-        overrides = {"id2label": dict(enumerate(labels or [])),
-                     "problem_type": "single_label_classification" if spec.head == "sequence_classification"
-                     else None}
+    if head.regression:
+        overrides = {"id2label": {0: "score"}, "problem_type": head.problem_type}
+    elif head.labelled:
+        overrides = {"id2label": dict(enumerate(labels or [])), "problem_type": head.problem_type}
     return cls.from_pretrained(model_dir, **overrides)
 
 
@@ -311,7 +310,7 @@ def _evaluate_saved(out: Path, spec: TaskSpec, data: TaskData, settings: Finetun
     The first set is run again rather than kept from training: its predictions must be those of the weights
     saved (the best evaluation's, or a grid's best run), whichever step or run made them."""
     sets = list(data.evals.items())
-    first = 0 if spec.head in REPORT_HEADS else 1
+    first = 0 if HEADS[spec.head].report else 1
     if not sets[first:]:
         return {}
     predictor = Predictor.load(out, device=session.device, precision=session.precision(settings.train.precision))

@@ -30,6 +30,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from bertforge.settings import MAX_LENGTH, SettingError, check_settings, flag_of, setting
+from bertforge.tasks.heads import HEADS
 
 __all__ = ["LONG_INPUTS", "LongInputOptions", "WordWindows", "check_chunkable", "chunk_classification",
            "chunk_overlap", "check_encoded", "encode_sentences", "encode_texts", "full_lengths", "mean_by_owner",
@@ -38,7 +39,7 @@ __all__ = ["LONG_INPUTS", "LongInputOptions", "WordWindows", "check_chunkable", 
 logger = logging.getLogger(__name__)
 
 LONG_INPUTS = ("truncate", "refuse", "chunk")
-CHUNKED_HEADS = ("sequence_classification", "regression", "question_answering", "token_classification")
+CHUNKED_HEADS = tuple(name for name, head in HEADS.items() if head.chunking is not None)
 
 
 @dataclass
@@ -136,7 +137,7 @@ def check_encoded(head: str, tokenizer, examples: Sequence[Any], features: Seque
     """The inputs of a head encoded without `encode_texts` / `encode_sentences` that `max_length` cut (warned or
     refused as `options` says): {example: tokens dropped}. Question answering reads every context whole, in
     windows; `refuse` refuses one that needs more than one."""
-    if head == "question_answering":
+    if HEADS[head].chunking == "spans":
         windows = np.bincount([f["example_index"] for f in features], minlength=len(examples))
         if options.long_inputs == "refuse" and len(windows) and windows.max() > 1:
             first = int(np.argmax(windows > 1))
@@ -144,7 +145,7 @@ def check_encoded(head: str, tokenizer, examples: Sequence[Any], features: Seque
                                "{long_inputs} refuse)", owner=LongInputOptions, index=first, n=int(windows[first]),
                                limit=max_length)
         return {}
-    if head == "multiple_choice":
+    if HEADS[head].inputs == "choices":
         texts = [ex.context for ex in examples for _ in ex.endings]
         pairs = [f"{ex.start} {e}".strip() for ex in examples for e in ex.endings]
         rows = [row for f in features for row in f["input_ids"]]

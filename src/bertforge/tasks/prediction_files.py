@@ -19,7 +19,7 @@ import numpy as np
 from bertforge.atomic import atomic_path, atomic_write_text
 from bertforge.settings import SettingError
 from bertforge.tasks.evaluation import EvalRun
-from bertforge.tasks.registry import TaskSpec
+from bertforge.tasks.registry import HEADS, TaskSpec
 from bertforge.training.run_output import write_results
 
 
@@ -42,7 +42,7 @@ def write_eval_outputs(out_dir: str | Path, spec: TaskSpec, report: dict[str, An
 
 def _write_one(out: Path, tag: str, spec: TaskSpec, examples: Sequence[Any], run: EvalRun,
                labels: Sequence[str] | None) -> list[Path]:
-    if spec.head == "question_answering":
+    if HEADS[spec.head].gold == "answers":
         files = [out / f"predictions{tag}.json"]
         atomic_write_text(files[0], json.dumps({q: p.answer() for q, p in run.predictions.items()},
                                                ensure_ascii=False, indent=1) + "\n")
@@ -51,7 +51,7 @@ def _write_one(out: Path, tag: str, spec: TaskSpec, examples: Sequence[Any], run
             atomic_write_text(files[1], json.dumps({q: p.null_diff for q, p in run.predictions.items()},
                                                    indent=1) + "\n")
         return files
-    if spec.head == "token_classification":
+    if HEADS[spec.head].gold == "tags":
         path = out / f"predictions{tag}.conll"
         atomic_write_text(path, conll_text(examples, run.predictions))
         return [path]
@@ -75,7 +75,7 @@ def conll_text(examples: Sequence[Any], predictions: Sequence[Sequence[str]]) ->
 
 def table_rows(spec: TaskSpec, examples: Sequence[Any], run: EvalRun, labels: Sequence[str] | None) -> list[list[Any]]:
     """Header + one row per example for classification, regression and multiple choice."""
-    if spec.head == "multiple_choice":
+    if HEADS[spec.head].inputs == "choices":
         n = max((len(ex.endings) for ex in examples), default=0)
         rows: list[list[Any]] = [["index", "context", "start", "endings", "gold", "predicted"]
                                  + [f"prob_{i}" for i in range(n)]]
@@ -85,7 +85,7 @@ def table_rows(spec: TaskSpec, examples: Sequence[Any], run: EvalRun, labels: Se
         return rows
     pairs = any(ex.text_pair is not None for ex in examples)
     head = ["index", "text"] + (["text_pair"] if pairs else []) + ["gold", "predicted"]
-    if spec.head == "regression":
+    if HEADS[spec.head].regression:
         rows = [head]
         for i, (ex, pred) in enumerate(zip(examples, run.predictions)):
             rows.append([i, ex.text] + ([ex.text_pair] if pairs else []) + [ex.label, _fmt(pred)])

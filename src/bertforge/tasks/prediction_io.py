@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any, Iterable, Sequence, TextIO
 
 from bertforge.settings import SettingError
+from bertforge.tasks.heads import HEADS
 from bertforge.tasks.readers import BadRowsError, DataError, read_classification
 from bertforge.tasks.readers.generic import TEXT_ALIASES
 from bertforge.tasks.readers.rows import file_format, is_text_file, read_records, table_format
@@ -35,6 +36,7 @@ def input_format(path: str | Path) -> str:
 def read_inputs(path: str | Path, head: str, *, text_column: str | None = None,
                 text_pair_column: str | None = None) -> list[Any]:
     """What `Predictor.predict` takes for `head`, one item per example of the file, in file order."""
+    kind = HEADS[head].inputs
     fmt, sep = _sniffed_format(path, head, text_column)
     if fmt == "txt":
         if text_column or text_pair_column:
@@ -42,18 +44,18 @@ def read_inputs(path: str | Path, head: str, *, text_column: str | None = None,
                                ".arrow input", path=path)
         with open_input(path) as handle:
             return parse_lines(handle, head, str(path))
-    if head in ("token_classification", "multiple_choice"):
+    if kind in ("words", "choices"):
         if text_pair_column:
             raise SettingError("{text_pair_column} does not apply to a {head} predictor", head=head)
         return _record_inputs(path, fmt, head, text_column, sep)
-    if head == "question_answering":
+    if kind == "question":
         text_column, text_pair_column = text_column or "question", text_pair_column or "context"
     try:
         result = read_classification(path, text_column=text_column, text_pair_column=text_pair_column,
                                      labeled=False, format=fmt, delimiter=sep)
     except BadRowsError as err:  # predict answers every input in order: there is no skipping to suggest
         raise ValueError(err.without_hint()) from None
-    if head == "question_answering":
+    if kind == "question":
         return [(ex.text, ex.text_pair) for ex in result.examples]
     return [ex.text if ex.text_pair is None else (ex.text, ex.text_pair) for ex in result.examples]
 
@@ -64,8 +66,9 @@ def _sniffed_format(path: str | Path, head: str, text_column: str | None) -> tup
     fmt = input_format(path)
     if fmt != "txt" or not is_text_file(path):
         return fmt, None
-    names = [text_column] if text_column else ["question"] if head == "question_answering" else (
-        ["context", "sent1"] if head == "multiple_choice" else list(TEXT_ALIASES) + ["tokens", "words"])
+    kind = HEADS[head].inputs
+    names = [text_column] if text_column else ["question"] if kind == "question" else (
+        ["context", "sent1"] if kind == "choices" else list(TEXT_ALIASES) + ["tokens", "words"])
     found, sep = table_format(path, None, None, names)
     return found or "txt", sep
 
@@ -124,16 +127,17 @@ def parse_line(line: str, head: str) -> Any:
         if not isinstance(obj, dict):
             raise _LineError(None, "a JSON object", type(obj).__name__)
         return _from_object(obj, head)
-    if head == "question_answering":
+    kind = HEADS[head].inputs
+    if kind == "question":
         if "\t" not in line:
             raise _LineError(None, "question<TAB>context", repr(line[:60]))
         return tuple(line.split("\t", 1))
-    if head == "multiple_choice":
+    if kind == "choices":
         parts = line.split("\t")
         if len(parts) < 2:
             raise _LineError(None, "context<TAB>ending<TAB>ending...", repr(line[:60]))
         return parts[0], parts[1:]
-    if "\t" in line and head != "token_classification":
+    if "\t" in line and kind != "words":
         return tuple(line.split("\t", 1))
     return line
 
@@ -147,15 +151,16 @@ def _field(obj: dict[str, Any], key: str, kind: type | tuple[type, ...] = str) -
 
 
 def _from_object(obj: dict[str, Any], head: str, text_column: str | None = None) -> Any:
-    if head == "question_answering":
+    kind = HEADS[head].inputs
+    if kind == "question":
         return _field(obj, "question"), _field(obj, "context")
-    if head == "multiple_choice":
+    if kind == "choices":
         if "endings" not in obj and "ending0" in obj:  # SWAG's columns
             count = next(i for i in range(len(obj) + 1) if f"ending{i}" not in obj)
             return _field(obj, "sent1"), obj.get("sent2") or "", [_field(obj, f"ending{i}") for i in range(count)]
         endings = _field(obj, "endings", list)
         return _field(obj, "context"), obj.get("start") or "", endings
-    if head == "token_classification":
+    if kind == "words":
         if text_column:
             return _field(obj, text_column, (list, str))
         key = next((k for k in ("words", "tokens") if k in obj), None)

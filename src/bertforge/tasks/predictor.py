@@ -177,8 +177,7 @@ def check_model(model, tokenizer, task: dict[str, Any], source: str) -> None:
                                  "corrupt checkpoint)")
     config = getattr(model, "config", None)
     labels = task.get("labels")
-    if config is not None and labels is not None and task["head"] in ("sequence_classification",
-                                                                       "token_classification"):
+    if config is not None and labels is not None and HEADS[task["head"]].labelled:
         if len(labels) != config.num_labels:
             raise PredictorError(f"{source}: {TASK_FILE} lists {len(labels)} labels but the {task['head']} head "
                                  f"has {config.num_labels} outputs")
@@ -248,7 +247,7 @@ class Predictor:
                                "(its position table)", owner=LongInputOptions, got=length, most=most)
         if length is not None:
             self.settings.max_seq_length = length
-        if options.chunk_stride is not None and self.head == "question_answering":
+        if options.chunk_stride is not None and HEADS[self.head].chunking == "spans":
             self.settings.doc_stride = options.chunk_stride
         self.long_inputs = self.settings.long_inputs = options
 
@@ -266,10 +265,10 @@ class Predictor:
             raise FileNotFoundError(f"predictor folder not found: {directory}")
         task = read_task_file(directory)
         config_labels = _config_labels(directory)
-        if task["labels"] is None and task["head"] in ("sequence_classification", "token_classification"):
+        if task["labels"] is None and HEADS[task["head"]].labelled:
             task["labels"] = config_labels
         device, run_precision = placement(device, precision)
-        model_class = model_class_for(directory, task["head"])
+        model_class = model_class_for(directory, HEADS[task["head"]].model_role)
         check_saved_head(directory, model_class, task["head"])
         model = model_class.from_pretrained(directory)
         tokenizer = load_tokenizer(directory)
@@ -294,9 +293,8 @@ class Predictor:
         start = time.perf_counter()
         inputs = list(inputs)
         self._progress = progress
-        handler = {"sequence_classification": self._classify, "regression": self._classify,
-                   "token_classification": self._ner, "question_answering": self._qa,
-                   "multiple_choice": self._choose}[self.head]
+        handler = {"text": self._classify, "words": self._ner, "question": self._qa,
+                   "choices": self._choose}[HEADS[self.head].inputs]
         results = handler(inputs, batch_size) if inputs else []
         seconds = time.perf_counter() - start
         self.timing = {"n": len(inputs), "seconds": round(seconds, 4),
@@ -343,7 +341,7 @@ class Predictor:
         return [_mark(out[i], i in cut) for i in range(len(examples))]
 
     def _label_result(self, logits: np.ndarray) -> dict[str, Any]:
-        if self.head == "regression":
+        if HEADS[self.head].regression:
             return {"score": float(logits.reshape(-1)[0])}
         probs = _softmax(logits.astype(np.float64))
         k = int(np.argmax(probs))
@@ -468,21 +466,21 @@ class Predictor:
 
     def _check_fits(self, spec: TaskSpec, examples: Sequence[Any], source: str) -> None:
         """Refuse labelled data this predictor cannot score: unknown labels, or pairs vs single texts."""
-        if spec.head in ("sequence_classification", "regression", "multiple_choice") and any(
-                ex.label is None for ex in examples):
+        head = HEADS[spec.head]
+        if head.gold == "label" and any(ex.label is None for ex in examples):
             raise ValueError(f"{source}: has rows without a label (a test split?); evaluate scores labelled data, "
                              "`bertforge predict` runs on unlabelled files")
         mine, theirs = _input_kind(self.spec.name), _input_kind(spec.name)
-        if HEADS[spec.head].per_text and examples:
+        if head.per_text and examples:
             theirs = "pairs" if examples[0].text_pair is not None else "single texts"
         if mine and theirs and mine != theirs:
             raise ValueError(f"{source}: this {self.spec.name} predictor reads {mine} but the data has {theirs}")
-        if spec.head == "sequence_classification" and self.labels is not None:
+        if head.labelled and head.gold == "label" and self.labels is not None:
             unknown = sorted({str(ex.label) for ex in examples} - set(self.labels))
             if unknown:
                 raise ValueError(f"{source}: labels {unknown[:5]} are not among this {self.spec.name} predictor's "
                                  f"labels {self.labels}")
-        if spec.head == "token_classification" and self.labels is not None:
+        if head.labelled and head.gold == "tags" and self.labels is not None:
             unknown = sorted({t for ex in examples for t in ex.tags} - set(self.labels))
             if unknown:
                 raise ValueError(f"{source}: tags {unknown[:5]} are not among this {self.spec.name} predictor's "

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from bertforge.data.records import input_kind
+from bertforge.tasks.heads import HEADS, Head as Head, HeadKind  # Head, HEADS: also importable from here
 from bertforge.tasks.metrics import (
     accuracy,
     glue_metrics,
@@ -36,26 +37,6 @@ from bertforge.tasks.readers import (
     read_squad,
     read_swag,
 )
-
-
-
-@dataclass(frozen=True)
-class Head:
-    """A kind of task head, and what the code that encodes, trains, reads and serves it needs to know of it."""
-
-    name: str
-    labelled: bool = False  # predicts names from a label list the data defines (id2label, task.json's labels)
-    per_text: bool = False  # one prediction per text or text pair, from its [CLS] row
-
-
-HEADS: dict[str, Head] = {h.name: h for h in (
-    Head("sequence_classification", labelled=True, per_text=True),
-    Head("regression", per_text=True),  # a sequence head with one output
-    Head("token_classification", labelled=True),
-    Head("question_answering"),
-    Head("multiple_choice"),
-)}
-HeadKind = str  # a name in HEADS
 
 #: Suffixes tried for a default file name given without one (user data can be any of these).
 GENERIC_SUFFIXES = (".jsonl", ".csv", ".tsv", ".json", ".parquet", ".arrow")
@@ -95,7 +76,7 @@ class TaskSpec:
     @property
     def num_labels(self) -> int | None:
         """Output size of the head: classes, 1 for regression, None when it depends on data or is a span."""
-        if self.head == "regression":
+        if HEADS[self.head].regression:
             return 1
         return len(self.labels) if self.labels is not None else None
 

@@ -184,7 +184,7 @@ class _Loader:
                 # (read as unlabeled, it would fail only after training, or score nothing)
                 opts.update(text_column=self.o.text_column, text_pair_column=self.o.text_pair_column,
                             label_column=self.o.label_column, labeled=True, delimiter=self.o.delimiter)
-            elif self.spec.head == "token_classification":
+            elif HEADS[self.spec.head].inputs == "words":
                 opts.update(text_column=self.o.text_column, label_column=self.o.label_column)
             if labels is not None and HEADS[self.spec.head].labelled:
                 opts.update(label_list=list(labels), label_source=source)
@@ -240,7 +240,7 @@ class _Loader:
         spec, o = self.spec, self.o
         if o.data and not Path(o.data).exists():  # said here, not as "give --data" further down
             raise FileNotFoundError(f"--data {o.data}: no such file or folder")
-        if spec.head == "question_answering" and not spec.generic and o.data and Path(o.data).is_file() \
+        if HEADS[spec.head].inputs == "question" and not spec.generic and o.data and Path(o.data).is_file() \
                 and not o.train_file and not o.eval_file:
             return self.squad_article_split()
         train_path = self.train_path()
@@ -261,7 +261,7 @@ class _Loader:
             if o.eval_fraction <= 0:
                 raise SettingError("no eval set: give {eval_file} FILE, a {data} folder with a dev file, or "
                                    "{eval_fraction} above 0", owner=DataOptions)
-            group, unit = _qa_groups(train) if self.spec.head == "question_answering" else (None, "")
+            group, unit = _qa_groups(train) if HEADS[self.spec.head].inputs == "question" else (None, "")
             train, held = held_out_split(train, o.eval_fraction, o.split_seed, group)
             evals["eval"] = held
             self.files["eval"] = str(train_path)
@@ -323,10 +323,10 @@ def _effective_spec(spec: TaskSpec, o: DataOptions) -> TaskSpec:
     if o.regression is True:
         if spec.name == "classification":
             return TASKS["regression"]
-        if spec.head != "regression":
+        if not HEADS[spec.head].regression:
             raise SettingError("{regression} does not apply to {task} (a {head} task)", owner=DataOptions,
                                task=spec.name, head=spec.head)
-    if o.regression is False and spec.head == "regression":
+    if o.regression is False and HEADS[spec.head].regression:
         raise ValueError(f"--no-regression contradicts task {spec.name}, which is regression; use "
                          "--task classification")
     if spec.name in ("ner", "qa") and o.text_pair_column:

@@ -20,6 +20,7 @@ from typing import Any, ClassVar, Sequence
 import numpy as np
 
 from bertforge.atomic import atomic_path
+from bertforge.tasks.heads import HEADS
 from bertforge.training.summary import NUMBER, JsonRecord, key
 
 REPORT_FILE = "classification_report.json"
@@ -28,7 +29,7 @@ MATRIX_PNG = "confusion_matrix.png"
 REPORT_FILES = (REPORT_FILE, MATRIX_CSV, MATRIX_PNG)
 AVERAGES = ("micro avg", "macro avg", "weighted avg")
 #: The heads whose evaluations get a report (regression, QA and multiple choice have none).
-REPORT_HEADS = ("sequence_classification", "token_classification")
+REPORT_HEADS = tuple(name for name, head in HEADS.items() if head.report)
 CORNER = "true\\predicted"  # the first cell of the CSV: what the rows and columns are
 
 
@@ -235,14 +236,13 @@ def evaluation_report(head: str, examples: Sequence[Any], predictions: Sequence[
     """The report of a decoded evaluation: class ids (`sequence_classification`, gold in `ex.label`) or word tag
     lists (`token_classification`, gold in `ex.tags`); None for every other head (regression, QA, multiple
     choice) or without a label list."""
-    if not labels or not examples:
+    row = HEADS.get(head)
+    if not labels or not examples or row is None or not row.report:
         return None
-    if head == "sequence_classification":
+    if row.gold == "label":
         names = list(labels)
         return label_report([str(ex.label) for ex in examples], [names[int(p)] for p in predictions], names)
-    if head == "token_classification":
-        return entity_report([list(ex.tags) for ex in examples], predictions, labels)
-    return None
+    return entity_report([list(ex.tags) for ex in examples], predictions, labels)
 
 
 def evaluation_reports(head: str, runs: dict[str, tuple[Sequence[Any], Any]],
