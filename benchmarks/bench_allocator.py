@@ -4,7 +4,7 @@ fresh process (glibc's own threshold adapts over a process's life, so it cannot 
 build, one warm-up step, then the median of `--steps` steps. The two kinds of process take turns; medians
 over the turns.
 
-    python benchmarks/bench_allocator.py [--repeats 5] [--steps 4] [--threads 1] [--dropout 0.1,0]
+    python benchmarks/bench_allocator.py [--repeats 5] [--steps 4] [--threads 1] [--dropout 0.1,0] [--records DIR]
 """
 from __future__ import annotations
 
@@ -50,7 +50,7 @@ def child(kind: str, dropout: float, steps: int, threads: int, batch_size: int) 
     print(json.dumps({"median": median(times)}))
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--steps", type=int, default=4, help="timed steps per process")
@@ -58,7 +58,9 @@ def main() -> None:
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--dropout", default="0.1,0", help="comma-separated dropout settings to measure")
     parser.add_argument("--child", choices=KINDS, help=argparse.SUPPRESS)
-    args = parser.parse_args()
+    parser.add_argument("--records", default=None, metavar="DIR",
+                        help="also write the table as results-store records (group bench-allocator) into DIR")
+    args = parser.parse_args(argv)
     dropouts = [float(d) for d in args.dropout.split(",")]
     if args.child:
         return child(args.child, dropouts[0], args.steps, args.threads, args.batch_size)
@@ -75,14 +77,37 @@ def main() -> None:
             return json.loads(out.strip().splitlines()[-1])["median"]
         return run
 
-    rows = []
+    rows, measured = [], {}
     for dropout in dropouts:
         times = interleave({kind: turn(kind, dropout) for kind in KINDS}, args.repeats, warmup=0)
-        base, ours = (times[kind] for kind in KINDS)
+        base, ours = measured[dropout] = tuple(times[kind] for kind in KINDS)
         rows.append([f"{dropout:g}", f"{median(base):.3f}", f"{median(ours):.3f}",
                      f"**{median(base) / median(ours):.2f}x**", f"{median([b / o for b, o in zip(base, ours)]):.2f}x"])
     print(markdown_table(["dropout", "step s, glibc as it comes", "step s, bertforge", "speed-up", "paired"], rows))
     print(", ".join(f"{k}: {v}" for k, v in machine_info().items()))
+    if args.records:
+        from bertforge.results_store import write_records
+        write_records("bench-allocator", make_records(measured, args), args.records)
+
+
+def make_records(measured: dict[float, tuple[list[float], list[float]]], args) -> list:
+    """The table's records per dropout: each kind's median step, the speed-up (the two medians divided) and the
+    paired speed-up (the median of the turns' ratios)."""
+    import dataclasses
+    from bertforge.results_store import Record
+    data = f"{args.batch_size} pre-training pairs of ../shared/data/corpus/wikipedia-en-2018/wiki_en.txt.xz"
+    records = []
+    for dropout, (base, ours) in measured.items():
+        what = f"bench_allocator, mini step, a fresh process each turn: {dropout:g}"
+        for slug, column, value, unit, digits in (
+                ("step-glibc-as-it-comes", "step, glibc as it comes", median(base), "s", 3),
+                ("step-bertforge", "step, bertforge", median(ours), "s", 3),
+                ("speed-up", "speed-up", median(base) / median(ours), "x", 2),
+                ("paired", "paired", median([b / o for b, o in zip(base, ours)]), "x", 2)):
+            record = Record.measured(f"bench-allocator/mini/{f'{dropout:g}'.replace('.', '-')}/{slug}", value, unit,
+                                     f"{what}, {column}", data, seeds=len(base), digits=digits)
+            records.append(dataclasses.replace(record, threads=args.threads))  # the children's torch threads
+    return records
 
 
 if __name__ == "__main__":

@@ -16,6 +16,7 @@ Before timing, the sides' probabilities (features) are compared and the largest 
 
     python benchmarks/bench_inference.py [--n 872] [--batch-size 64] [--repeats 5] [--threads 1]
                                          [--precision fp32] [--features] [--data ../shared/data] [--out r.json]
+                                         [--records DIR]
 """
 from __future__ import annotations
 
@@ -84,7 +85,7 @@ def hf_word_features(model, tokenizer, texts: list[list[str]], batch_size: int) 
     return out
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--model", type=Path, default=None, help="encoder folder (default: the MiniLM package)")
     ap.add_argument("--data", type=Path, default=default_shared_data())
@@ -96,7 +97,9 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--features", action="store_true", help="also time per-word features")
     ap.add_argument("--out", type=Path, help="write the results as JSON here")
-    args = ap.parse_args()
+    ap.add_argument("--records", default=None, metavar="DIR",
+                    help="also write the table as results-store records (group bench-inference) into DIR")
+    args = ap.parse_args(argv)
     start_process(args.threads)
 
     from transformers import AutoModel, AutoModelForSequenceClassification, BertTokenizerFast
@@ -169,6 +172,47 @@ def main() -> None:
     print("; ".join(f"{k}: {v}" for k, v in results["machine"].items()))
     if args.out:
         args.out.write_text(json.dumps(results, indent=2) + "\n")
+    if args.records:
+        from bertforge.results_store import write_records
+        where = ("../shared/data" if args.data == default_shared_data() else str(args.data)) + "/glue/SST-2"
+        data = (f"the {len(texts)} SST-2 dev sentences of {where}" if len(texts) == 872
+                else f"the first {len(texts)} SST-2 dev sentences of {where}")
+        write_records("bench-inference", make_records(times, len(texts), args, data), args.records)
+
+
+# candidate -> (its records' slug, its name in the published table)
+RECORD_NAMES = {"bertforge Predictor": ("bertforge-predictor", "bertforge Predictor"),
+                "transformers": ("transformers", "transformers"),
+                "transformers, sorted": ("transformers-sorted-by-lengt", "transformers, sorted by length"),
+                "bertforge features": ("bertforge-features", "bertforge features"),
+                "transformers features": ("transformers-features", "transformers features")}
+
+
+def make_records(times: dict[str, list[float]], n: int, args, data: str) -> list:
+    """The table's records: each candidate's median seconds, examples/s and speed over its transformers baseline
+    (the baseline's median seconds over the candidate's). Another model or precision than the published run's
+    (MiniLM, fp32) goes under ids of its own."""
+    import dataclasses
+    import re
+    from bertforge.results_store import Record
+    model = "MiniLM" if args.model is None else args.model.name
+    base = "bench-inference/sst2-dev"
+    if args.model is not None:
+        base += "-" + re.sub(r"[^a-z0-9]+", "-", args.model.name.lower()).strip("-")
+    if args.precision != "fp32":
+        base += f"-{args.precision}"
+    records = []
+    for name, samples in times.items():
+        slug, label = RECORD_NAMES[name]
+        what = f"bench_inference, {model}'s encoder with a seeded classifier: {label}"
+        seconds = median(samples)
+        baseline = median(times["transformers features" if "features" in name else "transformers"])
+        for column, value, unit, digits in (("median s", seconds, "s", 2), ("examples/s", n / seconds, "examples/s", 1),
+                                            ("vs transformers", baseline / seconds, "x", 2)):
+            record = Record.measured(f"{base}/{slug}/{column.replace(' ', '-').replace('/', '-')}", value, unit,
+                                     f"{what}, {column}", data, seeds=len(samples), digits=digits)
+            records.append(dataclasses.replace(record, threads=args.threads))  # torch's threads (start_process)
+    return records
 
 
 if __name__ == "__main__":

