@@ -217,6 +217,12 @@ def run(plan: Plan) -> dict[str, Any]:
 MODES = {"long model, whole article": ("long", True), "long model, 512-token chunks": ("long", False),
          "source model, 512-token chunks": ("source", False)}
 GROUP = "long-documents"
+#: The results table (docs/LONG.md): each way of reading the held-out articles and its loss past position 512.
+TABLE = {"header": ["model", "reads each held-out article", "MLM loss past position 512"],
+         "align": ["---", "---", "---:"],
+         "rows": [["lengthened to 4,096, continued MLM", "whole", "{long-documents/long-whole/mlm-loss}"],
+                  ["lengthened to 4,096, continued MLM", "in 512-token chunks", "{long-documents/long-chunks/mlm-loss}"],
+                  ["the 512-token source", "in 512-token chunks", "{long-documents/source-chunks/mlm-loss}"]]}
 
 
 def make_records(result: dict[str, Any], command: str) -> list:
@@ -284,7 +290,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         given = list(sys.argv[1:] if argv is None else argv)
         keep = [a for i, a in enumerate(given) if a != "--records" and (i == 0 or given[i - 1] != "--records")]
         command = " ".join(["python experiments/long_documents.py", *map(shlex.quote, keep)])
-        write_records(GROUP, make_records(result, command), records)
+        write_records(GROUP, make_records(result, command), records, tables={f"{GROUP}-mlm": TABLE})
     print(json.dumps(result, indent=2))
     return 0
 

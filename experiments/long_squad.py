@@ -107,6 +107,12 @@ def sample_questions(articles: Sequence[dict], count: int | None, seed: int) -> 
 
 
 GROUP = "long-squad"
+#: The results table (docs/LONG.md): each contender's test F1 / exact match and its fine-tuning steps.
+TABLE = {"header": ["contender", "reads each test article", "F1", "exact match", "fine-tuning steps"],
+         "align": ["---", "---", "---:", "---:", "---:"],
+         "rows": [[name, reads, f"{{{GROUP}/{name}/f1}}", f"{{{GROUP}/{name}/exact-match}}",
+                   f"{{{GROUP}/{name}/steps|bare}}"] for name, reads in (("long", "whole (4,096-token windows)"),
+                                      ("short-chunks", "in 512-token windows"))]}
 
 
 def make_records(summary: dict[str, Any], command: str) -> list:
@@ -185,7 +191,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         given = list(sys.argv[1:] if argv is None else argv)
         keep = [a for i, a in enumerate(given) if a != "--records" and (i == 0 or given[i - 1] != "--records")]
         write_records(GROUP, make_records(summary, " ".join(["python experiments/long_squad.py",
-                                                              *map(shlex.quote, keep)])), args.records)
+                                                              *map(shlex.quote, keep)])), args.records,
+                      tables={GROUP: TABLE})
     name = "results.json" if args.only is None else f"results-{args.only}.json"
     (args.out / name).write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
     print(json.dumps(summary, indent=2))
