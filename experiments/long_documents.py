@@ -282,14 +282,12 @@ def parse_args(argv: Sequence[str] | None = None) -> tuple[str | None, Plan]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    import shlex
     records, plan = parse_args(argv)
     result = run(plan)
     if records:
         from bertforge.results_store import write_records
-        given = list(sys.argv[1:] if argv is None else argv)
-        keep = [a for i, a in enumerate(given) if a != "--records" and (i == 0 or given[i - 1] != "--records")]
-        command = " ".join(["python experiments/long_documents.py", *map(shlex.quote, keep)])
+        from bertforge.measuring import portable_command
+        command = portable_command("experiments/long_documents.py", list(sys.argv[1:] if argv is None else argv))
         write_records(GROUP, make_records(result, command), records, tables={f"{GROUP}-mlm": TABLE})
     print(json.dumps(result, indent=2))
     return 0

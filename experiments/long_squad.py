@@ -20,7 +20,6 @@ import argparse
 import gzip
 import json
 import random
-import shlex
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -123,11 +122,12 @@ def make_records(summary: dict[str, Any], command: str) -> list:
             "other articles scored")
     records = []
     for name, row in summary["results"].items():
-        reads = (f"the whole article (up to {row['max_seq_length']:,} tokens a window)" if name == "long"
-                 else f"the article in {row['max_seq_length']}-token windows")
+        reads = (f"the long model (--long) reading the article in {row['max_seq_length']:,}-token windows"
+                 if name == "long" else f"the 512-token model (--short) reading it in {row['max_seq_length']}-token "
+                 "windows")
         for metric, label in (("f1", "F1"), ("exact_match", "exact match")):
             records.append(Record.measured(f"{GROUP}/{name}/{metric.replace('_', '-')}", row[metric], "%",
-                                           f"official SQuAD v1.1 {label} of {row['model']} reading {reads}", data,
+                                           f"official SQuAD v1.1 {label} of {reads}", data,
                                            command=command, digits=1))
         records.append(Record.measured(f"{GROUP}/{name}/steps", row["steps"], "steps",
                                        f"fine-tuning steps of {name} in {summary['cpu_budget_seconds']:.0f} CPU-s",
@@ -188,11 +188,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                "train_context": args.train_context, "cpu_budget_seconds": args.cpu_budget, "results": results}
     if args.records:
         from bertforge.results_store import write_records
-        given = list(sys.argv[1:] if argv is None else argv)
-        keep = [a for i, a in enumerate(given) if a != "--records" and (i == 0 or given[i - 1] != "--records")]
-        write_records(GROUP, make_records(summary, " ".join(["python experiments/long_squad.py",
-                                                              *map(shlex.quote, keep)])), args.records,
-                      tables={GROUP: TABLE})
+        from bertforge.measuring import portable_command
+        command = portable_command("experiments/long_squad.py", list(sys.argv[1:] if argv is None else argv))
+        write_records(GROUP, make_records(summary, command), args.records, tables={GROUP: TABLE})
     name = "results.json" if args.only is None else f"results-{args.only}.json"
     (args.out / name).write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
     print(json.dumps(summary, indent=2))

