@@ -197,16 +197,16 @@ def run(plan: Plan) -> dict[str, Any]:
     pretrain(prepared, trained, init_from=str(long), objective="mlm", packing="doc-sentences",
              seq_len_schedule=f"{plan.max_positions}:1", batch_size=plan.batch_size, grad_accum=plan.grad_accum,
              **budget, **engine)
+    steps = {stage: TrainingSummary.from_json(folder / TrainingSummary.FILE).step
+             for stage, folder in (("short", start), ("long", trained)) if (folder / TrainingSummary.FILE).is_file()}
     if (out / "results.json").is_file():  # scored already: the scores are kept, not computed again
-        return json.loads((out / "results.json").read_text(encoding="utf-8"))
+        return {**json.loads((out / "results.json").read_text(encoding="utf-8")), "steps": steps}
     source = AutoModelForMaskedLM.from_pretrained(start).eval()
     continued = AutoModelForMaskedLM.from_pretrained(trained).eval()
     chunk = SHORT - 2
     models = {name: (continued if model == "long" else source, None if whole else chunk)
               for name, (model, whole) in MODES.items()}
     scores = length_pays(models, tokenizer, held, plan.max_positions, plan.mask_rate, plan.seed)
-    steps = {stage: TrainingSummary.from_json(folder / TrainingSummary.FILE).step
-             for stage, folder in (("short", start), ("long", trained)) if (folder / TrainingSummary.FILE).is_file()}
     result = {"plan": {k: str(v) for k, v in vars(plan).items()}, "heldout_articles": len(held),
               "scored": f"masked tokens past position {SHORT}", "steps": steps, "results": scores}
     (out / "results.json").write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
