@@ -5,20 +5,17 @@ from __future__ import annotations
 
 import pytest
 
+from published_records import assert_published
+
 import bench_allocator  # noqa: E402
 
 
 @pytest.mark.slow
 def test_records_are_the_published_ones(shared_data, minilm_dir, tmp_path):  # the children read both
-    from bertforge.results_store import read_store
     bench_allocator.main(["--repeats", "1", "--steps", "1", "--batch-size", "2", "--threads", "1",
                           "--records", str(tmp_path)])
-    written = read_store(tmp_path).records
-    published = {rid: r for rid, r in read_store().records.items() if rid.startswith("bench-allocator/")}
-    assert set(written) == set(published)
-    for rid, record in written.items():
-        assert (record.what, record.unit, record.digits) == (published[rid].what, published[rid].unit,
-                                                             published[rid].digits)
+    written = assert_published(tmp_path, "bench-allocator/")
+    for record in written.values():
         assert record.data == "2 pre-training pairs of ../shared/data/corpus/wikipedia-en-2018/wiki_en.txt.xz"
     for dropout in ("0-1", "0"):
         base = f"bench-allocator/mini/{dropout}"

@@ -5,20 +5,17 @@ from __future__ import annotations
 
 import pytest
 
+from published_records import assert_published
+
 import bench_modern  # noqa: E402
 
 
 @pytest.mark.slow
 def test_records_are_the_published_ones(shared_data, minilm_dir, tmp_path):
-    from bertforge.results_store import read_store
     bench_modern.main(["--config", "mini", "--batch-size", "2", "--batches", "1", "--repeats", "1", "--threads", "1",
                        "--dropout", "0", "--shared-data", str(shared_data), "--records", str(tmp_path)])
-    written = read_store(tmp_path).records
-    published = {rid: r for rid, r in read_store().records.items() if rid.startswith("bench-modern/")}
-    assert set(written) == set(published)
-    for rid, record in written.items():
-        assert (record.what, record.unit, record.digits) == (published[rid].what, published[rid].unit,
-                                                             published[rid].digits)
+    written = assert_published(tmp_path, "bench-modern/")
+    for record in written.values():
         assert (record.threads, record.seeds) == (1, 1) and record.data.startswith("2 sentence pairs of ")
     bert = written["bench-modern/mini/bert/step-s-median"].value
     for rid, record in written.items():
