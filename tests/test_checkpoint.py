@@ -385,3 +385,40 @@ def test_electra_pair_loads_each_tensor_as_saved(tmp_path):
     fresh.save_pretrained(tmp_path / "b")
     _assert_same_files(tmp_path / "a", tmp_path / "b")
     _assert_same_files(tmp_path / "a" / "generator", tmp_path / "b" / "generator")
+
+
+LOAD_WITHOUT_DYNAMO = """
+import sys
+from bertforge import BertConfig, BertForSequenceClassification
+folder = sys.argv[1]
+BertForSequenceClassification(BertConfig.preset("tiny", vocab_size=64)).save_pretrained(folder)
+sys.modules.pop("torch._dynamo", None)
+BertForSequenceClassification.from_pretrained(folder)
+print("torch._dynamo" in sys.modules)
+"""
+
+
+@pytest.mark.slow  # a fresh interpreter, so that what is imported is the load's own doing
+def test_loading_a_folder_does_not_import_torch_dynamo(tmp_path):
+    """The config-fits-weights probe builds the model on the meta device with torch.nn.init turned off: drawing
+    normal_ on a meta tensor imports torch._dynamo, seconds in every process that loads a folder."""
+    import subprocess
+    import sys
+    done = subprocess.run([sys.executable, "-c", LOAD_WITHOUT_DYNAMO, str(tmp_path / "m")], capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split() == ["False"]
+
+
+def test_the_meta_probe_has_the_models_shapes_and_leaves_init_as_it_was():
+    from bertforge.checkpoint import on_meta
+    config = BertConfig.preset("tiny", vocab_size=64)
+    before = {name: getattr(torch.nn.init, name) for name in ("normal_", "uniform_", "zeros_", "ones_")}
+    probe = on_meta(BertForPreTraining, config)
+    real = BertForPreTraining(config)
+    assert {k: v.shape for k, v in probe.state_dict().items()} == {k: v.shape for k, v in real.state_dict().items()}
+    assert all(t.is_meta for t in probe.state_dict().values())
+    assert {name: getattr(torch.nn.init, name) for name in before} == before
+    weight = torch.empty(3, 4)
+    torch.nn.init.normal_(weight)  # drawing again after the probe
+    assert weight.std() > 0

@@ -33,7 +33,9 @@ _server: dict[str, object] = {}
 # What the commands import, loaded once by the server (a missing optional package is left out).
 PRELOAD = ("bertforge.cli", "bertforge.tasks.finetune", "bertforge.tasks.predictor", "bertforge.pretraining",
            "bertforge.evaluation.glue", "bertforge.data.prepare", "bertforge.serving", "bertforge.generation",
-           "safetensors.torch", "scipy.stats", "fastapi", "uvicorn")
+           "safetensors.torch", "scipy.stats", "fastapi", "uvicorn",
+           # the GLUE workers' warm-up: an optimizer built once (torch._dynamo), the metrics, matplotlib's fonts
+           "bertforge.evaluation.preload")
 
 
 # ---- the test process's side ------------------------------------------------------------------------------------

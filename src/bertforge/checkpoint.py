@@ -351,7 +351,7 @@ def check_weights_fit(build: Build, config: BertConfig, shapes: dict[str, tuple[
     if layers is not None and layers != config.num_hidden_layers:
         raise _field_error(config_file, config, "num_hidden_layers", config.num_hidden_layers, source,
                            f"{layers} layers")
-    probe = _on_meta(build, config)
+    probe = on_meta(build, config)
     mismatches = _shape_mismatches(probe, shapes)
     if not mismatches:
         return
@@ -373,8 +373,30 @@ def _field_error(config_file: Path | str, config: BertConfig, name: str, value: 
                            f"({source}) hold {held}; config.json and the weights do not belong together")
 
 
-def _on_meta(build: Build, config: BertConfig) -> torch.nn.Module:
-    with torch.device("meta"):
+# torch.nn.init's functions that draw or fill values; a shape probe skips them all
+_INIT_FUNCTIONS = ("normal_", "trunc_normal_", "uniform_", "constant_", "ones_", "zeros_", "eye_", "dirac_",
+                   "xavier_uniform_", "xavier_normal_", "kaiming_uniform_", "kaiming_normal_", "orthogonal_",
+                   "sparse_")
+
+
+@contextlib.contextmanager
+def _no_init_values() -> Iterator[None]:
+    """torch.nn.init's functions as no-ops (transformers' `no_init_weights` does the same): a meta tensor has no
+    values to draw, and `normal_` on one imports torch._dynamo, seconds in every process that loads a folder."""
+    init = torch.nn.init
+    saved = {name: getattr(init, name) for name in _INIT_FUNCTIONS if hasattr(init, name)}
+    for name in saved:
+        setattr(init, name, lambda tensor, *args, **kwargs: tensor)
+    try:
+        yield
+    finally:
+        for name, function in saved.items():
+            setattr(init, name, function)
+
+
+def on_meta(build: Callable[[Any], torch.nn.Module], config: Any) -> torch.nn.Module:
+    """`build(config)` on the meta device, without initial values: its shapes and parameter counts only."""
+    with torch.device("meta"), _no_init_values():
         return build(config)
 
 
@@ -409,7 +431,7 @@ def _field_behind(build: Build, config: BertConfig, key: str, got: tuple[int, ..
             if have == need or need % value or have % multiple:
                 continue
             try:
-                trial = _on_meta(build, config.replace(**{name: have // multiple}))
+                trial = on_meta(build, config.replace(**{name: have // multiple}))
             except (ConfigError, ValueError, TypeError):
                 continue
             if _expected_shape(trial, key) == got:
@@ -432,7 +454,7 @@ def _weights_layer_count(build: Build, config: BertConfig, shapes: dict[str, tup
     """How many layers the weights hold, from their names (None when the layers share their weights, or no
     name is a layer's)."""
     try:
-        one, two = (_on_meta(build, config.replace(num_hidden_layers=n)) for n in (1, 2))
+        one, two = (on_meta(build, config.replace(num_hidden_layers=n)) for n in (1, 2))
     except (ConfigError, ValueError, TypeError):
         return None
     first, both = set(_expected_hf_names(one)), set(_expected_hf_names(two))

@@ -7,7 +7,8 @@ from script_help import check_help, scripts_in
 SCRIPTS = ["bench_allocator", "bench_compile", "bench_data", "bench_embedding_train", "bench_finetune",
            "bench_glue_cost", "bench_inference", "bench_int8", "bench_long_attention", "bench_longformer",
            "bench_model", "bench_modern", "bench_onnx", "bench_pll", "bench_plm", "bench_precision",
-           "bench_prepare", "bench_pretrain", "bench_serve", "bench_step_parts", "bench_tokenizer", "bench_trees"]
+           "bench_prepare", "bench_pretrain", "bench_serve", "bench_short_windows", "bench_step_parts", "bench_tokenizer",
+           "bench_trees"]
 # helper modules (no command line), with the tests that import them
 HELPERS = {"common": "tests/benchmarks/test_bench_fairness.py", "hostile_clients": "tests/serving/test_hostile.py"}
 

@@ -22,12 +22,12 @@ def test_flags_are_checked_before_any_work(tmp_path, capsys):
 
 @pytest.mark.slow
 def test_minilm_learns_sst2_and_the_files_agree(minilm_dir, shared_data, tmp_path, capsys):
-    """all-MiniLM-L6-v2 on 400 SST-2 and CoLA train sentences (3 epochs in batches of 16, the cpu protocol's lr),
-    scored on the whole dev sets; WNLI as its majority class."""
+    """all-MiniLM-L6-v2 on 400 SST-2 train sentences (2 epochs in batches of 16, the cpu protocol's lr), scored on
+    the whole dev set; WNLI as its majority class, outside the average."""
     out = tmp_path / "minilm"
     code = main(["glue", "--model", str(minilm_dir), "--data", str(shared_data / "glue"), "--output", str(out),
-                 "--tasks", "sst2,cola,wnli", "--protocol", "cpu", "--max-train-samples", "400", "--batch-size", "16",
-                 "--keep-predictors", "--name", "MiniLM-L6", "--no-progress"])
+                 "--tasks", "sst2,wnli", "--protocol", "cpu", "--max-train-samples", "400", "--epochs", "2",
+                 "--batch-size", "16", "--keep-predictors", "--name", "MiniLM-L6", "--no-progress"])
     printed = capsys.readouterr().out
     assert code == 0, printed
     result = json.loads((out / "glue.json").read_text())
@@ -47,10 +47,8 @@ def test_minilm_learns_sst2_and_the_files_agree(minilm_dir, shared_data, tmp_pat
     assert sst2["metrics"]["accuracy"] == pytest.approx(100 * accuracy_score(gold, predicted))
     assert sst2["dev_examples"] == {"dev": 872} and sst2["runs"][0]["train_examples"] == 400
     # glue.json, glue.md, the printed table and glue.png say the same
-    scores = {t: result["tasks"][t]["score"] for t in ("sst2", "cola")}
-    assert result["average"] == pytest.approx(sum(scores.values()) / 2) and result["average_over"] == ["cola", "sst2"]
-    row = (f"| MiniLM-L6 | {result['tasks']['cola']['metrics']['mcc']:.1f} | {sst2['metrics']['accuracy']:.1f} | "
-           f"{100 * 40 / 71:.1f}* | {result['average']:.1f} |")
+    assert result["average"] == pytest.approx(sst2["score"]) and result["average_over"] == ["sst2"]
+    row = f"| MiniLM-L6 | {sst2['metrics']['accuracy']:.1f} | {100 * 40 / 71:.1f}* | {result['average']:.1f} |"
     assert row in (out / "glue.md").read_text().splitlines() and row in printed.splitlines()
     assert "bertforge glue --model" in (out / "glue.md").read_text()
     assert (out / "glue.png").read_bytes().startswith(PNG)

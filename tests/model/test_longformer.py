@@ -150,6 +150,31 @@ def test_banded_path_equals_the_dense_reference_path_with_global_tokens():
     assert outs[0][1].shape == (4, hidden) and (outs[0][1] - outs[1][1]).abs().max().item() <= TOL
 
 
+def test_an_input_within_three_radii_is_scored_dense_with_the_banded_result():
+    """Radius 16, 40 positions: the chunked path would pad the queries to 48 and score 48 keys each; the grid takes
+    the dense [40, 40] scores instead (`dense_short_windows`), and its outputs are the chunked path's."""
+    torch.manual_seed(0)
+    B, L, heads, d, radius = 2, 40, 2, 8, 16
+    mask = (torch.arange(L)[None] < torch.tensor([[L], [29]])).long()
+    glob = torch.zeros(B, L, dtype=torch.bool)
+    glob[:, 0], glob[0, 20] = True, True
+    batch = PackedBatch.from_mask(mask, B, L, torch.device("cpu"), unpad=False)
+    batch.global_tokens = batch.pack(glob)
+    batch.window = sliding_window_pattern(batch, radius=radius)
+    x = torch.randn(B * L, heads * d)
+    qkv = [tuple(torch.randn(3, heads, B, L, d).unbind(0))]
+    attention, outs, largest = _Attention(), [], []
+    for dense in (True, False):
+        attention.kernels = Kernels(dense_short_windows=dense)
+        with LargestTensor() as probe:
+            outs.append(sliding_window_attention(attention, qkv, x, batch))
+        largest.append(probe.largest)
+    real = mask.bool()[None, :, :, None].expand_as(outs[0][0])
+    assert (outs[0][0] - outs[1][0])[real].abs().max().item() <= TOL
+    assert (outs[0][1] - outs[1][1]).abs().max().item() <= TOL  # the global tokens' own outputs
+    assert largest[0] < largest[1]  # the [heads, B, 40, 40] scores, not [heads, B, 3, 16, 48 + globals]
+
+
 class LargestTensor(TorchDispatchMode):
     """The most elements of any tensor an op produces while the mode is on."""
 

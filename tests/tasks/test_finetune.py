@@ -163,11 +163,51 @@ def test_conll_end_to_end(tiny_model, shared_data, tmp_path):
     assert sum(int(c) for row in matrix[1:] for c in row[1:]) == sum(len(tags) for tags in sentences)
 
 
-@pytest.mark.slow
-def test_minilm_learns_sst2(minilm_dir, shared_data, tmp_path):
-    """Fine-tuning the real MiniLM weights on 800 SST-2 train sentences (2 epochs, 100 steps) beats chance by far."""
-    report = finetune(quiet(task="sst2", model=str(minilm_dir), output=str(tmp_path / "sst2"),
-                            data=str(shared_data / "glue" / "SST-2"), epochs=2, batch_size=16, learning_rates=[1e-4],
-                            max_seq_length=64, max_train_samples=800, max_eval_samples=200), say=print)
-    assert report.eval["n_examples"] == 200
-    assert report.eval["accuracy"] >= 0.70
+def _confusion(folder: Path) -> list[list[int]]:
+    import csv
+    rows = list(csv.reader((folder / "confusion_matrix.csv").open(encoding="utf-8")))
+    return [[int(c) for c in r[1:]] for r in rows[1:]]
+
+
+def _counted(predicted: list[int], gold: list[int]) -> list[list[int]]:
+    return [[sum(g == a and p == b for g, p in zip(gold, predicted)) for b in (0, 1)] for a in (0, 1)]
+
+
+def test_the_class_report_is_the_kept_best_weights_and_reuses_the_evaluation_that_scored_them(
+        tiny_model, shared_data, tmp_path, monkeypatch):
+    """With `keep best` and the best evaluation an earlier one, the per-class matrix counts the saved (earlier)
+    weights' answers, not the last step's; when the last evaluation is the best, its outputs are the report's
+    and the saved predictor is not run on the set again."""
+    import bertforge.tasks.finetune as ft
+    from bertforge.tasks.predictor import Predictor
+    rows = glue_rows(shared_data / "glue" / "SST-2" / "dev.tsv", 60)
+    gold = [int(r[1]) for r in rows]
+    pairs = [r[0] for r in rows]
+    common = dict(task="sst2", model=str(tiny_model), data=str(shared_data / "glue" / "SST-2"), epochs=4,
+                  batch_size=16, learning_rates=[1e-3], max_seq_length=32, max_train_samples=800, max_eval_samples=60)
+    calls = []
+    evaluate = ft.evaluate_examples
+    monkeypatch.setattr(ft, "evaluate_examples", lambda *a, **k: calls.append(1) or evaluate(*a, **k))
+    stage_evaluate, ranks = ft.FinetuneStage.evaluate, {}
+
+    def numbered(self):  # each evaluation's metrics carry its number, and its score is ranks[number]
+        self.evaluations = getattr(self, "evaluations", 0) + 1
+        return {**stage_evaluate(self), "number": float(self.evaluations)}
+    monkeypatch.setattr(ft.FinetuneStage, "evaluate", numbered)
+    monkeypatch.setattr(ft.FinetuneStage, "score", lambda self, metrics: ranks[int(metrics["number"])]
+                        if metrics else None)
+    ranks.update({1: 1.0, 2: 2.0, 3: 4.0, 4: 3.0})  # the third evaluation is the best, not the last
+    early = tmp_path / "early"
+    finetune(quiet(output=str(early), **common), say=lambda *_: None)
+    assert len(calls) == 4 + 1  # four evaluations in training, and the saved predictor's on the set
+    predicted = [int(r["label"]) for r in Predictor.load(early).predict(pairs)]
+    assert _confusion(early) == _counted(predicted, gold)
+
+    calls.clear()
+    ranks.update({1: 1.0, 2: 2.0, 3: 3.0, 4: 4.0})  # the last evaluation is the best: its outputs are the report's
+    last = tmp_path / "last"
+    finetune(quiet(output=str(last), **common), say=lambda *_: None)
+    assert len(calls) == 4
+    last_predicted = [int(r["label"]) for r in Predictor.load(last).predict(pairs)]
+    assert _confusion(last) == _counted(last_predicted, gold)
+    assert last_predicted != predicted  # the two runs saved different weights, so the first case can fail

@@ -69,16 +69,14 @@ def _millions(n: int) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    import torch
-
+    from bertforge.checkpoint import on_meta
     from bertforge.model.auto import family
     settings = settings_from_args(InfoSettings, args)
     check_settings(settings)
     config = load_config(settings.model)
     fam = family(config.model_type)
-    with torch.device("meta"):  # shapes only: counting even xxlarge allocates nothing
-        encoder = fam.model_class("base")(config)
-        full = fam.model_class("pretraining")(config)
+    encoder = on_meta(fam.model_class("base"), config)  # shapes only: counting even xxlarge allocates nothing
+    full = on_meta(fam.model_class("pretraining"), config)
     shape = (f"layers {config.num_hidden_layers}  hidden {config.hidden_size}  heads {config.num_attention_heads}  "
              f"intermediate {config.intermediate_size}  vocab {config.vocab_size}")
     if config.embedding_projection:

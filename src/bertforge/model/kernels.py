@@ -32,6 +32,7 @@ class Kernels:
     read_rows_only: bool = True              # the last layer runs on the rows the heads read, not on every token
     grid_layout: bool = False                # padded [batch, seq, hidden] through the stack, attention spelled out
     banded_attention: bool = True            # Longformer/BigBird patterns chunk by chunk, not as a [seq, seq] mask
+    dense_short_windows: bool = True         # ... except a Longformer grid within three radii: its [seq, seq] mask
 
     @classmethod
     def fast(cls) -> "Kernels":

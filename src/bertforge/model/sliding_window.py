@@ -4,7 +4,8 @@ Each token attends to the keys within `radius` = attention_window // 2 positions
 of its sequence (with the layer's ordinary Q/K/V); each global token attends to every key of its sequence, with
 separate projections (HF's `query_global`, `key_global`, `value_global`), and its output replaces the windowed one.
 
-The banded path never forms a [length, length] score matrix. The queries are cut into chunks of `radius` rows;
+The banded path never forms a [length, length] score matrix (except for an input no longer than three radii,
+where that matrix is smaller than the chunks'; see `_windowed`). The queries are cut into chunks of `radius` rows;
 chunk c can only see keys in [(c-1) radius, (c+2) radius), so its keys are a `3 radius` slice of the padded keys
 (`unfold`: a view, no copy until the matmul), its scores are [radius, 3 radius] and a fixed band mask keeps the
 offsets within the window. The global keys' scores are a few more columns of the same softmax. Memory and time are
@@ -25,6 +26,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from bertforge.model.dropout import dropout
+from bertforge.model.kernels import Kernels
 from bertforge.model.packing import AttentionGroup, GroupGlobals, PackedBatch, SlidingWindow
 
 
@@ -130,16 +132,20 @@ def _gathered(t: torch.Tensor, pattern: GroupGlobals) -> torch.Tensor:
 
 
 def _windowed(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, pattern: GroupGlobals, radius: int, p: float,
-              banded: bool, cheap_dropout: bool) -> torch.Tensor:
-    """Every query's sliding-window + global-key attention on one grid."""
-    if not banded:
+              kernels: Kernels) -> torch.Tensor:
+    """Every query's sliding-window + global-key attention on one grid. A grid no longer than three radii (a
+    fine-tuning batch of paragraphs on a 4,096-token model) takes the dense path unless `dense_short_windows` is
+    off: the banded path pads it to whole chunks of `radius` queries, each scoring `3 radius` keys, more work and
+    memory than the [length, length] scores, for the same pattern."""
+    short = kernels.dense_short_windows and q.shape[-2] <= 3 * radius
+    if not kernels.banded_attention or short:
         mask = window_mask(pattern.keys, pattern.global_tokens, radius)[None]
         return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=p)
     local = pattern.keys & ~pattern.global_tokens
     if pattern.most == 0:
-        return banded_attention(q, k, v, local, None, None, None, radius, p, cheap_dropout)
+        return banded_attention(q, k, v, local, None, None, None, radius, p, kernels.cheap_dropout)
     return banded_attention(q, k, v, local, _gathered(k, pattern), _gathered(v, pattern), pattern.valid, radius, p,
-                            cheap_dropout)
+                            kernels.cheap_dropout)
 
 
 # ---- the global queries ----------------------------------------------------------------------------------------
@@ -185,8 +191,7 @@ def sliding_window_attention(attention: nn.Module, qkv_grids: list[tuple[torch.T
     window = batch.window
     p = attention.dropout_p if attention.training else 0.0
     kernels = attention.kernels
-    ys = [_windowed(q, k, v, pattern, window.radius, p, kernels.banded_attention, kernels.cheap_dropout)
-          for (q, k, v), pattern in zip(qkv_grids, window.groups)]
+    ys = [_windowed(q, k, v, pattern, window.radius, p, kernels) for (q, k, v), pattern in zip(qkv_grids, window.groups)]
     if window.rows is not None:
         ys.append(_global_outputs(attention, x, batch, p))
     return ys

@@ -130,6 +130,7 @@ class RunResult:
     steps: int
     curves: Path | None = None
     folder: Path | None = None
+    eval_run: EvalRun | None = None  # the saved weights' outputs on the first eval set, when training scored them
 
 
 class FinetuneStage(Stage):
@@ -148,6 +149,7 @@ class FinetuneStage(Stage):
         self.precision, self.task_note = precision, task_note
         self.device = next(model.parameters()).device
         self.null_threshold: float | None = None  # SQuAD v2: the best no-answer threshold of the latest evaluation
+        self.last_eval_run: EvalRun | None = None  # the latest evaluation's outputs, for a head with a class report
         # checkpoints (weights + optimizer) only when asked for: a fine-tuned predictor is the result
         self.final_checkpoint = settings.train.save_every > 0
 
@@ -176,8 +178,10 @@ class FinetuneStage(Stage):
     def evaluate(self) -> dict[str, float]:
         if not self.eval_examples:
             return {}
+        kept: list[EvalRun] | None = [] if HEADS[self.spec.head].report else None
         metrics, _ = evaluate_examples(self.model, self.tokenizer, self.spec, self.eval_examples, self.settings,
-                                       self.labels, device=self.device, precision=self.precision)
+                                       self.labels, device=self.device, precision=self.precision, keep=kept)
+        self.last_eval_run = kept[0] if kept else None
         if self.spec.name == "squad2" and "best_f1_thresh" in metrics:
             self.null_threshold = float(metrics["best_f1_thresh"])
         return {k: float(v) for k, v in metrics.items() if isinstance(v, (int, float)) and not isinstance(v, bool)
@@ -234,8 +238,11 @@ def train_run(spec: TaskSpec, tokenizer, data: TaskData, train_features: list[Fe
     metrics = result.final_eval
     value = stage.score(metrics) if metrics else float("nan")
     curves = run_dir / CURVES
+    # the engine saves the last step's weights, which its last evaluation scored, unless it kept an earlier best
+    saved_last = opts.keep != "best" or result.best is None or result.best["step"] == result.step
     return RunResult(run_dir.name, lr, seed, metrics, value if value is not None else float("nan"),
-                     round(result.elapsed, 2), result.step, curves if curves.exists() else None, run_dir)
+                     round(result.elapsed, 2), result.step, curves if curves.exists() else None, run_dir,
+                     getattr(stage, "last_eval_run", None) if saved_last else None)
 
 
 def finetune(settings: FinetuneSettings, say: Callable[[str], None] | None = None, hooks=None) -> FinetuneReport:
@@ -288,7 +295,7 @@ def finetune(settings: FinetuneSettings, say: Callable[[str], None] | None = Non
                     _drop_weights(run.folder)
                 if best.curves is not None:
                     shutil.copyfile(best.curves, out / CURVES)
-            runs_kept = _evaluate_saved(out, spec, data, settings, session, report)
+            runs_kept = _evaluate_saved(out, spec, data, settings, session, report, best.eval_run)
             report.to_json(out / RESULTS, default=_json_default)
             class_reports = evaluation_reports(spec.head, runs_kept, data.labels)
             write_reports(out, class_reports)
@@ -302,19 +309,22 @@ def finetune(settings: FinetuneSettings, say: Callable[[str], None] | None = Non
 
 
 def _evaluate_saved(out: Path, spec: TaskSpec, data: TaskData, settings: FinetuneSettings, session,
-                    report: FinetuneReport) -> dict[str, tuple[list[Any], EvalRun]]:
+                    report: FinetuneReport, scored: EvalRun | None) -> dict[str, tuple[list[Any], EvalRun]]:
     """Score the saved predictor on the eval sets training did not report (MNLI mismatched: into `report`, a key
-    after "settings") and,
-    for a head with a per-class report, on the first one too; returns {set: (examples, run)} of the sets run.
+    after "settings") and, for a head with a per-class report, on the first one too; returns {set: (examples,
+    run)} of the sets run.
 
-    The first set is run again rather than kept from training: its predictions must be those of the weights
-    saved (the best evaluation's, or a grid's best run), whichever step or run made them."""
+    The first set's predictions must be those of the weights saved (the best evaluation's, or a grid's best run):
+    `scored`, the outputs of the evaluation that scored them, when training made it; else the set is run again."""
     sets = list(data.evals.items())
     first = 0 if HEADS[spec.head].report else 1
-    if not sets[first:]:
-        return {}
-    predictor = Predictor.load(out, device=session.device, precision=session.precision(settings.train.precision))
     kept: dict[str, tuple[list[Any], EvalRun]] = {}
+    if first == 0 and sets and scored is not None:
+        kept[sets[0][0]] = (sets[0][1], scored)
+        first = 1
+    if not sets[first:]:
+        return kept
+    predictor = Predictor.load(out, device=session.device, precision=session.precision(settings.train.precision))
     for i, (name, examples) in enumerate(sets[first:], first):
         runs: list[EvalRun] = []
         metrics, _ = evaluate_examples(predictor.model, predictor.tokenizer, spec, examples, settings, data.labels,
