@@ -13,14 +13,20 @@ step is split into its parts, timed in CPU seconds of the (only) thread:
 * optimizer: gradient clipping, AdamW, zero_grad.
 
 The forward + backward share of a step bounds what any trainer can save by changing the rest; the ratio of
-the two sides' forward + backward is what the model path (unpadded attention, cheaper dropout) buys.
+the two sides' forward + backward is what the model path (unpadded attention, cheaper dropout) buys. The matrix
+products bound the step ratio: with the same work per token, bertforge's step costs at least sentence-transformers'
+matrix products (their share of its step, from torch.profiler on `--profile-steps` further steps) divided by the
+token-row ratio (over `--count-batches` batches), so the ratio is at most token-row ratio / share, even if every
+other operation cost nothing.
 
-    python benchmarks/bench_embedding_train.py --pairs ../runs/squad-retrieval/train.jsonl [--steps 8] [--threads 1]
+    python benchmarks/bench_embedding_train.py --pairs ../runs/squad-retrieval/train.jsonl [--steps 8] [--threads 1] \\
+        [--records DIR]
 """
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -38,6 +44,13 @@ from bertforge.tokenization import load_tokenizer  # noqa: E402
 from bertforge.training.optim import build_optimizer  # noqa: E402
 
 PARTS = ("tokenise", "forward", "backward", "optimizer")
+SIDES = ("bertforge", "sentence-transformers")
+# the operators of the matrix products: the linear layers (mm, addmm) and attention's batched products (bmm)
+MATRIX_PRODUCTS = ("aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm")
+GROUP = "bench-embedding-train"
+# the published table's rows: part -> its label; "step" is the whole step (the median of the steps' sums)
+LABELS = {"tokenise": "tokenise", "forward": "forward (encoder, pooling, loss)", "backward": "backward",
+          "optimizer": "clipping, AdamW, zero_grad", "step": "step"}
 
 
 def log(msg: str) -> None:
@@ -114,6 +127,20 @@ def sentence_transformers_side(folder: str, lr: float, max_length: int):
     return step
 
 
+def matrix_product_share(step, batches: PairBatches, count: int) -> float:
+    """The share of `count` steps' operator time (torch.profiler's self CPU time, all operators) spent in the
+    matrix products (`MATRIX_PRODUCTS`), on the next `count` batches."""
+    from torch.profiler import ProfilerActivity, profile
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        for i in range(count):
+            batch = batches.next()
+            torch.manual_seed(10**6 + i)
+            step([e.anchor for e in batch], [e.positive for e in batch])
+    events = prof.key_averages()
+    total = sum(e.self_cpu_time_total for e in events)
+    return sum(e.self_cpu_time_total for e in events if e.key in MATRIX_PRODUCTS) / max(total, 1e-9)
+
+
 def padded_tokens(pairs: Path, folder: str, batch_size: int, max_length: int, count: int) -> dict[str, int]:
     """Token rows through the layers over `count` batches, without running the model: bertforge's real tokens
     (unpadded) and sentence-transformers' (each column padded to its longest text)."""
@@ -140,9 +167,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--lr", type=float, default=5e-5)
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--count-batches", type=int, default=500, help="batches whose padding is counted")
+    parser.add_argument("--profile-steps", type=int, default=1,
+                        help="sentence-transformers steps profiled for its matrix products' share (0: no bound)")
     parser.add_argument("--out", type=Path, default=None, help="write the parts as JSON here")
+    parser.add_argument("--records", default=None, metavar="DIR",
+                        help=f"also write the table and the bound as results-store records (group {GROUP}) into DIR")
     args = parser.parse_args(argv)
     start_process(args.threads)
+    load = [os.getloadavg()[0]]
     folder = args.model or str(minilm_folder())
     batches = PairBatches(read_pairs(args.pairs), args.batch_size, seed=0)
     sides = {"bertforge": bertforge_side(folder, args.lr, args.max_seq_length),
@@ -173,15 +205,69 @@ def main(argv: list[str] | None = None) -> int:
           + f" (sentence-transformers / bertforge {tokens['sentence-transformers'] / tokens['bertforge']:.2f}x: "
           "the linear layers' work, most of forward + backward, scales with these)")
     counted = padded_tokens(args.pairs, folder, args.batch_size, args.max_seq_length, args.count_batches)
+    token_ratio = counted["sentence-transformers"] / counted["bertforge"]
     print(f"over {args.count_batches} batches: " + ", ".join(f"{n} {t}" for n, t in counted.items())
-          + f" token rows ({counted['sentence-transformers'] / counted['bertforge']:.2f}x)")
+          + f" token rows ({token_ratio:.2f}x)")
+    share = bound = None
+    if args.profile_steps > 0:
+        share = matrix_product_share(sides["sentence-transformers"], batches, args.profile_steps)
+        bound = token_ratio / share
+        print(f"matrix products: {share:.1%} of sentence-transformers' step (torch.profiler, {args.profile_steps} "
+              f"step(s)); the step ratio is at most {token_ratio:.2f} / {share:.2f} = {bound:.2f}x")
+    load.append(os.getloadavg()[0])
     print(json.dumps(machine_info()))
     if args.out is not None:
         args.out.write_text(json.dumps({"medians": medians, "totals": totals, "model_share": model_share,
-                                        "tokens": tokens, "counted_tokens": counted,
-                                        "settings": {k: str(v) for k, v in vars(args).items()},
+                                        "tokens": tokens, "counted_tokens": counted, "matrix_product_share": share,
+                                        "bound": bound, "settings": {k: str(v) for k, v in vars(args).items()},
                                         "machine": machine_info()}, indent=2) + "\n", encoding="utf-8")
+    if args.records:
+        from bertforge.measuring import portable_command
+        from bertforge.results_store import write_records
+        command = portable_command("benchmarks/bench_embedding_train.py", list(sys.argv[1:] if argv is None else argv))
+        note = f"CPU time of the thread; load average {min(load):.0f}-{max(load):.0f}"
+        print(write_records(GROUP, make_records(medians, totals, bound, args, command, note), args.records,
+                            tables={f"{GROUP}-mnrl-step": TABLE}))
     return 0
+
+
+def record_id(part: str, side: str) -> str:
+    return f"{GROUP}/mnrl-step/{part}/{'st-bertforge' if side == 'ratio' else side}"
+
+
+TABLE = {"header": ["part (CPU ms)", *SIDES, "st / bertforge"], "align": ["---", "---:", "---:", "---:"],
+         "rows": [[label, *(f"{{{record_id(part, side)}|bare}}" for side in SIDES), f"{{{record_id(part, 'ratio')}}}"]
+                  for part, label in LABELS.items() if part != "step"]
+         + [["**step**", *(f"**{{{record_id('step', side)}|bare}}**" for side in SIDES),
+             f"**{{{record_id('step', 'ratio')}}}**"]]}
+
+
+def make_records(medians: dict[str, dict[str, float]], totals: dict[str, float], bound: float | None, args,
+                 command: str, note: str = "") -> list:
+    """The table's records: each side's median CPU ms per part and per step (the median of the steps' sums), and
+    sentence-transformers' over bertforge's; and the bound the matrix products set on the step ratio (when
+    profiled)."""
+    import dataclasses
+    from bertforge.results_store import Record
+    data = f"the (anchor, positive) pairs of {args.pairs}, batches of {args.batch_size}, {args.max_seq_length} tokens"
+    records = []
+    for part, label in LABELS.items():
+        seconds = {side: totals[side] if part == "step" else medians[side][part] for side in SIDES}
+        values = {**{side: 1000 * seconds[side] for side in SIDES},
+                  "ratio": seconds["sentence-transformers"] / max(seconds["bertforge"], 1e-9)}
+        for side, value in values.items():
+            shown = "st / bertforge" if side == "ratio" else side
+            records.append(Record.measured(
+                record_id(part, side), value, "x" if side == "ratio" else "ms",
+                f"bench_embedding_train, one MNRL step, batch {args.batch_size}: {label}, {shown}", data,
+                seeds=args.steps, command=command, digits=2 if side == "ratio" else 0, note=note))
+    if bound is not None:
+        records.append(Record.measured(
+            f"{GROUP}/mnrl-step/bound", bound, "x",
+            "upper bound of the MNRL step ratio if every operation but the matrix products cost nothing",
+            f"{data}; token rows over {args.count_batches} batches, the matrix products' share of "
+            f"{args.profile_steps} profiled sentence-transformers step(s)", command=command, digits=2, note=note))
+    return [dataclasses.replace(record, threads=args.threads) for record in records]  # the run's torch threads
 
 
 if __name__ == "__main__":

@@ -22,15 +22,31 @@ a spell of load from other jobs during one side's turn (which stretches its wall
 cannot tilt that ratio.
 
     python benchmarks/bench_finetune.py --task mrpc [--max-train-samples N] [--epochs 3] [--seeds 42,43,44]
-                                        [--data ../shared/data] [--model DIR] [--out results.json]
+                                        [--data ../shared/data] [--model DIR] [--out results.json] [--records DIR]
+                                        [--records-group bench-finetune|results-finetuning]
+
+Each side's run also counts the padding of its first epoch's batches (bertforge's length buckets, the random
+batches transformers' collator pads to their longest), which is what the per-CPU-second ratio mostly buys.
+
+`--records DIR` also writes the run into the results store in DIR, as one of two published groups, each its own run
+(so one run writes one, `--records-group`):
+* bench-finetune (default; BENCHMARKS.md): the speed table, each side's median train examples/s and examples per
+  CPU-second and bertforge's speed-ups;
+* results-finetuning (RESULTS.md, "bertforge against transformers"; `--task mrpc`, or sst2 with
+  `--max-train-samples`): each side's dev scores, steps, train seconds and examples per second, and bertforge's
+  ratio over transformers: per CPU-second for MRPC (with both sides' padding shares), wall-clock for SST-2, as
+  that table publishes them.
 """
 from __future__ import annotations
 
 import argparse
 import json
 import math
+import os
 import random
+import re
 import statistics
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -38,8 +54,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from common import (default_shared_data, machine_info, markdown_table, minilm_folder, same_optimizer,  # noqa: E402
-                    start_process)
+from common import (REPO, default_shared_data, machine_info, markdown_table, minilm_folder,  # noqa: E402
+                    same_optimizer, start_process)
 
 import bertforge.tasks.finetune as ft  # noqa: E402
 from bertforge.tasks.registry import get_task  # noqa: E402
@@ -92,9 +108,12 @@ def run_bertforge(spec, data: ft.TaskData, args, seed: int, tmp: Path) -> dict:
         ft.evaluate_examples = timer._inner
     cpu = time.process_time() - c0
     train_seconds = result.seconds - timer.seconds
+    from bertforge.data.batches import EpochBatches
+    batches = EpochBatches(features, args.batch_size, seed, tokenizer.pad_token_id)  # train_run's, epoch 1
     return {"metrics": _clean(result.metrics), "train_seconds": train_seconds, "eval_seconds": timer.seconds,
             "train_cpu_seconds": cpu - timer.cpu_seconds,
-            "encode_seconds": encode_seconds, "steps": result.steps, "wall_seconds": time.perf_counter() - wall0}
+            "encode_seconds": encode_seconds, "steps": result.steps, "wall_seconds": time.perf_counter() - wall0,
+            "padding_share": padding_share(batches.lengths, batches.epoch_order(0))}
 
 
 # ---- transformers ----------------------------------------------------------------------------------------------------
@@ -174,12 +193,22 @@ def run_hf(spec, data: ft.TaskData, args, seed: int) -> dict:
         t0 = time.perf_counter()
         metrics = evaluate()
         eval_seconds += time.perf_counter() - t0
+    # the loader's first epoch again: a fresh generator of the same seed draws the same order
+    first_epoch = [b.tolist() for b in DataLoader(range(len(train_rows)), batch_size=args.batch_size, shuffle=True,
+                                                  generator=torch.Generator().manual_seed(seed))]
     return {"metrics": _clean(metrics), "train_seconds": train_seconds, "eval_seconds": eval_seconds,
             "train_cpu_seconds": train_cpu, "encode_seconds": encode_seconds, "steps": step,
-            "wall_seconds": time.perf_counter() - wall0}
+            "wall_seconds": time.perf_counter() - wall0,
+            "padding_share": padding_share([len(row["input_ids"]) for row in train_rows], first_epoch)}
 
 
 # ---- main ------------------------------------------------------------------------------------------------------------
+def padding_share(lengths: list[int], batches: list[list[int]]) -> float:
+    """The share of padding in `batches` (lists of indices into `lengths`), each padded to its longest item."""
+    padded = sum(len(batch) * max(lengths[i] for i in batch) for batch in batches)
+    return 1 - sum(lengths[i] for batch in batches for i in batch) / padded
+
+
 def _clean(metrics: dict) -> dict:
     return {k: float(v) for k, v in metrics.items() if isinstance(v, (int, float, np.floating, np.integer))
             and k not in ("n_examples", "eval_seconds", "examples_per_second")}
@@ -200,7 +229,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--max-seq-length", type=int, default=128)
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--out", type=Path, default=None, help="write all results as JSON here")
+    p.add_argument("--records", default=None, metavar="DIR",
+                   help="also write the run as results-store records (group --records-group) into DIR")
+    p.add_argument("--records-group", default="bench-finetune", choices=("bench-finetune", FINETUNING),
+                   help="the published group --records writes: the speed table (bench-finetune, default) or "
+                        "RESULTS.md's bertforge-against-transformers table (results-finetuning: mrpc, sst2 subset)")
     args = p.parse_args(argv)
+    if args.records and args.records_group == FINETUNING and args.task not in FINETUNING_CLOCK:
+        p.error(f"{FINETUNING} publishes {' and '.join(FINETUNING_CLOCK)} only, not {args.task}")
     start_process(args.threads)
     args.model = args.model or minilm_folder()
     seeds = [int(s) for s in args.seeds.split(",") if s.strip()]
@@ -236,6 +272,17 @@ def main(argv: list[str] | None = None) -> int:
     log(f"\nspeed-up (median bertforge ex/s / median HF ex/s): {report['speedup']:.2f}x, "
         f"paired {report['paired_speedup']:.2f}x; per CPU-second {report['cpu_speedup']:.2f}x; "
         f"total {report['total_seconds']:.0f} s")
+    if args.records:
+        from bertforge.measuring import portable_command
+        from bertforge.results_store import write_records
+        command = portable_command("benchmarks/bench_finetune.py", list(sys.argv[1:] if argv is None else argv))
+        described = describe_data(spec, data, args)
+        if args.records_group == FINETUNING:
+            print(write_records(FINETUNING, make_finetuning_records(report, spec, args, described, command),
+                                args.records, tables=finetuning_table()))
+        else:
+            print(write_records("bench-finetune", make_records(report, spec, args, described, command), args.records,
+                                tables=make_tables(report, spec, args)))
     return 0
 
 
@@ -280,6 +327,162 @@ def _write(args, spec, info, n_train, n_dev, seeds, runs, total_seconds) -> dict
         args.out.write_text(json.dumps(report, indent=2) + "\n")
     return report
 
+
+# ---- results-store records -------------------------------------------------------------------------------------------
+# the speed table's measured columns: (name, the summary's median, unit)
+SPEED_COLUMNS = (("train examples/s (median)", "train_examples_per_second_median", "examples/s"),
+                 ("examples per CPU-second", "train_examples_per_cpu_second_median", "examples/CPU-s"))
+
+
+def _slug(text: str) -> str:
+    """A column's or model's name as a part of a record id: lower case, runs of anything else one dash."""
+    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")
+
+
+def _portable(path: Path) -> str:
+    """A folder beside the repository written from it (`../shared/data/glue/SST-2`), any other as given."""
+    resolved = path.resolve()
+    return os.path.relpath(resolved, REPO) if path.is_absolute() and resolved.is_relative_to(REPO.parent) else str(path)
+
+
+def model_name(model: Path) -> str | None:
+    """None for the default checkpoint (all-MiniLM-L6-v2's package folder), else the folder's name."""
+    try:
+        if model.resolve() == minilm_folder().resolve():
+            return None
+    except FileNotFoundError:
+        pass
+    return model.name
+
+
+def describe_data(spec, data: ft.TaskData, args) -> str:
+    """The records' `data`: how many of the task's train examples, seeded or all, from which folder."""
+    folder = _portable(spec.files(args.data, "train")[0].parent)
+    kind = "sentences" if data.train[0].text_pair is None else "sentence pairs"
+    n, task = len(data.train), Path(spec.folder).name
+    if args.max_train_samples is not None and n == args.max_train_samples:
+        return f"{n:,} seeded {task} train {kind} of {folder}"
+    return f"the {n:,} {task} train {kind} of {folder}"
+
+
+def _record_base(spec, args) -> str:
+    name = model_name(args.model)
+    return f"bench-finetune/{spec.name}" + (f"-{_slug(name)}" if name else "")
+
+
+def make_records(report: dict, spec, args, data: str, command: str) -> list:
+    """Group bench-finetune: per side its median train examples/s and examples per CPU-second and its speed over
+    transformers (the two sides' median examples/s divided); bertforge's also per CPU-second (`vs-transformers-2`)."""
+    import dataclasses
+    from bertforge.results_store import Record
+    summary, base = report["summary"], _record_base(spec, args)
+    hf = summary["transformers"]
+    epochs = "one epoch" if args.epochs == 1 else f"{args.epochs:g} epochs"
+    setting = f"bench_finetune, {model_name(args.model) or 'all-MiniLM-L6-v2'} on {Path(spec.folder).name}, {epochs}"
+    records = []
+    for side, numbers in summary.items():
+        what = f"{setting}: {side}"
+        values = [(_slug(column), column, numbers[key], unit, 1) for column, key, unit in SPEED_COLUMNS]
+        values.append(("vs-transformers", "vs transformers",
+                       numbers["train_examples_per_second_median"] / hf["train_examples_per_second_median"], "x", 2))
+        if side == "bertforge":  # the same column's second number: the speed-up per CPU-second
+            values.append(("vs-transformers-2", "vs transformers", numbers["train_examples_per_cpu_second_median"]
+                           / hf["train_examples_per_cpu_second_median"], "x", 2))
+        for part, column, value, unit, digits in values:
+            record = Record.measured(f"{base}/{side}/{part}", value, unit, f"{what}, {column}", data,
+                                     seeds=numbers["n_runs"], command=command, digits=digits)
+            records.append(dataclasses.replace(record, threads=args.threads))  # torch's threads (start_process)
+    return records
+
+
+def make_tables(report: dict, spec, args) -> dict:
+    """The speed table (`bench-finetune-<task>`), its cells the records of `make_records`: bertforge's speed-up in
+    bold, with its speed-up per CPU-second beside it."""
+    base, rows = _record_base(spec, args), []
+    for side, numbers in report["summary"].items():
+        cells = [side, str(numbers["n_runs"])] + ["{" + f"{base}/{side}/{_slug(column)}|bare" + "}"
+                                                  for column, _, _ in SPEED_COLUMNS]
+        at = f"{base}/{side}/vs-transformers"
+        cells.append("**{" + at + "}** ({" + at + "-2} per CPU-second)" if side == "bertforge" else "{" + at + "}")
+        rows.append(cells)
+    header = ["side", "seeds", *(column for column, _, _ in SPEED_COLUMNS), "vs transformers"]
+    return {f"bench-finetune-{base.split('/', 1)[1]}": {"header": header, "align": ["---"] * len(header), "rows": rows}}
+
+
+# ---- results-finetuning: RESULTS.md's table of both sides -------------------------------------------------------------
+FINETUNING = "results-finetuning"
+#: the clock each task's speed is published on: MRPC per CPU-second (with the padding shares behind it), SST-2
+#: wall-clock (its table row has no CPU seconds)
+FINETUNING_CLOCK = {"mrpc": "cpu", "sst2": "wall"}
+FINETUNING_ROWS = (("mrpc", "MRPC", "mrpc"), ("sst2", "SST-2 (8k)", "sst-2-8k"))  # the published runs: task, cell, id
+METRIC_NAMES = {"accuracy": "accuracy", "f1": "F1"}
+
+
+def finetuning_label(spec, args, n_train: int) -> str:
+    """The task as the table names it: MRPC, or SST-2 (8k) for a seeded 8,000 of its train set."""
+    name = Path(spec.folder).name
+    return f"{name} ({n_train / 1000:g}k)" if args.max_train_samples is not None else name
+
+
+def make_finetuning_records(report: dict, spec, args, data: str, command: str) -> list:
+    """Group results-finetuning: per side (transformers' ids `<task>-2`) its dev accuracy (and F1), steps, train
+    seconds (and CPU seconds) and train examples per second on the task's clock (FINETUNING_CLOCK), medians over the
+    seeds; bertforge's ratio over transformers on that clock; for MRPC each side's padding share."""
+    import dataclasses
+    from bertforge.results_store import Record
+    cpu = FINETUNING_CLOCK[spec.name] == "cpu"
+    label, seeds = finetuning_label(spec, args, report["n_train"]), report["seeds"]
+    on_seeds = f"seed{'s' if len(seeds) > 1 else ''} {', '.join(map(str, seeds))}"
+    records = []
+
+    def add(rid: str, value: float, unit: str, what: str, digits: int) -> None:
+        record = Record.measured(f"{FINETUNING}/{rid}", value, unit, what, data, seeds=len(seeds), command=command,
+                                 digits=digits)
+        records.append(dataclasses.replace(record, threads=args.threads))  # torch's threads (start_process)
+
+    for side, base in (("bertforge", _slug(label)), ("transformers", f"{_slug(label)}-2")):
+        runs, summary = [r for r in report["runs"] if r["side"] == side], report["summary"][side]
+        what = f"bertforge against transformers, same recipe ({on_seeds}): {label}"
+        for key, name in METRIC_NAMES.items():
+            if key in summary["metrics_median"]:
+                add(f"finetune-vs-transformers/{base}/dev-{_slug(name)}", 100 * summary["metrics_median"][key], "",
+                    f"{what}, dev {name}", 2)
+        add(f"finetune-vs-transformers/{base}/steps", statistics.median(r["steps"] for r in runs), "steps",
+            f"{what}, steps", 0)
+        add(f"finetune-vs-transformers/{base}/train-s", summary["train_seconds_median"], "s", f"{what}, train s", 0)
+        if cpu:
+            add(f"finetune-vs-transformers/{base}/train-cpu-s", statistics.median(r["train_cpu_seconds"] for r in runs),
+                "", f"{what}, train CPU-s", 0)
+        rate = summary["train_examples_per_cpu_second_median" if cpu else "train_examples_per_second_median"]
+        add(f"finetune-vs-transformers/{base}/train-examples-per-s", rate, "",
+            f"{what}, train examples per {'CPU-s' if cpu else 's'}", 1)
+    on = Path(spec.folder).name + (f" ({report['n_train']:,})" if args.max_train_samples is not None else "")
+    add(f"vs-transformers/{spec.name}-{'cpu' if cpu else 'wall'}-ratio", report["cpu_speedup" if cpu else "speedup"],
+        "x", f"bertforge's training examples per {'CPU-second' if cpu else 'second (wall-clock)'} over transformers' "
+        f"loop on {on}, {on_seeds}", 2)
+    if cpu:
+        name = Path(spec.folder).name
+        for side, what in (("bertforge", f"share of padding in bertforge's length-bucketed {name} batches"),
+                           ("transformers", f"share of padding in a random {name} batch of {args.batch_size} as "
+                                            "transformers' collator pads it")):
+            share = statistics.median(r["padding_share"] for r in report["runs"] if r["side"] == side)
+            add(f"vs-transformers/{spec.name}-padding-{side}", 100 * share, "%", what, 0)
+    return records
+
+
+def finetuning_table() -> dict:
+    """RESULTS.md's table of both published runs (MRPC, SST-2's 8,000), their cells the records above."""
+    rows = []
+    for task, name, part in FINETUNING_ROWS:
+        cpu, f1 = FINETUNING_CLOCK[task] == "cpu", task == "mrpc"  # GLUE scores MRPC by accuracy and F1
+        for side, base in (("bertforge", part), ("transformers", f"{part}-2")):
+            at = f"{FINETUNING}/finetune-vs-transformers/{base}/"
+            cells = ["{" + at + "dev-accuracy}", "{" + at + "dev-f1}" if f1 else "\u2013", "{" + at + "steps|bare}",
+                     "{" + at + "train-s|bare}", "{" + at + "train-cpu-s}" if cpu else "\u2013",
+                     "{" + at + "train-examples-per-s}" + (" per CPU-s" if cpu else "")]
+            rows.append([name, side, *cells])
+    header = ["task", "side", "dev accuracy", "dev F1", "steps", "train s", "train CPU-s", "train examples per s"]
+    return {"results-finetune-vs-transformers": {"header": header, "align": ["---", "---"] + ["---:"] * 6, "rows": rows}}
 
 if __name__ == "__main__":
     raise SystemExit(main())

@@ -20,16 +20,19 @@ Throughput is real (non-padding) tokens per second for both sides, so the ratio 
 the machine's load drifts within a repeat).
 Utilisation: `count_flops` of the useful work (real tokens, decoder on masked rows) divided by the time,
 over the GEMM peak measured in the same interleaved loop (`common.PEAK_GEMM`, fp32, best of 5 per turn).
-For HF the FLOPs it executes (padding included, decoder on every position) are shown as well.
+For HF the FLOPs it executes (padding included, decoder on every position) are shown as well. `--records DIR`
+also writes the table as records of the results store (group `bench-model`, table `bench-model-<config>`).
 
     python benchmarks/bench_model.py [--configs mini,base] [--repeats 5] [--batch-size N] [--quick]
-                                     [--shared-data ../shared/data] [--vocab DIR] [--profile]
+                                     [--shared-data ../shared/data] [--vocab DIR] [--profile] [--records DIR]
 """
 from __future__ import annotations
 
 import argparse
 import lzma
+import os
 import random
+import sys
 import tempfile
 import time
 from dataclasses import dataclass, field
@@ -41,6 +44,8 @@ import torch.nn.functional as F
 
 from common import (assert_same_start, default_shared_data, interleave, machine_info,  # noqa: E402
                     markdown_table, median, minilm_folder, peak_flops, peak_gemm, same_optimizer, start_process)
+
+from bertforge.measuring import portable_command  # noqa: E402
 
 from bertforge.config import BertConfig, dropout_overrides  # noqa: E402
 from bertforge.model import BertForPreTraining, count_flops  # noqa: E402
@@ -322,6 +327,7 @@ def run_config(name: str, args, tok: BertTokenizer, tmp: Path) -> list[dict]:
         padded = sum(b.tensors["input_ids"].numel() for b in batches)
         useful = useful_flops(config, batches, kind)
         row = dict(config=name, workload=workload, batch=f"{len(batches[0].lens)} x {len(batches)}",
+                   batch_size=len(batches[0].lens), n_batches=len(batches),
                    mean_len=tokens / sum(len(b.lens) for b in batches), pad=1 - tokens / padded,
                    ours=tokens / t_ours, hf=tokens / t_hf, speedup=t_hf / t_ours,
                    paired=median([h / o for o, h in zip(times["ours"], times["hf"])]),
@@ -503,6 +509,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--dropout", type=float, default=None, metavar="P",
                    help="hidden and attention dropout on both sides (default: BERT's 0.1; 0 lets CPU attention "
                         "take SDPA's fused kernel)")
+    p.add_argument("--records", default=None, metavar="DIR",
+                   help="also write the table as results-store records (group bench-model) into DIR")
     args = p.parse_args(argv)
     if args.repeats < 1:
         p.error("--repeats must be >= 1")
@@ -532,8 +540,91 @@ def main(argv: list[str] | None = None) -> int:
                 f"HF {r['spread_hf'][0]:.2f}/{r['spread_hf'][1]:.2f}")
     for text in profiles:
         print("\n" + text)
+    if args.records and results:
+        from bertforge.results_store import write_records
+        command = portable_command("benchmarks/bench_model.py", list(sys.argv[1:] if argv is None else argv))
+        log("records: " + str(write_records("bench-model", make_records(results, args, command), args.records,
+                                            tables=make_tables(results, args))))
     log(f"\ntotal {time.perf_counter() - start:.0f} s")
     return 0
+
+
+# ---- records -----------------------------------------------------------------------------------------------------
+# each workload of `run_config` -> its part of the records' ids
+WORKLOAD_SLUGS = {"train: pre-training pairs": "train-pairs", "train: SST-2 sentences": "train-sst2",
+                  "inference: pre-training pairs": "infer-pairs", "inference: SST-2 sentences": "infer-sst2"}
+# a workload's records: (id slug, column of the published table, key of the result row, unit, digits, cell style)
+RECORD_COLUMNS = (("bertforge-tok-s", "bertforge tok/s", "ours", "tokens/s", 0, "bare"),
+                  ("transformers-tok-s", "transformers tok/s", "hf", "tokens/s", 0, "bare"),
+                  ("vs-transformers", "vs transformers", "speedup", "x", 2, "bold"),
+                  ("useful-util-ours", "useful util (ours)", "util_ours", "%", 0, ""))
+THREADS = {1: "one thread", 2: "two threads"}
+
+
+def portable_path(path: Path | str) -> str:
+    """`path` as a record names it: relative to the repository when it lies beside it (`../shared/data`)."""
+    from bertforge.measuring import REPO
+    resolved = Path(path).resolve()
+    return os.path.relpath(resolved, REPO) if resolved.is_relative_to(REPO.parent) else str(path)
+
+
+def record_group(config: str, args) -> str:
+    """A config's part of the ids: the config, and a dropout other than BERT's default under ids of its own."""
+    return config if args.dropout is None else f"{config}-dropout-{args.dropout:g}".replace(".", "-")
+
+
+def workload_label(row: dict) -> str:
+    """A workload as the table names it: a training workload with its batch size and its share of padding."""
+    if not row["workload"].startswith("train: "):
+        return row["workload"]
+    batch = f"{row['batch_size']}" + (f" x {row['n_batches']}" if row["n_batches"] > 1 else "")
+    return f"{row['workload']} ({batch}, {100 * row['pad']:.0f} % padding)"
+
+
+def config_data(results: list[dict], config: str, args) -> str:
+    """`data` of a config's records: both kinds of batches (the inference workloads run the training ones) with
+    their size and padding, and the files they are read from."""
+    shared = portable_path(args.shared_data)
+    batches = {row["workload"]: f"{row['batch_size']} x {row['n_batches']} batches, {100 * row['pad']:.0f} % padding"
+               for row in results if row["config"] == config and row["workload"].startswith("train: ")}
+    return (f"pre-training pairs ({batches['train: pre-training pairs']}) from "
+            f"{shared}/corpus/wikipedia-en-2018/wiki_en.txt.xz; sentences ({batches['train: SST-2 sentences']}) of "
+            f"{shared}/glue/SST-2/train.tsv")
+
+
+def make_records(results: list[dict], args, command: str) -> list:
+    """Each workload's records: both sides' real tokens per second (medians), the speed-up (the two medians
+    divided, so also the two throughputs divided) and bertforge's useful utilisation (%)."""
+    import dataclasses
+    from bertforge.results_store import Record
+    threads = THREADS.get(args.threads, f"{args.threads} threads")
+    dropout = "" if args.dropout is None else f", dropout {args.dropout:g}"
+    records = []
+    for row in results:
+        what = f"bench_model, {row['config']}{dropout}, {threads}: {row['config']} {row['workload']}"
+        data = config_data(results, row["config"], args)
+        base = f"bench-model/{record_group(row['config'], args)}/{WORKLOAD_SLUGS[row['workload']]}"
+        for slug, column, key, unit, digits, _ in RECORD_COLUMNS:
+            value = 100 * row[key] if unit == "%" else row[key]
+            record = Record.measured(f"{base}/{slug}", value, unit, f"{what}, {column}", data, seeds=args.repeats,
+                                     command=command, digits=digits)
+            records.append(dataclasses.replace(record, threads=args.threads))  # torch's threads (start_process)
+    return records
+
+
+def make_tables(results: list[dict], args) -> dict[str, dict]:
+    """One table per config (`bench-model-<config>`): a row per workload, a cell per record."""
+    styles = {"bare": "{{{}|bare}}", "bold": "**{{{}}}**", "": "{{{}}}"}
+    tables: dict[str, dict] = {}
+    for row in results:
+        group = record_group(row["config"], args)
+        spec = tables.setdefault(f"bench-model-{group}", {
+            "header": ["config", "workload", *(column[1] for column in RECORD_COLUMNS)],
+            "align": ["---"] * (2 + len(RECORD_COLUMNS)), "rows": []})
+        base = f"bench-model/{group}/{WORKLOAD_SLUGS[row['workload']]}"
+        spec["rows"].append([row["config"], workload_label(row),
+                             *(styles[style].format(f"{base}/{slug}") for slug, *_, style in RECORD_COLUMNS)])
+    return tables
 
 
 if __name__ == "__main__":

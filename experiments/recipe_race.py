@@ -20,9 +20,12 @@ SST-2 and MRPC dev after fine-tuning on the same subset (4,000 examples, 3 epoch
 from short runs need a larger rate than the paper's 2e-5), median of three seeds, the last epoch's weights.
 
     OMP_NUM_THREADS=1 python experiments/recipe_race.py --data ../runs/wiki --out ../runs/race \\
-        --budget 20m --contenders bert,bert-mlm,modern,electra [--jobs 2] [--finetune ../shared/data/glue]
+        --budget 20m --contenders bert,bert-mlm,modern,electra [--jobs 2] [--finetune ../shared/data/glue] \\
+        [--records DIR]
 
-Re-running the command skips what is done (calibration, runs, evaluations) and resumes killed runs.
+Re-running the command skips what is done (calibration, runs, evaluations) and resumes killed runs. `--records`
+writes the race's rows of the published table (group results-recipe-race): docs/RESULTS.md runs four races,
+`--out ../runs/race`, `race2`, `race3` and `race4`, and the name of `--out` says which rows a race fills.
 """
 from __future__ import annotations
 
@@ -274,12 +277,15 @@ def evaluate_run(name: str, run: Path, data: str, out: Path, eval_batches: int) 
 
 
 # ---- downstream ---------------------------------------------------------------------------------------------------
+GLUE = (("sst2", "SST-2", ("accuracy",)), ("mrpc", "MRPC", ("accuracy", "f1")))  # (task, folder, metrics)
+
+
 def finetune(name: str, run: Path, glue: Path, out: Path, seeds: list[int], samples: int, epochs: float,
              lr: float) -> dict[str, float]:
     from bertforge.tasks.finetune_report import read_finetune_report
     from bertforge.training.run_output import RESULTS
     scores: dict[str, list[float]] = {}
-    for task, folder, metrics in (("sst2", "SST-2", ("accuracy",)), ("mrpc", "MRPC", ("accuracy", "f1"))):
+    for task, folder, metrics in GLUE:
         for seed in seeds:
             target = out / "finetune" / name / f"{task}-{seed}"
             if not (target / RESULTS).exists():
@@ -295,7 +301,127 @@ def finetune(name: str, run: Path, glue: Path, out: Path, seeds: list[int], samp
     return {task: statistics.median(v) for task, v in scores.items()} | {f"{t}_all": v for t, v in scores.items()}
 
 
-def main() -> None:
+def majority_class(glue: Path) -> dict[str, float]:
+    """The scores (points) of answering the train set's most frequent label for every dev example, keyed as
+    `finetune`'s medians."""
+    from bertforge.evaluation.scores import majority_baseline
+    from bertforge.tasks.registry import get_task
+    scores = {}
+    for task, folder, metrics in GLUE:
+        spec = get_task(task)
+        train, dev = ([ex.label for ex in spec.read(glue / folder, split)[0].examples] for split in ("train", "dev"))
+        found = majority_baseline(task, train, dev)
+        scores.update({task if metric == "accuracy" else f"{task}_{metric}": found[metric] for metric in metrics})
+    return scores
+
+
+# ---- the published records -----------------------------------------------------------------------------------------
+GROUP = "results-recipe-race"
+WHAT = "recipe race at equal step budgets (mini, Wikipedia)"
+# the table's rows: (race: the name of --out, contender, row id, first cell, "what it is", fine-tuned in that race)
+ROWS = [
+    ("race2", "fast", "fast-recipe-fast", "**`fast` = `--recipe fast`**",
+     "ModernBERT layout (pre-LN, GeGLU, rotary, no biases, local/global attention), BERT's init, MLM only, 30 % masking, "
+     "dropout 0, lr 2e-3", True),
+    ("race", "modern", "modern-693-steps", "`modern`, 693 steps",
+     "`fast` with ModernBERT's init (truncated, output projections scaled by 1/sqrt(2 x layers))", True),
+    ("race2", "modern", "modern-784-steps", "`modern`, 784 steps", "the same, in `../runs/race2`", True),
+    ("race", "modern-b16", "modern-b16", "`modern-b16`", "`modern` at batch 16 (steps of 16)", False),
+    ("race", "modern-span", "modern-span", "`modern-span`", "`modern` with SpanBERT span masking (`--span-masking`)",
+     False),
+    ("race4", "fast-t5", "fast-t5", "`fast-t5`", "`fast` with T5's relative position bias instead of rotary", True),
+    ("race", "bert", "bert", "`bert`",
+     "`--recipe bert --lr 1e-3`: post-LN, learned positions, MLM + NSP, 15 % masking, dropout 0.1", False),
+    ("race", "bert-mlm", "bert-mlm", "`bert-mlm`", "BERT layout, MLM only, 30 % masking, dropout 0, lr 1e-3", True),
+    ("race", "electra", "electra", "`electra`", "BERT layout, generator 1/4 wide, discriminator weight 50, lr 1e-3",
+     True),
+    ("race3", "electra-half", "electra-half", "`electra-half`", "`electra` with a generator 1/2 wide", True),
+    ("race2", "electra-modern", "electra-modern", "`electra-modern`",
+     "ELECTRA in the modern layout, generator 1/4 wide, lr 2e-3", True),
+]
+CONTROL = ("race3", "bert-mlm", "race3/bert-mlm/sst2", "electra-half's race")  # cited beside the table: its SST-2
+MLM = (("held-out-mlm-loss", "held-out MLM loss", "mlm_loss", "", 3, 1),  # (slug, column, key of a curve row,
+       ("mlm-acc", "MLM acc", "mlm_acc", "%", 1, 100),                  # unit, digits, scale)
+       ("fill-mask-top-5", "fill-mask top-5", "top5", "%", 1, 100))
+DOWNSTREAM = (("sst-2-dev-acc", "SST-2 dev acc", "sst2", "%"),  # (slug, column, key of `finetune`'s medians, unit)
+              ("mrpc-dev-acc-f1/1", "MRPC dev acc", "mrpc", ""), ("mrpc-dev-acc-f1/2", "MRPC dev F1", "mrpc_f1", ""))
+TRAIN_LOSS_STEPS = (200, 300, 400)  # the `fast` run's training MLM loss the text cites
+
+
+def table() -> dict:
+    """The published table's spec: every row's cells name its records."""
+    def down(row: str, mark: str) -> list[str]:
+        ref = f"{{{GROUP}/{row}/"
+        return [f"{mark}{ref}sst-2-dev-acc}}{mark}", f"{mark}{ref}mrpc-dev-acc-f1/1}} / {ref}mrpc-dev-acc-f1/2}}{mark}"]
+    rows = []
+    for _, name, row, cell, what_it_is, tuned in ROWS:
+        mark = "**" if cell.startswith("**") else ""
+        mlm = ["—"] * 3 if is_electra(name) else [f"{mark}{{{GROUP}/{row}/{slug}}}{mark}" for slug, *_ in MLM]
+        rows.append([cell, what_it_is, f"{{{GROUP}/{row}/steps-of-32|bare}}", *mlm,
+                     *(down(row, mark) if tuned else ["—"] * 2)])
+    rows.append(["*majority class*", "", "", "", "", "", *down("majority-class", "*")])
+    return {"header": ["contender", "what it is", "steps of 32", "held-out MLM loss", "MLM acc", "fill-mask top-5",
+                       "SST-2 dev acc", "MRPC dev acc / F1"], "align": ["---"] * 2 + ["---:"] * 6, "rows": rows}
+
+
+def seeds_text(seeds: list[int]) -> str:
+    return f"{seeds[0]}-{seeds[-1]}" if len(seeds) > 2 and seeds == list(range(seeds[0], seeds[-1] + 1)) \
+        else ", ".join(map(str, seeds))
+
+
+def make_records(results: dict, race: str, runs: dict[str, Path], args, command: str) -> list:
+    """The records of race `race`'s rows of the table: each contender's steps, its last checkpoint's held-out MLM
+    loss, accuracy and top-5 hit rate, its fine-tuning medians (SST-2 accuracy, MRPC accuracy and F1), the majority
+    class's scores on the same dev sets; `fast`'s training loss at TRAIN_LOSS_STEPS and CONTROL's SST-2."""
+    import dataclasses
+
+    from bertforge.data.shards import load_manifest
+    from bertforge.results_store import Record
+    from bertforge.training.metrics_log import read_metrics_log
+    seeds = [int(s) for s in args.finetune_seeds.split(",")]
+    heldout = load_manifest(args.data)["splits"]["heldout"]["documents"]
+    data = f"{args.data} ({heldout:,} documents held out)" + (
+        f"; SST-2 and MRPC of {args.finetune} (median of fine-tuning seeds {seeds_text(seeds)})" if args.finetune else "")
+    records = []
+
+    def add(rid: str, value: float, unit: str, what: str, digits: int, **extra) -> None:
+        record = Record.measured(f"{GROUP}/{rid}", value, unit, what, data, command=command, digits=digits, **extra)
+        records.append(dataclasses.replace(record, threads=1))  # every run and evaluation: one thread
+
+    def tuned(key: str, down: dict) -> dict:  # a median of the seeds: their number and range
+        return {"seeds": len(down[f"{key}_all"]), "spread": (100 * min(down[f"{key}_all"]), 100 * max(down[f"{key}_all"]))}
+
+    for row_race, name, row, cell, _, _ in ROWS:
+        if row_race != race or name not in results:
+            continue
+        result, label = results[name], cell.replace("*", "").replace("`", "")
+        add(f"{row}/steps-of-32", result["steps"], "steps", f"{WHAT}: {label}, steps of 32", 0)
+        if result["curve"]:  # an MLM's checkpoints: the last one's answers
+            for slug, column, key, unit, digits, scale in MLM:
+                add(f"{row}/{slug}", scale * result["curve"][-1][key], unit, f"{WHAT}: {label}, {column}", digits)
+        if "downstream" in result:
+            for slug, column, key, unit in DOWNSTREAM:
+                add(f"{row}/{slug}", 100 * result["downstream"][key], unit, f"{WHAT}: {label}, {column}", 1,
+                    **tuned(key, result["downstream"]))
+        if name == "fast":
+            logged = {m["step"]: m["mlm_loss"] for m in read_metrics_log(runs[name])
+                      if m.get("split") == "train" and "mlm_loss" in m}
+            for step in [s for s in TRAIN_LOSS_STEPS if s in logged]:
+                add(f"fast/train-loss-step{step}", logged[step], "loss",
+                    f"training MLM loss of the race's fast contender (--recipe fast, mini) at step {step}", 2)
+    control_race, name, rid, whose = CONTROL
+    if race == control_race and "downstream" in results.get(name, {}):
+        add(rid, 100 * results[name]["downstream"]["sst2"], "%",
+            f"SST-2 dev accuracy (median of fine-tuning seeds {seeds_text(seeds)}) of {name} in {whose} "
+            f"({results[name]['steps']} steps)", 1, **tuned("sst2", results[name]["downstream"]))
+    if args.finetune:
+        floor = majority_class(Path(args.finetune))
+        for slug, column, key, unit in DOWNSTREAM:
+            add(f"majority-class/{slug}", floor[key], unit, f"{WHAT}: majority class, {column}", 1)
+    return records
+
+
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--data", required=True, help="a folder written by `bertforge prepare`")
     parser.add_argument("--out", required=True)
@@ -312,13 +438,19 @@ def main() -> None:
     parser.add_argument("--finetune-samples", type=int, default=4000)
     parser.add_argument("--finetune-epochs", type=float, default=3)
     parser.add_argument("--finetune-lr", type=float, default=3e-4)
-    args = parser.parse_args()
+    parser.add_argument("--records", metavar="DIR", help=f"also write the race's rows of the published table "
+                        f"(group {GROUP}) as results-store records into DIR")
+    args = parser.parse_args(argv)
     names = [n for n in args.contenders.split(",") if n]
     unknown = [n for n in names if n not in CONTENDERS]
     if unknown:
         parser.error(f"--contenders: unknown {', '.join(unknown)}; choose from {', '.join(CONTENDERS)}")
     budget = float(args.budget[:-1]) * {"s": 1, "m": 60, "h": 3600}[args.budget[-1]]
     out = Path(args.out)
+    races = sorted({row[0] for row in ROWS})
+    if args.records and out.name not in races:
+        parser.error(f"--records: the published races are --out named {', '.join(races)} (docs/RESULTS.md), "
+                     f"not {out.name!r}")
     out.mkdir(parents=True, exist_ok=True)
     write_configs(names, args.data, out)
     speed = calibrate(names, args.data, out, args.calibration_rounds, args.calibration_steps, args.jobs)
@@ -337,6 +469,12 @@ def main() -> None:
             results[name]["downstream"] = finetune(name, runs[name], Path(args.finetune), out, seeds,
                                                    args.finetune_samples, args.finetune_epochs, args.finetune_lr)
     (out / "results.json").write_text(json.dumps(results, indent=2) + "\n")
+    if args.records:
+        from bertforge.measuring import portable_command
+        from bertforge.results_store import write_records
+        command = portable_command("experiments/recipe_race.py", list(sys.argv[1:] if argv is None else argv))
+        write_records(GROUP, make_records(results, out.name, runs, args, command), args.records,
+                      tables={GROUP: table()})
     print(markdown(results, budget))
     plot(results, out / "race.png", runs)
 

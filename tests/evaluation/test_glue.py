@@ -202,7 +202,7 @@ def test_the_numbers_are_sklearn_and_scipy_on_the_saved_predictors(glue_folder, 
     _mnli_from_rte(shared_data / "glue" / "RTE", data / "MNLI")
     result = run_glue(settings(tiny_model, data, tmp_path / "out", protocol="bert", seeds=1, epochs=1.0,
                                batch_size=8, max_train_samples=32, max_eval_samples=n, jobs=2, keep_predictors=True,
-                               learning_rates=[1e-3, 5e-4]))
+                               learning_rates=[1e-3, 5e-4], records=str(tmp_path / "store")))
 
     def rows(folder: str, header: bool = True) -> list[list[str]]:
         with open(shared_data / "glue" / folder / "dev.tsv", encoding="utf-8", newline="") as handle:
@@ -237,8 +237,26 @@ def test_the_numbers_are_sklearn_and_scipy_on_the_saved_predictors(glue_folder, 
         entry = result.tasks[task]
         assert [r["lr"] for r in entry.runs] == [1e-3, 5e-4]
         assert entry.score == max(r["score"] for r in entry.runs)
-    assert json.loads((tmp_path / "out" / "glue.json").read_text())["average"] == pytest.approx(
-        sum(result.tasks[t].score for t in ("cola", "mrpc", "stsb", "mnli")) / 4)
+    written = json.loads((tmp_path / "out" / "glue.json").read_text())
+    assert written["average"] == pytest.approx(sum(result.tasks[t].score for t in ("cola", "mrpc", "stsb", "mnli")) / 4)
+    # --records: each metric of the model and of the majority floor as written in glue.json, the table beside them
+    import re
+
+    from bertforge.results_store import read_store
+    store = read_store(tmp_path / "store")
+    expected = {"model/average": written["average"], "majority/average": written["majority_average"]}
+    for task, entry in written["tasks"].items():
+        for side, metrics in (("model", entry["metrics"]), ("majority", entry["majority"]["metrics"])):
+            expected.update({f"{side}/{task}-{m}": v for m, v in metrics.items() if v is not None})
+    assert {rid: r.value for rid, r in store.records.items()} == {f"glue-out/{k}": v for k, v in expected.items()}
+    assert {r.command for r in store.records.values()} == {
+        f"bertforge glue --model {tiny_model} --data {data} --output {tmp_path / 'out'} --protocol bert --seeds 1 "
+        "--lr 0.001,0.0005 --epochs 1 --batch-size 8 --max-train-samples 32 --max-eval-samples 48"}
+    spec = store.tables["glue-out"]
+    assert spec["header"] == ["model", "CoLA (MCC)", "MRPC (F1/acc)", "STS-B (P/S)", "MNLI (m/mm)", "average"]
+    cited = [re.findall(r"\{([^}|]+)", cell) for row in spec["rows"] for cell in row[1:]]
+    assert sorted(rid for ids in cited for rid in ids) == sorted(store.records)
+    assert cited[1] == ["glue-out/model/mrpc-f1", "glue-out/model/mrpc-accuracy"]
 
 
 def _mnli_from_rte(rte, folder) -> None:

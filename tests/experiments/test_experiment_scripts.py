@@ -4,9 +4,10 @@ import pytest
 
 from script_help import check_help, scripts_in
 
-SCRIPTS = ["budget_calibration", "embedding_compare", "emotion_tutorial", "feature_based_ner", "generation_infill",
-           "glue_budget", "hf_glue", "hf_pretrain_mlm", "kill_resume", "long_documents", "long_squad", "precision_quality",
-           "question_generation", "recipe_race", "squad_retrieval"]
+SCRIPTS = ["budget_calibration", "distill_records", "embedding_compare", "emotion_tutorial", "feature_based_ner",
+           "finetune_records", "generation_infill", "glue_budget", "glue_parity_records", "hf_glue", "hf_pretrain_mlm",
+           "kill_resume", "long_documents", "long_squad", "precision_quality", "question_generation", "recipe_race",
+           "squad_retrieval"]
 
 
 def test_every_file_of_the_folder_is_covered():

@@ -10,7 +10,7 @@ from bertforge.commands.flags import add_settings_arguments, settings_from_args
 
 OVERRIDES = ("learning_rates", "epochs", "batch_size", "max_seq_length", "max_train_samples", "max_eval_samples",
              "wnli", "batch_order")
-RUNNING = ("device", "precision", "save_every", "keep_predictors", "name", "progress", "overwrite")
+RUNNING = ("device", "precision", "save_every", "keep_predictors", "name", "progress", "overwrite", "records")
 
 
 def register(sub) -> None:

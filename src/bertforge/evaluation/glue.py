@@ -334,6 +334,10 @@ def run_glue(settings: GlueSettings, say: Callable[[str], None] | None = None, h
         failed = {f.unit.task: f"{f.unit.label}: {f.reason}" for f in reversed(failures)}
         result = GlueResult.coerce(build_result(settings, protocol, plans, skipped, failed, fingerprint, model_type))
         write_report(result, out)
+    if settings.records and not failures:
+        from bertforge.evaluation.glue_records import write_glue_records
+        command = settings.command or settings.command_line()
+        say(f"records: {write_glue_records(result, out, settings.data, command, settings.records)}")
     if failures:
         raise RuntimeError(f"{len(failures)} of {len(units)} fine-tuning runs failed (first: {failures[0].unit.label}: "
                            f"{failures[0].reason}); {out / GLUE_JSON} has the other tasks; re-run to retry")

@@ -15,7 +15,7 @@ __all__ = ["GlueCompare", "GlueSettings"]
 
 # settings that change how a suite runs, not what it scores: left out of the command glue.md records
 _NOT_RECORDED = ("model", "data", "output", "protocol", "jobs", "save_every", "keep_predictors", "overwrite",
-                 "progress", "command")
+                 "progress", "command", "records")
 _REQUIRED = "required, unless --compare"
 
 
@@ -81,6 +81,9 @@ class GlueSettings:
                                     "weights are deleted by default)")
     name: str | None = setting(None, "the model's label in tables and plots (default: its folder)")
     overwrite: bool = setting(False, "empty --output first (a finished suite there is lost)")
+    records: str | None = setting(None, "also write the scores as records of the results store in this folder "
+                                  "(group glue-<output folder>, with the table of model and majority floor)",
+                                  metavar="DIR")
     progress: bool = setting(True, "a progress line a minute instead of a bar (for logs)", flag="--no-progress")
     command: str | None = setting(None, "the command line that asked for this, for glue.md", cli=False)
 
