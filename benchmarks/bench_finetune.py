@@ -42,7 +42,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import os
 import random
 import re
 import statistics
@@ -54,7 +53,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from common import (REPO, default_shared_data, machine_info, markdown_table, minilm_folder,  # noqa: E402
+from common import (default_shared_data, machine_info, markdown_table, minilm_folder,  # noqa: E402
                     same_optimizer, start_process)
 
 import bertforge.tasks.finetune as ft  # noqa: E402
@@ -340,9 +339,9 @@ def _slug(text: str) -> str:
 
 
 def _portable(path: Path) -> str:
-    """A folder beside the repository written from it (`../shared/data/glue/SST-2`), any other as given."""
-    resolved = path.resolve()
-    return os.path.relpath(resolved, REPO) if path.is_absolute() and resolved.is_relative_to(REPO.parent) else str(path)
+    """`path` as a record names it (`bertforge.measuring.portable_path`)."""
+    from bertforge.measuring import portable_path
+    return portable_path(path)
 
 
 def model_name(model: Path) -> str | None:

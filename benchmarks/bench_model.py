@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import argparse
 import lzma
-import os
 import random
 import sys
 import tempfile
@@ -562,10 +561,9 @@ THREADS = {1: "one thread", 2: "two threads"}
 
 
 def portable_path(path: Path | str) -> str:
-    """`path` as a record names it: relative to the repository when it lies beside it (`../shared/data`)."""
-    from bertforge.measuring import REPO
-    resolved = Path(path).resolve()
-    return os.path.relpath(resolved, REPO) if resolved.is_relative_to(REPO.parent) else str(path)
+    """`path` as a record names it (`bertforge.measuring.portable_path`)."""
+    from bertforge.measuring import portable_path
+    return portable_path(path)
 
 
 def record_group(config: str, args) -> str:

@@ -31,7 +31,7 @@ from pathlib import Path
 import torch
 
 from bertforge.measuring import prepare_slice
-from common import (REPO, assert_same_start, default_shared_data, interleave, machine_info,  # noqa: E402
+from common import (assert_same_start, default_shared_data, interleave, machine_info,  # noqa: E402
                     markdown_table, median, peak_flops, peak_gemm, same_optimizer, save_initial_weights,
                     start_process)
 
@@ -244,11 +244,9 @@ def slug(text: str) -> str:
 
 
 def portable_path(path: str | Path) -> str:
-    """A folder beside the repository written from it (`../runs/wiki`), any other path as given."""
-    resolved = Path(path).resolve()
-    if Path(path).is_absolute() and resolved.is_relative_to(REPO.parent):
-        return os.path.relpath(resolved, REPO)
-    return str(path)
+    """`path` as a record names it (`bertforge.measuring.portable_path`)."""
+    from bertforge.measuring import portable_path
+    return portable_path(path)
 
 
 def describe_corpus(args, data_dir: Path) -> str:

@@ -697,11 +697,9 @@ def make_int8_records(measured: dict[str, tuple[float, int, float]], args, comma
 
 
 def shown(path: str | Path) -> str:
-    """`path` as a record names it: relative to the repository when it lies beside it (`../shared/...`)."""
-    path = Path(path)
-    if path.is_absolute() and path.resolve().is_relative_to(REPO.parent):
-        return os.path.relpath(path.resolve(), REPO)
-    return str(path)
+    """`path` as a record names it (`bertforge.measuring.portable_path`)."""
+    from bertforge.measuring import portable_path
+    return portable_path(path)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -49,7 +49,7 @@ from typing import Callable, Sequence
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 HERE = Path(__file__).resolve().parent
-from bertforge.measuring import (REPO, cpu_model, interleave, machine_info, markdown_table, median,  # noqa: E402
+from bertforge.measuring import (cpu_model, interleave, machine_info, markdown_table, median,  # noqa: E402
                                  portable_command, start_process)
 from bertforge.results_store import today  # noqa: E402
 
@@ -184,9 +184,9 @@ def calibrate(args) -> dict:
 
 
 def shown_path(path: str) -> str:
-    """`path` as a record names it: relative to the repository when it is in it or beside it (`../runs/...`)."""
-    resolved = Path(path).resolve()
-    return os.path.relpath(resolved, REPO) if resolved.is_relative_to(REPO.parent) else str(path)
+    """`path` as a record names it (`bertforge.measuring.portable_path`)."""
+    from bertforge.measuring import portable_path
+    return portable_path(path)
 
 
 def has_avx512() -> bool:

@@ -21,7 +21,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import os
 import statistics
 import sys
 from pathlib import Path
@@ -135,9 +134,9 @@ def make_records(measured: dict[str, Any], data: str, command: str) -> list:
 
 
 def _portable(path: Path) -> str:
-    """A folder beside the repository written from it (`../shared/...`), any other as given."""
-    resolved = path.resolve()
-    return os.path.relpath(resolved, REPO) if resolved.is_relative_to(REPO.parent) else str(path)
+    """`path` as a record names it (`bertforge.measuring.portable_path`)."""
+    from bertforge.measuring import portable_path
+    return portable_path(path)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -390,11 +390,9 @@ def plot_curves(curves: dict[str, list[dict[str, float]]], untuned: float, path:
 
 
 def shown(path: Path) -> str:
-    """`path` as a record names it: relative to the repository when it lies beside it (`../shared/...`)."""
-    path = Path(path)
-    if path.is_absolute() and path.resolve().is_relative_to(ROOT.parent):
-        return os.path.relpath(path.resolve(), ROOT)
-    return str(path)
+    """`path` as a record names it (`bertforge.measuring.portable_path`)."""
+    from bertforge.measuring import portable_path
+    return portable_path(path)
 
 
 def steps_per_epoch(args: argparse.Namespace, task: str) -> int:

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import random
 import re
 import sys
@@ -218,9 +217,8 @@ def main(argv: list[str] | None = None) -> int:
         from bertforge.measuring import portable_command
         from bertforge.results_store import write_records
         rows = table_rows(report, finetuned, hidden)
-        folder = args.data.resolve()
-        shown = os.path.relpath(folder, REPO) if args.data.is_absolute() and folder.is_relative_to(REPO.parent) \
-            else str(args.data)
+        from bertforge.measuring import portable_path
+        shown = portable_path(args.data)
         command = portable_command("experiments/feature_based_ner.py", list(sys.argv[1:] if argv is None else argv))
         records = make_records(rows, len(train), f"{shown} ({len(train):,} seeded training sentences, valid.txt)",
                                command)

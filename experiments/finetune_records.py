@@ -23,7 +23,6 @@ A seed's score is its run's own evaluation after the last epoch (metrics.json's 
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
 import sys
 from dataclasses import dataclass
@@ -129,9 +128,9 @@ def majority(data: Path, task: str) -> tuple[int, int]:
 
 
 def _portable(path: Path) -> str:
-    """A folder beside the repository written from it (`../runs/ft`), any other as given."""
-    resolved = path.resolve()
-    return os.path.relpath(resolved, REPO) if path.is_absolute() and resolved.is_relative_to(REPO.parent) else str(path)
+    """`path` as a record names it (`bertforge.measuring.portable_path`)."""
+    from bertforge.measuring import portable_path
+    return portable_path(path)
 
 
 def _ids(row: Row, at: str) -> list[str]:

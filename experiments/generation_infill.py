@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import random
 import sys
 import time
@@ -32,7 +31,7 @@ from pathlib import Path
 import torch
 
 from bertforge.generation import generate, load_mlm, pseudo_log_likelihood
-from bertforge.measuring import REPO, last_articles, pick_sentences
+from bertforge.measuring import last_articles, pick_sentences
 
 METHODS = {
     # name: generate() options
@@ -149,9 +148,9 @@ def make_records(results: dict, data: str, command: str) -> list:
 
 
 def shown_path(path: str) -> str:
-    """`path` as a record names it: relative to the repository when it is in it or beside it (`../shared/...`)."""
-    resolved = Path(path).resolve()
-    return os.path.relpath(resolved, REPO) if resolved.is_relative_to(REPO.parent) else path
+    """`path` as a record names it (`bertforge.measuring.portable_path`)."""
+    from bertforge.measuring import portable_path
+    return portable_path(path)
 
 
 def mask_span(tokenizer, sentence: str, rng: random.Random) -> tuple[str, list[str]]:

@@ -23,7 +23,6 @@ table) into DIR, merged with what the group holds.
 from __future__ import annotations
 
 import argparse
-import os
 import re
 import sys
 from pathlib import Path
@@ -176,9 +175,9 @@ def make_records(suites: dict[str, Any], data: Path, command: str) -> tuple[list
 
 
 def _portable(path: Path) -> str:
-    """A folder beside the repository written from it (`../shared/...`), any other as given."""
-    resolved = path.resolve()
-    return os.path.relpath(resolved, REPO) if resolved.is_relative_to(REPO.parent) else str(path)
+    """`path` as a record names it (`bertforge.measuring.portable_path`)."""
+    from bertforge.measuring import portable_path
+    return portable_path(path)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -124,17 +124,17 @@ def slug(text: str) -> str:
 def read_lineage(model: Path) -> list[dict[str, Any]]:
     """The training stages that made `model`, from the warm start to `model` itself: each stage's folder, its
     run_config.json and its training_summary.json. A stage that continued another names it in `init_from`."""
+    from bertforge.outputs import read_run_config
     from bertforge.training.run_output import read_training_summary
     stages, folder = [], model
     while folder is not None:
         if any(Path(folder).resolve() == stage["folder"].resolve() for stage in stages):
             raise SystemExit(f"{folder}: continues itself (its init_from)")
-        config_file = Path(folder) / "run_config.json"
+        config = read_run_config(folder)
         summary = read_training_summary(folder)
-        if not config_file.is_file() or summary is None:
+        if config is None or summary is None:
             raise SystemExit(f"{folder}: no finished training run (run_config.json, training_summary.json), which "
                              f"{model} descends from")
-        config = json.loads(config_file.read_text(encoding="utf-8"))
         budget = config["train"].get("cpu_budget") or config["train"].get("time_budget")
         if not budget:
             raise SystemExit(f"{folder}: trained to a step count, not a time budget: its records name minutes")

