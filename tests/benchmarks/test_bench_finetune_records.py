@@ -11,11 +11,15 @@ from __future__ import annotations
 import json
 import statistics
 
+from pathlib import Path
+
 import pytest
 
 from published_records import assert_published
 
 import bench_finetune  # noqa: E402
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
 
 # seed -> (train seconds, train CPU seconds) of the stubbed runs, per side
 SECONDS = {"bertforge": {42: (14.0, 15.0), 43: (13.5, 15.5), 44: (14.5, 14.8), 45: (13.0, 16.0)},
@@ -51,7 +55,7 @@ def test_records_are_the_published_ones(shared_data, minilm_dir, tmp_path, monke
         assert written[f"{base}/vs-transformers"].value == pytest.approx(rate[side] / rate["transformers"], rel=1e-12)
     assert written["bench-finetune/sst2/bertforge/vs-transformers-2"].value == pytest.approx(
         per_cpu["bertforge"] / per_cpu["transformers"], rel=1e-12)
-    published = json.loads((bench_finetune.REPO / "docs" / "results" / "bench-finetune.json").read_text())["tables"]
+    published = json.loads((REPO_ROOT / "docs" / "results" / "bench-finetune.json").read_text())["tables"]
     assert json.loads((tmp_path / "bench-finetune.json").read_text())["tables"] == published
 
 
@@ -119,7 +123,7 @@ def test_results_finetuning_records_are_the_published_ones(shared_data, minilm_d
     assert written[f"{base}/sst-2-8k/steps"].value == 750
     assert all(r.data == "the 3,668 MRPC train sentence pairs of ../shared/data/glue/MRPC"
                for rid, r in written.items() if "/mrpc" in rid)
-    published = json.loads((bench_finetune.REPO / "docs" / "results" / "results-finetuning.json").read_text())["tables"]
+    published = json.loads((REPO_ROOT / "docs" / "results" / "results-finetuning.json").read_text())["tables"]
     tables = json.loads((tmp_path / "results-finetuning.json").read_text())["tables"]
     assert tables == {"results-finetune-vs-transformers": published["results-finetune-vs-transformers"]}
 
