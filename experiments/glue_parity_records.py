@@ -28,6 +28,8 @@ import sys
 from pathlib import Path
 from typing import Any, Sequence
 
+from bertforge.evaluation.glue_result import GLUE_JSON
+
 REPO = Path(__file__).resolve().parents[1]
 GROUP = "results-glue-parity"
 RUNS = Path("../runs/parity")
@@ -182,11 +184,11 @@ def _portable(path: Path) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--random", type=Path, default=RUNS / "bertforge-random" / "glue.json",
+    p.add_argument("--random", type=Path, default=RUNS / "bertforge-random" / GLUE_JSON,
                    help="glue.json of `bertforge glue --batch-order random` (the comparison's base)")
-    p.add_argument("--trainer", type=Path, default=RUNS / "transformers" / "glue.json",
+    p.add_argument("--trainer", type=Path, default=RUNS / "transformers" / GLUE_JSON,
                    help="glue.json of experiments/hf_glue.py")
-    p.add_argument("--bucketed", type=Path, default=RUNS / "bertforge" / "glue.json",
+    p.add_argument("--bucketed", type=Path, default=RUNS / "bertforge" / GLUE_JSON,
                    help="glue.json of `bertforge glue` with its length-bucketed batches")
     p.add_argument("--data", type=Path, default=Path("../shared/data/glue"),
                    help="the GLUE folder the suites ran on (the padding is counted in its training subsets)")

@@ -25,6 +25,7 @@ OWNERS = {
     "metrics.json": {"training/run_output.py", "outputs.py"},
     "training_state.json": {"training/checkpointing.py"},
     "lr_find.json": {"tasks/lr_find.py"},
+    "glue.json": {"evaluation/glue_result.py"},
     "classification_report.json": {"tasks/metrics/report.py"},
     "tokenizer_config.json": {"tokenization/base.py"},
     "special_tokens_map.json": {"tokenization/base.py"},

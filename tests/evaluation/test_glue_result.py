@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from bertforge.evaluation.glue_result import FORMAT, GlueResult, GlueTask
+from bertforge.evaluation.glue_result import FORMAT, GlueResult, GlueTaskResult
 from bertforge.evaluation.report import load_result, markdown, write_report
 from evaluation.test_report import result
 
@@ -17,7 +17,7 @@ def test_write_report_then_load_is_the_same_result_and_bytes(tmp_path):
     text = (tmp_path / "glue.json").read_text()
     assert list(json.loads(text)) == list(r)  # the keys in assemble's order
     loaded = load_result(tmp_path / "glue.json")
-    assert isinstance(loaded, GlueResult) and isinstance(loaded.tasks["sst2"], GlueTask)
+    assert isinstance(loaded, GlueResult) and isinstance(loaded.tasks["sst2"], GlueTaskResult)
     assert loaded.to_dict() == r and loaded.label == "mini" and loaded.format == FORMAT
     assert loaded.tasks["sst2"].score == 91.25 and loaded.tasks["wnli"].method == "majority"
     assert not loaded.tasks["wnli"].in_average and loaded.average_over == ["sst2", "mrpc"]
@@ -44,7 +44,7 @@ def test_a_real_suites_glue_json_reads_into_the_type(glue_folder, tiny_model, tm
     saved = json.loads(text)
     assert list(saved) == SUITE_KEYS and all(list(saved["tasks"][t]) == TASK_KEYS for t in ("rte", "wnli"))
     loaded = load_result(tmp_path / "out" / "glue.json")
-    assert isinstance(written, GlueResult) and isinstance(written.tasks["rte"], GlueTask) and loaded == written
+    assert isinstance(written, GlueResult) and isinstance(written.tasks["rte"], GlueTaskResult) and loaded == written
     assert loaded.to_dict() == saved == written.to_dict()
     assert loaded.to_json(tmp_path / "again.json").read_text() == text
     assert list(written.tasks) == ["rte", "wnli"] and written.tasks["rte"].score == saved["tasks"]["rte"]["score"]

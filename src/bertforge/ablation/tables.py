@@ -10,6 +10,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from bertforge.tasks.glue_tasks import GLUE
+
 
 @dataclass(frozen=True)
 class Variant:
@@ -100,7 +102,5 @@ COLUMNS = (("parameters", "params", "{:,}"), ("perplexity", "held-out MLM ppl", 
            ("sst2_accuracy", "SST-2 dev acc", "{:.3f}"), ("mrpc_accuracy", "MRPC dev acc", "{:.3f}"),
            ("mrpc_f1", "MRPC dev F1", "{:.3f}"), ("plm_perplexity", "held-out PLM ppl", "{:.1f}"),
            ("plm_acc", "PLM acc", "{:.3f}"),
-           *((f"glue_{task}", f"{name} (GLUE)", "{:.1f}") for task, name in (
-               ("cola", "CoLA"), ("sst2", "SST-2"), ("mrpc", "MRPC"), ("stsb", "STS-B"), ("qqp", "QQP"),
-               ("mnli", "MNLI"), ("qnli", "QNLI"), ("rte", "RTE"), ("wnli", "WNLI"))),
+           *((f"glue_{task}", f"{row.display} (GLUE)", "{:.1f}") for task, row in GLUE.items()),
            ("glue_average", "GLUE avg", "{:.1f}"))

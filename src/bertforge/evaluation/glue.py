@@ -58,7 +58,8 @@ from bertforge.evaluation.protocols import Protocol, changed_settings, recorded_
 from bertforge.evaluation.glue_result import FORMAT, GLUE_JSON, GlueResult
 from bertforge.evaluation.report import write_report
 from bertforge.evaluation.scheduler import WORKERS_LOCK, Failure, run_units, workers_running
-from bertforge.evaluation.scores import (GLUE_TASKS, glue_average, majority_baseline, summarize_runs, task_score)
+from bertforge.evaluation.scores import (AVERAGED, GLUE_TASKS, glue_average, majority_baseline, summarize_runs,
+                                         task_score)
 from bertforge.evaluation.settings import GlueSettings
 from bertforge.evaluation.units import Unit, UnitContext, planned_steps, read_result, unit_folder
 from bertforge.folder_files import WEIGHTS_MAX_BYTES, check_folder_file
@@ -413,7 +414,7 @@ def task_entry(task: str, runs: Sequence[dict[str, Any]], select: str, *, majori
                train_examples: int | None = None, dev_examples: dict[str, int] | None = None) -> dict[str, Any]:
     """One task of glue.json from its runs ({"seed", "lr", "score", "metrics", "seconds", ...}, metrics in points);
     no runs: the task is the majority class (`majority`, as `majority_baseline` gives it, with its score)."""
-    entry: dict[str, Any] = {"method": "finetune" if runs else "majority", "in_average": task != "wnli",
+    entry: dict[str, Any] = {"method": "finetune" if runs else "majority", "in_average": task in AVERAGED,
                              "majority": majority, "train_examples": train_examples, "dev_examples": dev_examples}
     if runs:
         entry.update(summarize_runs(task, runs, select), runs=list(runs))

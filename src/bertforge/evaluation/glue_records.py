@@ -13,24 +13,14 @@ from typing import Any
 
 from bertforge.evaluation.glue_result import GlueResult
 from bertforge.evaluation.scores import DISPLAY, GLUE_TASKS, METRICS
+from bertforge.tasks.glue_tasks import GLUE
 from bertforge.results_store import Record, this_machine, today, write_records
 
 __all__ = ["glue_group", "glue_records", "write_glue_records"]
 
-_SHORT = {"mcc": "MCC", "f1": "F1", "accuracy": "acc", "pearson": "P", "spearman": "S",
-          "accuracy_matched": "m", "accuracy_mismatched": "mm"}
-
-
 def glue_group(output: str | Path) -> str:
     """The records group of a suite written to `output`: glue-<folder name, lower case>."""
     return "glue-" + (re.sub(r"[^a-z0-9]+", "-", Path(output).resolve().name.lower()).strip("-") or "suite")
-
-
-def _heading(task: str) -> str:
-    metrics = METRICS[task]
-    if len(metrics) == 1 and metrics[0] == "accuracy":
-        return DISPLAY[task]
-    return f"{DISPLAY[task]} ({'/'.join(_SHORT[m] for m in metrics)})"
 
 
 def glue_records(result: GlueResult, group: str, data: str, command: str) -> tuple[list[Record], dict[str, Any]]:
@@ -73,7 +63,7 @@ def glue_records(result: GlueResult, group: str, data: str, command: str) -> tup
         "model", "average", result.average, f"{result.label} under protocol {protocol}: GLUE average over {over}"))
     floor_row.append("—" if result.majority_average is None else add(
         "majority", "average", result.majority_average, f"the majority-class floor's GLUE average over {over}"))
-    header = ["model", *[_heading(t) for t in tasks], "average"]
+    header = ["model", *[GLUE[t].heading for t in tasks], "average"]
     spec = {"header": header, "align": ["---"] + ["---:"] * (len(header) - 1), "rows": [model_row, floor_row]}
     return records, {group: spec}
 

@@ -1,4 +1,4 @@
-"""glue.json as types: `GlueResult` and its per-task `GlueTask` (the format is described in `evaluation.glue`).
+"""glue.json as types: `GlueResult` and its per-task `GlueTaskResult` (the format is described in `evaluation.glue`).
 
 `bertforge glue` writes it, `report.py` draws it, and other tools may write it too, so reading is lenient where the
 format allows (keys it does not know are kept in `extra`; optional keys may be missing) and strict where drawing
@@ -19,7 +19,7 @@ _OPTIONAL_NUMBER = NUMBER + (type(None),)
 
 
 @dataclass(kw_only=True)
-class GlueTask(JsonRecord):
+class GlueTaskResult(JsonRecord):
     """One task of glue.json: its score (the mean of its metrics, in points) and how it was reached."""
 
     FILE: ClassVar[str] = GLUE_JSON
@@ -45,7 +45,7 @@ class GlueResult(JsonRecord):
     name: str | None = key((str, type(None)), None)          # the label in tables and plots
     model: dict[str, Any] = key(dict)                        # {"path", "model_type", "fingerprint"}
     protocol: dict[str, Any] = key(dict)                     # Protocol fields, "changed": overrides of the preset
-    tasks: dict[str, GlueTask] = key(dict)
+    tasks: dict[str, GlueTaskResult] = key(dict)
     average: float | None = key(_OPTIONAL_NUMBER)
     average_over: list[str] = key(list)
     majority_average: float | None = key(_OPTIONAL_NUMBER, None)
@@ -73,11 +73,11 @@ class GlueResult(JsonRecord):
     def _check(self, where: str, prefix: str) -> None:
         if self.format != FORMAT:
             raise ValueError(f"{where}format {self.format!r}; this bertforge reads {FORMAT}")
-        tasks: dict[str, GlueTask] = {}
+        tasks: dict[str, GlueTaskResult] = {}
         for task, entry in self.tasks.items():
             if task not in METRICS:
                 raise ValueError(f"{where}tasks.{task}: not a GLUE task ({', '.join(GLUE_TASKS)})")
-            tasks[task] = entry if isinstance(entry, GlueTask) else GlueTask.from_dict(
+            tasks[task] = entry if isinstance(entry, GlueTaskResult) else GlueTaskResult.from_dict(
                 entry, where[:-2] or None, f"tasks.{task}.")
         self.tasks = tasks
 

@@ -11,8 +11,9 @@ from typing import Any, Sequence
 
 from bertforge.atomic import atomic_path, atomic_write_text
 from bertforge.evaluation.glue_result import FORMAT as FORMAT  # noqa: F401  (glue.json's format, re-exported)
-from bertforge.evaluation.glue_result import GLUE_JSON, GlueResult, GlueTask
+from bertforge.evaluation.glue_result import GLUE_JSON, GlueResult, GlueTaskResult
 from bertforge.evaluation.scores import DISPLAY, GLUE_TASKS, METRICS
+from bertforge.tasks.glue_tasks import GLUE
 
 Result = GlueResult | dict[str, Any]  # a dict in glue.json's format is read through GlueResult
 
@@ -32,18 +33,17 @@ def _num(value: float | None) -> str:
     return "—" if value is None or not math.isfinite(value) else f"{value:.1f}"
 
 
-def cell(task: str, entry: GlueTask | dict[str, Any] | None) -> str:
+def cell(task: str, entry: GlueTaskResult | dict[str, Any] | None) -> str:
     """A task's cell as the GLUE leaderboard writes it: MRPC/QQP F1/accuracy, STS-B Pearson/Spearman, MNLI m/mm
     (`entry`: the task's entry, or its majority-class floor {"score", "metrics"})."""
     if entry is None:
         return "—"
-    metrics = entry.metrics if isinstance(entry, GlueTask) else entry.get("metrics") or {}
+    metrics = entry.metrics if isinstance(entry, GlueTaskResult) else entry.get("metrics") or {}
     return "/".join(_num(metrics.get(name)) for name in METRICS[task])
 
 
 def header_cell(task: str) -> str:
-    return {"mrpc": "MRPC (F1/acc)", "qqp": "QQP (F1/acc)", "stsb": "STS-B (P/S)", "mnli": "MNLI (m/mm)",
-            "cola": "CoLA (MCC)"}.get(task, DISPLAY[task])
+    return GLUE[task].heading
 
 
 def _columns(results: Sequence[GlueResult]) -> list[str]:
@@ -119,7 +119,7 @@ def _notes(result: GlueResult, floor: bool) -> list[str]:
     return [f"- {n}" for n in notes]
 
 
-def _task_row(task: str, entry: GlueTask) -> str:
+def _task_row(task: str, entry: GlueTaskResult) -> str:
     metrics = ", ".join(f"{name} {_num(entry.metrics.get(name))}" for name in METRICS[task])
     runs = entry.runs
     selected, spread = entry.selected or {}, entry.spread or {}

@@ -14,18 +14,15 @@ import statistics
 from collections import Counter
 from typing import Any, Sequence
 
-#: GLUE's tasks in the benchmark's order.
-GLUE_TASKS = ("cola", "sst2", "mrpc", "stsb", "qqp", "mnli", "qnli", "rte", "wnli")
-#: How the benchmark writes the names.
-DISPLAY = {"cola": "CoLA", "sst2": "SST-2", "mrpc": "MRPC", "stsb": "STS-B", "qqp": "QQP", "mnli": "MNLI",
-           "qnli": "QNLI", "rte": "RTE", "wnli": "WNLI"}
-#: The official metrics of each task, in the order the leaderboard shows them.
-METRICS: dict[str, tuple[str, ...]] = {
-    "cola": ("mcc",), "sst2": ("accuracy",), "mrpc": ("f1", "accuracy"), "stsb": ("pearson", "spearman"),
-    "qqp": ("f1", "accuracy"), "mnli": ("accuracy_matched", "accuracy_mismatched"), "qnli": ("accuracy",),
-    "rte": ("accuracy",), "wnli": ("accuracy",)}
+from bertforge.tasks.glue_tasks import GLUE
+
+#: GLUE's tasks in the benchmark's order, how the benchmark writes their names, and their official metrics in
+#: the leaderboard's order: all from the task rows (tasks/glue_tasks.py).
+GLUE_TASKS = tuple(GLUE)
+DISPLAY = {name: row.display for name, row in GLUE.items()}
+METRICS: dict[str, tuple[str, ...]] = {name: row.metrics for name, row in GLUE.items()}
 #: The tasks the average is taken over when present: all but WNLI (BERT, Cramming; see protocols.py).
-AVERAGED = tuple(t for t in GLUE_TASKS if t != "wnli")
+AVERAGED = tuple(name for name, row in GLUE.items() if row.averaged)
 
 
 def check_task(task: str) -> str:
@@ -93,7 +90,7 @@ def majority_baseline(task: str, train_labels: Sequence, dev_labels: Sequence) -
     on dev; for MNLI `dev_labels` is (matched, mismatched). STS-B has no classes: a constant score has no
     correlation, so its floor is 0 by the rule above (stored as null)."""
     check_task(task)
-    if task == "stsb":
+    if GLUE[task].labels is None:
         return {name: None for name in METRICS[task]}
     counts = Counter(str(label) for label in train_labels)
     if not counts:

@@ -8,6 +8,7 @@ from typing import Any, Sequence
 
 from bertforge.device import device_setting, precision_setting
 from bertforge.evaluation.protocols import PROTOCOLS, Protocol, get_protocol
+from bertforge.tasks.glue_tasks import GLUE
 from bertforge.settings import (MAX_BATCH, MAX_EPOCHS, MAX_LENGTH, MAX_LR, MAX_SAMPLES, MAX_SEED, MAX_STEPS,
                                 field_flag, setting)
 
@@ -50,7 +51,7 @@ class GlueSettings:
                           "--compare, the PNG to write (its table goes beside it, .md)", metavar="DIR")
     protocol: str = setting("sane", "fine-tuning protocol", choices=tuple(sorted(PROTOCOLS)))
     tasks: Sequence[str] | None = setting(
-        None, "only these tasks (cola, sst2, mrpc, stsb, qqp, mnli, qnli, rte, wnli); each must have its files "
+        None, f"only these tasks ({', '.join(GLUE)}); each must have its files "
         "(default: every task found)", parse=_names, metavar="TASK[,TASK]")
     seeds: int | None = setting(None, "runs per task and lr (default: the protocol's)", positive=True, maximum=100)
     seed: int = setting(42, "the first seed; the others follow it", non_negative=True, maximum=MAX_SEED)

@@ -26,13 +26,13 @@ from bertforge.data import MaskingConfig, PretrainingDataset
 from bertforge.data.shards import load_tokenizer
 from bertforge.device import Precision
 from bertforge.model.distilbert import LAYER_NORM_EPS, DistilBertConfig, DistilBertForMaskedLM
-from bertforge.training.engine import FaultHooks, Session, fit
+from bertforge.training.engine import FaultHooks, FitResult, Session
 from bertforge.pretraining.pretrain import CorpusStage
 from bertforge.pretraining.tinybert import StepOutput
 from bertforge.training.options import TrainOptions, distill_defaults
 from bertforge.outputs import fresh_output
 from bertforge.settings import MAX_BATCH, MAX_LENGTH, SettingError, check_settings, flat_keywords, part, setting
-from bertforge.training.run_output import claim_run_output
+from bertforge.training.run import Built, train
 from bertforge.training.summary import NUMBER, JsonRecord, key
 
 INIT_RECORD = "distill_init.json"
@@ -362,9 +362,9 @@ def run_distillation(cfg: DistillConfig, hooks: FaultHooks | None = None) -> Dis
     opts.check()
     student_path = cfg.student if Path(cfg.student).exists() else None  # None: a named size
     inputs = (cfg.teacher, student_path, cfg.data, resolve_vocab(cfg.data, cfg.vocab))  # resolved before the claim
-    with Session(opts.device, opts.dist_timeout) as session, \
-            claim_run_output(cfg.output, "distill-pretrain", cfg, session, overwrite=cfg.overwrite, inputs=inputs,
-                             keep_checkpoints=opts.keep_checkpoints_at_end) as out:
+    teacher_eval: dict[str, float] = {}
+
+    def build(session: Session, out: Path) -> Built:
         device = session.device
         tokenizer = load_tokenizer(resolve_vocab(cfg.data, cfg.vocab))
         torch.manual_seed(opts.seed)
@@ -392,15 +392,18 @@ def run_distillation(cfg: DistillConfig, hooks: FaultHooks | None = None) -> Dis
             stage: CorpusStage = TinyBertStage(cfg, teacher, student, tokenizer, train_data, heldout, precision)
         else:
             stage = DistillStage(cfg, teacher, student, tokenizer, train_data, heldout, precision)
-        result = fit(stage, opts, session, out, hooks=hooks)
-        teacher_eval: dict[str, float] = {}
-        if heldout is not None:
-            teacher_eval = evaluate(teacher, heldout, cfg.eval_batches, device, "mlm", precision.autocast)
-        if session.is_main:
-            DistillReport(step=result.step, stopped_by=result.stopped_by, skipped_steps=result.skipped_steps,
-                          elapsed_seconds=round(result.elapsed, 3), final_eval=result.final_eval,
-                          teacher_eval=teacher_eval,
-                          parameters={"teacher": teacher.num_parameters(), "student": student.num_parameters()},
-                          ).to_json(out / SUMMARY_FILE)
-    return DistillResult(out, result.step, result.stopped_by, result.final_eval, teacher_eval,
-                         notes + result.notes)
+
+        def finish(result: FitResult) -> None:
+            if heldout is not None:
+                teacher_eval.update(evaluate(teacher, heldout, cfg.eval_batches, device, "mlm", precision.autocast))
+            if session.is_main:
+                DistillReport(step=result.step, stopped_by=result.stopped_by, skipped_steps=result.skipped_steps,
+                              elapsed_seconds=round(result.elapsed, 3), final_eval=result.final_eval,
+                              teacher_eval=teacher_eval,
+                              parameters={"teacher": teacher.num_parameters(), "student": student.num_parameters()},
+                              ).to_json(out / SUMMARY_FILE)
+        return Built(stage, notes=notes, finish=finish)
+
+    result = train(cfg, build, verb="distill-pretrain", inputs=inputs, hooks=hooks)
+    return DistillResult(Path(cfg.output), result.step, result.stopped_by, result.final_eval, teacher_eval,
+                         result.notes)

@@ -35,7 +35,7 @@ from bertforge.textio import open_text
 from bertforge.training.engine import FaultHooks, Session
 from bertforge.training.options import TrainOptions, task_distill_defaults
 from bertforge.tasks.finetune_report import read_finetune_report
-from bertforge.training.run_output import claim_run_output
+from bertforge.training.run import claimed_run
 
 REPORT_FILE = "distill_report.json"
 
@@ -263,10 +263,7 @@ def distill_task(settings: TaskDistillSettings, say: Callable[[str], None] | Non
         previous.get("max_train_samples")
     inputs = (settings.teacher, settings.student, *settings.unlabeled, settings.data, settings.train_file,
               settings.eval_file)
-    train = settings.train
-    with Session(train.device, train.dist_timeout) as session, \
-            claim_run_output(settings.output, "distill-task", settings, session, overwrite=settings.overwrite,
-                             inputs=inputs, keep_checkpoints=train.keep_checkpoints_at_end) as out:
+    with claimed_run(settings, "distill-task", inputs) as (session, out):
         if is_finished(out):
             say(f"{out} already holds this finished distill-task run; nothing to do")
             return json.loads((out / REPORT_FILE).read_text(encoding="utf-8")) if session.is_main else {}

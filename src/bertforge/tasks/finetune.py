@@ -34,11 +34,12 @@ from bertforge.tasks.metrics.report import evaluation_reports, report_tables, wr
 from bertforge.tasks.predictor import Predictor, read_task_file, write_task_file
 from bertforge.tasks.registry import HEADS, TaskSpec, get_task
 from bertforge.tasks.task_data import DataOptions, TaskData, load_task_data, subset
-from bertforge.training.engine import Session, Stage, TrainOptions, fit
+from bertforge.training.engine import Stage, TrainOptions, fit
 from bertforge.training.options import finetune_defaults
 from bertforge.training.metrics_log import CURVES
 from bertforge.tasks.finetune_report import FinetuneReport, read_finetune_report
-from bertforge.training.run_output import RESULTS, RUN_RECORDS, claim_run_output
+from bertforge.training.run import claimed_run
+from bertforge.training.run_output import RESULTS, RUN_RECORDS
 
 logger = logging.getLogger(__name__)
 
@@ -255,9 +256,7 @@ def finetune(settings: FinetuneSettings, say: Callable[[str], None] | None = Non
     spec = get_task(settings.data_options.task)
     _check_settings(settings)
     train = settings.train
-    with Session(train.device, train.dist_timeout) as session, claim_run_output(
-            settings.output, "finetune", settings, session, overwrite=settings.overwrite,
-            inputs=_inputs(settings), keep_checkpoints=train.keep_checkpoints_at_end) as out:
+    with claimed_run(settings, "finetune", _inputs(settings)) as (session, out):
         main = session.is_main
         say = say if main and say else (lambda msg: None)
         if is_finished(out):

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from bertforge.data.records import input_kind
+from bertforge.tasks.glue_tasks import GLUE, GlueTask
 from bertforge.tasks.heads import HEADS, Head as Head, HeadKind  # Head, HEADS: also importable from here
 from bertforge.tasks.metrics import (
     accuracy,
@@ -29,7 +30,6 @@ from bertforge.tasks.metrics import (
 from bertforge.tasks.readers import (
     CONLL2003_LABELS,
     ReadResult,
-    glue_labels,
     read_classification,
     read_glue,
     read_ner,
@@ -133,29 +133,17 @@ def regression_metrics(predictions: Sequence[float], labels: Sequence[float]) ->
     return {"pearson": pearson(predictions, labels), "spearman": spearman(predictions, labels), "mse": mse}
 
 
-def _glue(name: str, folder: str, main: str, *, dev: tuple[str, ...] = ("dev.tsv",),
-          test: tuple[str, ...] = ("test.tsv",)) -> TaskSpec:
-    labels = glue_labels(name)
+def _glue(row: GlueTask) -> TaskSpec:
     return TaskSpec(
-        name=name, head="regression" if labels is None else "sequence_classification",
-        reader=partial(read_glue, name), metric=partial(glue_metrics, name), main_metric=main,
-        folder=f"glue/{folder}", train_files=("train.tsv",), dev_files=dev, test_files=test,
-        labels=tuple(labels) if labels is not None else None,
+        name=row.name, head="regression" if row.labels is None else "sequence_classification",
+        reader=partial(read_glue, row.name), metric=partial(glue_metrics, row.name), main_metric=row.main,
+        folder=f"glue/{row.display}", train_files=("train.tsv",), dev_files=row.dev, test_files=row.test,
+        labels=row.labels,
     )
 
 
 TASKS: dict[str, TaskSpec] = {
-    "sst2": _glue("sst2", "SST-2", "accuracy"),
-    "cola": _glue("cola", "CoLA", "mcc"),
-    # BERT (Devlin et al. 2019, Table 1) reports F1 for MRPC/QQP and Spearman for STS-B.
-    "mrpc": _glue("mrpc", "MRPC", "f1"),
-    "stsb": _glue("stsb", "STS-B", "spearman"),
-    "qqp": _glue("qqp", "QQP", "f1"),
-    "mnli": _glue("mnli", "MNLI", "accuracy", dev=("dev_matched.tsv", "dev_mismatched.tsv"),
-                  test=("test_matched.tsv", "test_mismatched.tsv")),
-    "qnli": _glue("qnli", "QNLI", "accuracy"),
-    "rte": _glue("rte", "RTE", "accuracy"),
-    "wnli": _glue("wnli", "WNLI", "accuracy"),
+    **{name: _glue(row) for name, row in GLUE.items()},
     "squad": TaskSpec("squad", "question_answering", partial(read_squad, version="1.1"), squad_v1_evaluate,
                       "f1", "squad", ("train-v1.1.json",), ("dev-v1.1.json",)),
     "squad2": TaskSpec("squad2", "question_answering", partial(read_squad, version="2.0"), squad_v2_evaluate,

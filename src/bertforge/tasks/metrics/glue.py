@@ -5,6 +5,7 @@ from typing import Sequence
 
 import numpy as np
 
+from bertforge.tasks.glue_tasks import GLUE
 from bertforge.tasks.metrics.classification import accuracy, f1_binary, matthews_corrcoef, pearson, spearman
 
 
@@ -14,24 +15,27 @@ def _key(task: str) -> str:
 
 
 def glue_metrics(task: str, predictions: Sequence | np.ndarray, labels: Sequence | np.ndarray) -> dict[str, float]:
-    """GLUE's metrics for `task` on one split.
+    """GLUE's metrics for `task` on one split, by the metrics of its row (tasks/glue_tasks.py).
 
-    cola: mcc; mrpc/qqp: accuracy, f1 (positive class 1) and their mean `acc_and_f1`;
-    stsb: pearson, spearman and their mean `corr`; sst2, mnli (call once per matched /
-    mismatched split, or use `mnli_metrics`), qnli, rte, wnli: accuracy.
+    mcc (CoLA); f1 (positive class 1) with accuracy and their mean `acc_and_f1` (MRPC, QQP); pearson and
+    spearman with their mean `corr` (STS-B); accuracy otherwise (MNLI: call once per matched / mismatched split,
+    or use `mnli_metrics`; `ax`, MNLI's diagnostic set, too).
     """
     key = _key(task)
-    if key == "cola":
+    if key in ("mnlimatched", "mnlimismatched", "ax"):
+        key = "mnli"
+    if key not in GLUE:
+        raise KeyError(f"unknown GLUE task {task!r}")
+    official = GLUE[key].metrics
+    if "mcc" in official:
         return {"mcc": matthews_corrcoef(predictions, labels)}
-    if key in ("mrpc", "qqp"):
+    if "f1" in official:
         acc, f1 = accuracy(predictions, labels), f1_binary(predictions, labels)
         return {"accuracy": acc, "f1": f1, "acc_and_f1": (acc + f1) / 2}
-    if key == "stsb":
+    if "pearson" in official:
         r, rho = pearson(predictions, labels), spearman(predictions, labels)
         return {"pearson": r, "spearman": rho, "corr": (r + rho) / 2}
-    if key in ("sst2", "mnli", "mnlimatched", "mnlimismatched", "qnli", "rte", "wnli", "ax"):
-        return {"accuracy": accuracy(predictions, labels)}
-    raise KeyError(f"unknown GLUE task {task!r}")
+    return {"accuracy": accuracy(predictions, labels)}
 
 
 def mnli_metrics(

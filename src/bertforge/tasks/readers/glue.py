@@ -6,40 +6,17 @@ CSV parser with quoting on would use to swallow several rows into one.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from pathlib import Path
 
+from bertforge.tasks.glue_tasks import GLUE, GlueFormat, glue_task
 from bertforge.tasks.readers.base import BadRows, ReadResult, finish, iter_lines, split_name
 from bertforge.tasks.readers.errors import DataError, show
 from bertforge.tasks.readers.examples import TextExample
 from bertforge.tasks.readers.labels import check_header, clean_label, unknown_label
 
 
-@dataclass(frozen=True)
-class GlueFormat:
-    """Where a GLUE task keeps its text, pair, label and id columns (by header name)."""
-
-    text: str
-    pair: str | None
-    label: str
-    labels: tuple[str, ...] | None  # canonical order; None = regression
-    ids: tuple[str, ...] = ("index", "id")
-    headerless: tuple[str, ...] | None = None  # column names when train/dev have no header (CoLA)
-    score_range: tuple[float, float] | None = None
-
-
-GLUE_FORMATS: dict[str, GlueFormat] = {
-    "cola": GlueFormat("sentence", None, "label", ("0", "1"),
-                       headerless=("source", "label", "star", "sentence")),
-    "sst2": GlueFormat("sentence", None, "label", ("0", "1")),
-    "mrpc": GlueFormat("#1 String", "#2 String", "Quality", ("0", "1")),
-    "stsb": GlueFormat("sentence1", "sentence2", "score", None, score_range=(0.0, 5.0)),
-    "qqp": GlueFormat("question1", "question2", "is_duplicate", ("0", "1")),
-    "mnli": GlueFormat("sentence1", "sentence2", "gold_label", ("contradiction", "entailment", "neutral")),
-    "qnli": GlueFormat("question", "sentence", "label", ("entailment", "not_entailment")),
-    "rte": GlueFormat("sentence1", "sentence2", "label", ("entailment", "not_entailment")),
-    "wnli": GlueFormat("sentence1", "sentence2", "label", ("0", "1")),
-}
+#: Each task's columns and labels, from its row of the GLUE table.
+GLUE_FORMATS: dict[str, GlueFormat] = {name: row.format for name, row in GLUE.items()}
 
 
 def normalize_task_name(name: str) -> str:
@@ -54,10 +31,7 @@ def glue_labels(task: str) -> list[str] | None:
 
 
 def _format(task: str) -> GlueFormat:
-    key = normalize_task_name(task)
-    if key not in GLUE_FORMATS:
-        raise KeyError(f"unknown GLUE task {task!r}; known: {', '.join(GLUE_FORMATS)}")
-    return GLUE_FORMATS[key]
+    return glue_task(task).format
 
 
 def parse_label(value: str, fmt: GlueFormat, path: Path, line: int, column: str) -> str | float:
