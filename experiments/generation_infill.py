@@ -43,6 +43,8 @@ METHODS = {
     "gibbs 10 sweeps temperature 1": {"sampler": "gibbs", "iterations": 10},
     "gibbs 10 sweeps temperature 0.1": {"sampler": "gibbs", "iterations": 10, "temperature": 0.1},
     "mh 3 sweeps temperature 1": {"sampler": "mh", "iterations": 3},
+    # masked diffusion's reverse process (for a model pre-trained with --objective mdlm), each token its argmax
+    "mdlm 10 steps greedy": {"sampler": "mdlm", "iterations": 10, "temperature": 0.0},
 }
 
 GROUP = "generation-infill"
@@ -56,6 +58,7 @@ LABELS = {
     "gibbs 10 sweeps temperature 1": ("gibbs-t1", "Gibbs, 10 sweeps, temperature 1", None),
     "gibbs 10 sweeps temperature 0.1": ("gibbs-t01", "Gibbs, 10 sweeps, temperature 0.1", None),
     "mh 3 sweeps temperature 1": ("mh", "MH, 3 sweeps, temperature 1", None),
+    "mdlm 10 steps greedy": ("mdlm-t10", "MDLM reverse process, 10 steps, greedy", None),
 }
 #: method -> (its time record, the method as that record names it, digits): seconds a sentence
 TIMES = {"mask-predict T=1": ("mp-t1-seconds", "Mask-Predict T = 1", 1),
@@ -147,6 +150,29 @@ def make_records(results: dict, data: str, command: str) -> list:
     return records
 
 
+def model_records(results: dict, group: str, row: str, label: str, data: str, command: str,
+                  folder: str | Path) -> tuple[list, dict]:
+    """Another model's run as records of its own `group` (not the published group's fixed runs): per method its
+    token accuracy and span match under `group`/`row`/<method>, and the group's table with a line per model and
+    method (this row's lines replace its earlier ones, other models' stay)."""
+    from bertforge.results_store import Record, read_store
+    n, pieces = results["sentences"], results["masked_pieces"]
+    records, lines = [], []
+    for name, result in results["methods"].items():
+        key, method, _ = LABELS[name]
+        base = f"{group}/{row}/{key}"
+        for part, value, what in (("token-acc", result["token_accuracy"], f"token acc. ({n} sent., {pieces} pieces)"),
+                                  ("span-match", result["exact_span_match"], f"span match ({n} sent.)")):
+            records.append(Record.measured(f"{base}/{part}", 100 * value, "%", f"infilling held-out Wikipedia spans "
+                                           f"with {label}: {method}, {what}", data, command=command, digits=1))
+        lines.append([label, method, f"{{{base}/token-acc}}", f"{{{base}/span-match}}"])
+    header = ["model", "method", f"token acc. ({n} sent., {pieces} pieces)", f"span match ({n} sent.)"]
+    published = read_store(folder).tables.get(group) if Path(folder).is_dir() else None
+    kept = [line for line in published["rows"] if f"{{{group}/{row}/" not in line[2]] \
+        if published and published["header"] == header else []
+    return records, {group: {"header": header, "align": ["---", "---", "---:", "---:"], "rows": kept + lines}}
+
+
 def shown_path(path: str) -> str:
     """`path` as a record names it (`bertforge.measuring.portable_path`)."""
     from bertforge.measuring import portable_path
@@ -186,6 +212,10 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--out", type=Path)
     parser.add_argument("--records", metavar="DIR", help="also write the run's numbers as results-store records (group "
                         f"{GROUP}) into DIR, e.g. docs/results")
+    parser.add_argument("--group", help="with --records: write this model's numbers under a group of their own, a "
+                        "row per model and method (not the published group's runs)")
+    parser.add_argument("--row", help="with --group: the model's part of the record ids (default: its folder name)")
+    parser.add_argument("--label", help="with --group: the model as the table names it (default: --row)")
     args = parser.parse_args(argv)
 
     model, tokenizer = load_mlm(args.model)
@@ -248,7 +278,12 @@ def main(argv: Sequence[str] | None = None) -> None:
         data = (f"sentences of 12-40 pieces from the last {args.articles} articles of {shown_path(args.corpus)}, one "
                 "span of 1-4 pieces masked")
         command = portable_command("experiments/generation_infill.py", list(sys.argv[1:] if argv is None else argv))
-        write_records(GROUP, make_records(results, data, command), args.records, tables=TABLES)
+        if args.group:
+            row = args.row or Path(args.model).name
+            records, table = model_records(results, args.group, row, args.label or row, data, command, args.records)
+            write_records(args.group, records, args.records, tables=table)
+        else:
+            write_records(GROUP, make_records(results, data, command), args.records, tables=TABLES)
 
 
 def pll_per_token(model, tokenizer, texts: list[str]) -> float:

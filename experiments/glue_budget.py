@@ -13,9 +13,10 @@ three:
   whose run ends with the lowest held-out MLM loss; when the sweep budget is one of `--budgets`, that run is its
   row).
 
-Others: `fast-cpu` (the fast recipe given the budget as CPU time), `causal-then-masked`, `mdlm` (other objectives of
-the fast recipe) and `tinybert` (TinyBERT's layer-wise distillation from all-MiniLM-L6-v2, `--teacher`, its forward
-passes counted in the budget).
+Others: `fast-cpu` (the fast recipe given the budget as CPU time), `causal-then-masked`, `mdlm`, `ltr` (other
+objectives of the fast recipe), `tinybert` (TinyBERT's layer-wise distillation from all-MiniLM-L6-v2, `--teacher`, its
+forward passes counted in the budget) and `random-init` (no pre-training: the fast recipe's initial model fine-tuned
+as it is, one row at budget "none" whatever `--budgets` says; the plot draws it as a line).
 
 A "calibrated" contender's budget is a step count: the budget divided by its CPU time per step, measured side by
 side in one process on one thread by `experiments/budget_calibration.py` (OUT/calibration.json; run first if
@@ -30,7 +31,9 @@ take the core.
 
 Every checkpoint is then asked the same questions: the held-out MLM loss on the corpus's 200 held-out articles
 (15 % masking, the same sequences and masks for every model; `recipe_race.evaluate_model`), and GLUE by
-`bertforge glue` under one protocol (`--protocol`, default `cpu`; `--glue-args` adds flags). all-MiniLM-L6-v2 (a
+`bertforge glue` under one protocol (`--protocol`, default `cpu`; `--glue-args` adds flags); an `ltr` or `mdlm`
+checkpoint is also scored by its own objective on the same held-out sequences (`heldout_scores`: the left-to-right
+perplexity, MDLM's perplexity bound), recorded beside its row. all-MiniLM-L6-v2 (a
 real pre-trained model, far more compute) fine-tuned by the same protocol is the ceiling row; the majority-class
 floor (each task's train-set majority class scored on dev: its accuracy and F1, MCC 0, correlations 0) comes
 with every glue.json. Results: OUT/results.json, OUT/results.md (the table) and OUT/glue-vs-budget.png ("GLUE
@@ -58,6 +61,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import shlex
 import subprocess
 import sys
@@ -73,8 +77,8 @@ HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 
 CONTENDER_DIR = HERE / "contenders"
-BUDGETS = {"5m": 5 * 60, "20m": 20 * 60, "1h": 3600, "3h": 3 * 3600}  # CPU-seconds of one core
-LABELS = {"5m": "5 CPU-min", "20m": "20 CPU-min", "1h": "1 CPU-h", "3h": "3 CPU-h"}
+BUDGETS = {"0": 0, "5m": 5 * 60, "20m": 20 * 60, "1h": 3600, "3h": 3 * 3600}  # CPU-seconds of one core
+LABELS = {"0": "none", "5m": "5 CPU-min", "20m": "20 CPU-min", "1h": "1 CPU-h", "3h": "3 CPU-h"}
 HELDOUT_DOCUMENTS = 200
 
 
@@ -86,7 +90,10 @@ class Contender:
     driver adds the corpus, the output, the budget, the seed and the checkpointing. `budget` "calibrated" runs the
     calibration's step count for the budget (`--max-steps`), "cpu" gives the budget to bertforge itself
     (`--cpu-budget`, process CPU time, a teacher's forward passes included). `heldout` false: the model has no
-    trained MLM head to ask the held-out questions of."""
+    trained MLM head to ask the held-out questions of; `glue` false: no GLUE suite and no table row, only the
+    run's records (a reference for another row's held-out number). Kind "random-init" is not pre-trained at all: `args`
+    (`bertforge pretrain`'s) build the model pre-training would start from, which is fine-tuned as it is (one row,
+    whatever the budgets: the baseline the pre-trained rows are measured against)."""
 
     name: str
     label: str
@@ -94,6 +101,10 @@ class Contender:
     args: tuple[str, ...] = ()
     budget: str = "calibrated"
     heldout: bool = True
+    glue: bool = True
+
+
+KINDS = ("bertforge", "transformers", "random-init")
 
 
 def load_contenders(folder: Path = CONTENDER_DIR) -> dict[str, Contender]:
@@ -111,10 +122,10 @@ def load_contenders(folder: Path = CONTENDER_DIR) -> dict[str, Contender]:
             raise SystemExit(f"{path}: " + (f"unknown key {unknown[0]!r}; known: {', '.join(sorted(known))}"
                                             if unknown else "needs a label"))
         spec = Contender(name=path.stem, **{**raw, "args": tuple(raw.get("args", ()))})
-        if spec.kind not in ("bertforge", "transformers") or spec.budget not in ("calibrated", "cpu"):
-            raise SystemExit(f"{path}: kind is bertforge or transformers, budget calibrated or cpu; got "
+        if spec.kind not in KINDS or spec.budget not in ("calibrated", "cpu"):
+            raise SystemExit(f"{path}: kind is {', '.join(KINDS)}, budget calibrated or cpu; got "
                              f"{spec.kind!r}, {spec.budget!r}")
-        if spec.kind == "bertforge" and not spec.args:
+        if spec.kind != "transformers" and not spec.args:
             raise SystemExit(f"{path}: a bertforge contender needs its args")
         found[spec.name] = spec
     first = [name for name in ("fast", "bert", "transformers") if name in found]
@@ -169,6 +180,8 @@ def finished(out: Path, job: Job) -> bool:
         return (folder / "pretrain_result.json").is_file()
     from bertforge.checkpoint import SAFE_WEIGHTS
     from bertforge.training.run_output import TRAINING_SUMMARY
+    if CONTENDERS[job.contender].kind == "random-init":
+        return (folder / SAFE_WEIGHTS).is_file()
     return (folder / TRAINING_SUMMARY).is_file() and (folder / SAFE_WEIGHTS).is_file()
 
 
@@ -183,6 +196,27 @@ def pretrain_command(out: Path, job: Job, args) -> list[str]:
     budget = ["--cpu-budget", job.budget] if job.steps is None else ["--max-steps", str(job.steps)]
     return bertforge(*given, "--data", str(out / "corpus"), "--output", folder, *budget, "--seed", "0",
                      "--save-every", str(args.save_every), "--eval-batches", "0", "--no-progress")
+
+
+def write_random_init(out: Path, job: Job, args) -> None:
+    """The model `bertforge pretrain` with the contender's args starts from (seed 0), saved untrained with its
+    tokenizer: what pre-training adds is measured against it."""
+    import torch
+
+    from bertforge.atomic import atomic_directory
+    from bertforge.cli import build_parser
+    from bertforge.commands.pretrain import config_from_args
+    from bertforge.pretraining.pretrain import build_model, resolve_vocab
+    from bertforge.tokenization import load_tokenizer
+    given = [a.format(model=args.model, teacher=args.teacher, here=CONTENDER_DIR) for a in CONTENDERS[job.contender].args]
+    cfg = config_from_args(build_parser().parse_args([*given, "--data", str(out / "corpus"), "--output",
+                                                      str(run_folder(out, job)), "--max-steps", "1"]))
+    tokenizer = load_tokenizer(resolve_vocab(cfg.data, cfg.vocab))
+    torch.manual_seed(0)
+    model = build_model(cfg, tokenizer, 128)
+    with atomic_directory(run_folder(out, job)) as tmp:
+        model.save_pretrained(tmp)
+        tokenizer.save_pretrained(tmp)
 
 
 @dataclass
@@ -244,7 +278,10 @@ def pretrain_work(out: Path, job: Job, args, ready: Callable[[], bool | None] = 
             spend = f"{job.steps:,} steps" if job.steps is not None else f"{LABELS[job.budget]} of CPU time"
             print(f"[{time.strftime('%H:%M')}] start {job.name}: {spend} on core {core}", flush=True)
             write_machine(out, job.name)
-            run_logged(pretrain_command(out, job, args), out / "logs" / f"{job.name}.log", core)
+            if CONTENDERS[job.contender].kind == "random-init":
+                write_random_init(out, job, args)
+            else:
+                run_logged(pretrain_command(out, job, args), out / "logs" / f"{job.name}.log", core)
     return Work(f"pre-train {job.contender} {job.budget}" + (" (lr sweep)" if job.sweep else ""), run, ready)
 
 
@@ -275,7 +312,9 @@ def suite_work(out: Path, job: Job, after: Work, args) -> Work:
     def run(core: int) -> None:
         if CONTENDERS[job.contender].heldout:
             heldout_questions(out, job.name, run_folder(out, job), args.eval_batches)
-        glue(out, job.name, run_folder(out, job), args, core)
+        own_scores(out, job.name, run_folder(out, job), args.eval_batches)
+        if CONTENDERS[job.contender].glue:
+            glue(out, job.name, run_folder(out, job), args, core)
     return Work(f"GLUE {job.contender} {job.budget}", run, ready)
 
 
@@ -360,6 +399,8 @@ def budget_steps(cal: dict, contender: str, budget: str, cap: int | None) -> int
 def spent(cal: dict, job: Job, folder: Path) -> tuple[int, float]:
     """(steps, CPU-seconds per step) of a finished run: the calibration's for a calibrated contender, the run's own
     summary (its step count and the CPU time its loop spent, a teacher's passes included) for a CPU-budget one."""
+    if CONTENDERS[job.contender].kind == "random-init":
+        return 0, 0.0
     if job.steps is not None and CONTENDERS[job.contender].budget == "calibrated":
         return job.steps, cal["seconds_per_step"][job.contender]
     from bertforge.training.run_output import read_training_summary
@@ -373,7 +414,8 @@ def spent(cal: dict, job: Job, folder: Path) -> tuple[int, float]:
 def plan_jobs(cal: dict, args) -> tuple[list[Job], list[Job]]:
     """(bertforge's runs, the longest first; transformers' lr sweep at the sweep budget)."""
     jobs = [Job(c, b, budget_steps(cal, c, b, args.max_steps_cap)) for b in sorted(args.budgets, key=lambda b: -BUDGETS[b])
-            for c in args.contenders if CONTENDERS[c].kind != "transformers"]
+            for c in args.contenders if CONTENDERS[c].kind == "bertforge"]
+    jobs += [Job(c, "0", 0) for c in args.contenders if CONTENDERS[c].kind == "random-init"]
     steps = budget_steps(cal, "transformers", args.sweep_budget, args.max_steps_cap)
     sweep = [Job("transformers", args.sweep_budget, steps, lr, sweep=True)
              for lr in args.hf_lrs] if "transformers" in args.contenders and args.hf_lr is None else []
@@ -399,7 +441,7 @@ def report_jobs(out: Path, jobs: list[Job], sweep: list[Job]) -> tuple[list[Job]
                 missing.append(f"transformers-{job.budget} (its lr sweep is not finished)")
                 continue
             job.lr = lr
-        if finished(out, job) and suite_finished(out, job.name):
+        if finished(out, job) and (suite_finished(out, job.name) or not CONTENDERS[job.contender].glue):
             ready.append(job)
         else:
             missing.append(job.name + (" (its GLUE suite)" if finished(out, job) else ""))
@@ -420,23 +462,54 @@ def heldout_questions(out: Path, name: str, folder: Path, eval_batches: int) -> 
     return result
 
 
+#: objectives whose own held-out number a row reports: the left-to-right perplexity, MDLM's perplexity bound
+OWN_SCORES = {"ltr": "perplexity", "mdlm": "perplexity_bound"}
+
+
+def own_scores(out: Path, name: str, folder: Path, eval_batches: int) -> dict | None:
+    """The held-out numbers of a run's own objective (`heldout_scores`, cached in OUT/heldout/NAME-own.json) for
+    the objectives of OWN_SCORES: their perplexities are over the same held-out sequences, so comparable; None
+    for the others."""
+    from bertforge.outputs import read_run_config
+    config = read_run_config(folder)
+    objective = config.get("objective") if config else None
+    if objective not in OWN_SCORES:
+        return None
+    path = out / "heldout" / f"{name}-own.json"
+    if path.is_file():
+        return json.loads(path.read_text(encoding="utf-8"))
+    from bertforge.atomic import atomic_write_text
+    from bertforge.pretraining.pretrain import heldout_scores
+    result = {"objective": objective, **heldout_scores(folder, out / "corpus", objective, eval_batches)}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(path, json.dumps(result, indent=2) + "\n")
+    return result
+
+
+def suite_path(out: Path, name: str) -> Path:
+    from bertforge.evaluation.glue_result import GLUE_JSON
+    return out / "glue" / name / GLUE_JSON
+
+
 def suite_finished(out: Path, name: str) -> bool:
     """Whether NAME's GLUE suite finished with every task (a suite with a failed task is continued)."""
-    path = out / "glue" / name / "glue.json"
-    return path.is_file() and "failed" not in json.loads(path.read_text(encoding="utf-8"))
+    from bertforge.evaluation.report import load_result
+    path = suite_path(out, name)
+    return path.is_file() and not load_result(path).failed
 
 
 def glue(out: Path, name: str, model: Path, args, core: int | None = None) -> dict:
     """`bertforge glue` on `model` under the experiment's protocol (one job on `core`, or one per core of --cores);
     a suite that finished with every task is kept, any other is continued (it skips its finished units)."""
-    path = out / "glue" / name / "glue.json"
+    from bertforge.evaluation.report import load_result
+    path = suite_path(out, name)
     if not suite_finished(out, name):
         print(f"[{time.strftime('%H:%M')}] GLUE ({args.protocol}) for {name}", flush=True)
         run_logged(bertforge("glue", "--model", str(model), "--data", str(args.glue), "--output", str(path.parent),
                              "--protocol", args.protocol, "--jobs", "1" if core is not None else str(len(args.cores)),
                              "--name", name, "--no-progress", *shlex.split(args.glue_args)),
                    out / "logs" / f"glue-{name}.log", core)
-    return json.loads(path.read_text(encoding="utf-8"))
+    return load_result(path).to_dict()
 
 
 # ---- the results ----------------------------------------------------------------------------------------------------------
@@ -452,10 +525,11 @@ def results_table(rows: list[dict], ceiling: dict | None, floor: dict, tasks: li
 
     for r in rows:
         heldout = f"{r['heldout']['mlm_loss']:.3f}" if r.get("heldout") else "—"
+        cost = f"{r['seconds_per_step']:.3f}" if r["steps"] else "—"
         lines.append("| " + " | ".join([CONTENDERS[r["contender"]].label + (f" (lr {r['lr']:g})" if r.get("lr") else "")
                                           + (" *" if r.get("from") else ""),
-                                          LABELS[r["budget"]], f"{r['steps']:,}", f"{r['seconds_per_step']:.3f}",
-                                          heldout, str(glue_seeds(r["glue"])), *scores(r["glue"])]) + " |")
+                                          LABELS[r["budget"]], f"{r['steps']:,}", cost,
+                                          heldout, str(row_seeds(r)), *scores(r["glue"])]) + " |")
     if ceiling is not None:
         lines.append("| " + " | ".join(["all-MiniLM-L6-v2 (pre-trained, the ceiling)", "—", "—", "—", "—",
                                           str(glue_seeds(ceiling)), *scores(ceiling)]) + " |")
@@ -501,6 +575,43 @@ def include_rows(rows: list[dict], paths: list[str], cal: dict, protocol: str) -
             merged.append({**row, "from": row.get("from", str(path))})
             have.add(key)
     return sorted(merged, key=lambda r: (-BUDGETS[r["budget"]], list(CONTENDERS).index(r["contender"]), r.get("lr") or 0))
+
+
+def record_rows(rows: list[dict], groups: list[str]) -> list[dict]:
+    """`rows` and, from the published records groups `groups` (`--include-records`), the rows of runs `rows` lack:
+    contender, budget, steps, the GLUE average and its seed range, as much as the table and the plot need (a run
+    made in a folder that is gone still joins the plot; its table line stays the group's own)."""
+    from bertforge.results_store import read_store
+    store = read_store(REPO / "docs" / "results")
+    have = {(r["contender"], r["budget"], r.get("lr")) for r in rows}
+    merged = list(rows)
+    for group in groups:
+        for rid, record in sorted(store.records.items()):
+            found = re.fullmatch(rf"{re.escape(group)}/([^/]+)/glue", rid)
+            contender, _, budget = found.group(1).rpartition("-") if found else ("", "", "")
+            if contender not in CONTENDERS or budget not in BUDGETS or (contender, budget, None) in have:
+                continue
+            steps, cost = (store.records.get(f"{group}/{found.group(1)}/{k}") for k in ("steps", "cpu-s-per-step"))
+            over = sorted({i.split("/")[2] for i in store.records if i.startswith(f"{group}/{found.group(1)}/")
+                           and i.count("/") == 3})  # {group}/{run}/{task}/{metric}
+            merged.append({"contender": contender, "budget": budget, "lr": None, "heldout": None,
+                           "steps": int(steps.value) if steps else 0, "seconds_per_step": cost.value if cost else 0.0,
+                           "glue": {"average": record.value, "tasks": {}, "average_over": over}, "spread": record.spread,
+                           "seeds": record.seeds, "from": f"docs/results/{group}.json"})
+            have.add((contender, budget, None))
+    return sorted(merged, key=lambda r: (-BUDGETS[r["budget"]], list(CONTENDERS).index(r["contender"]), r.get("lr") or 0))
+
+
+def row_seeds(row: dict) -> int:
+    return row.get("seeds") or glue_seeds(row["glue"])
+
+
+def row_range(row: dict) -> tuple[float, float] | None:
+    """The lowest and highest seed's GLUE average of a row of several fine-tuning seeds (None for one seed)."""
+    if row.get("spread"):
+        return tuple(row["spread"])
+    per_seed = sorted(seed_averages(row["glue"])) if row["glue"].get("tasks") else []
+    return (per_seed[0], per_seed[-1]) if len(per_seed) > 1 else None
 
 
 def export_record(record: dict) -> dict:
@@ -556,12 +667,16 @@ def plot(rows: list[dict], ceiling: dict | None, floor: dict, path: Path, args) 
 
     from bertforge.atomic import atomic_path
     fig, ax = plt.subplots(figsize=(7.2, 4.8))
+    for n, r in enumerate(r for r in rows if BUDGETS[r["budget"]] == 0 and r["glue"].get("average") is not None):
+        ax.axhline(r["glue"]["average"], color="grey", linestyle="-.", linewidth=1,
+                   label=f"{CONTENDERS[r['contender']].label.replace('`', '')} ({r['glue']['average']:.1f})")
+    rows = [r for r in rows if BUDGETS[r["budget"]] > 0]
     lines = sorted({(list(CONTENDERS).index(r["contender"]), r.get("lr") or 0) for r in rows}, key=lambda k: (k[0], -k[1]))
     for n, (i, lr) in enumerate(lines):  # one line per contender and lr (transformers' rows may have two lrs)
         contender = list(CONTENDERS)[i]
         mine = sorted((BUDGETS[r["budget"]] / 3600, r["glue"]["average"]) for r in rows
                       if r["contender"] == contender and (r.get("lr") or 0) == lr and r["glue"].get("average") is not None)
-        seeds = max([glue_seeds(r["glue"]) for r in rows if r["contender"] == contender and (r.get("lr") or 0) == lr])
+        seeds = max([row_seeds(r) for r in rows if r["contender"] == contender and (r.get("lr") or 0) == lr])
         shift = 1.0 + 0.04 * (n - len(lines) / 2) if seeds > 1 else 1.0  # seed ranges side by side, not on top
         mine = [(x * shift, y) for x, y in mine]
         if mine:
@@ -569,8 +684,8 @@ def plot(rows: list[dict], ceiling: dict | None, floor: dict, path: Path, args) 
                     label=CONTENDERS[contender].label.replace("`", "") + (f" (lr {lr:g})" if lr else "")
                     + (f", median of {seeds} seeds" if seeds > 1 else ", 1 seed"))
         for r in rows:  # a median of several fine-tuning seeds: its lowest and highest seed's average
-            if r["contender"] == contender and (r.get("lr") or 0) == lr and len(seed_averages(r["glue"])) > 1:
-                low, *_, high = sorted(seed_averages(r["glue"]))
+            if r["contender"] == contender and (r.get("lr") or 0) == lr and row_range(r):
+                low, high = row_range(r)
                 x, y = BUDGETS[r["budget"]] / 3600 * shift, r["glue"]["average"]
                 ax.errorbar([x], [y], yerr=[[y - low], [high - y]], color=f"C{n}", capsize=3, linewidth=1)
     if ceiling is not None:
@@ -594,7 +709,6 @@ def plot(rows: list[dict], ceiling: dict | None, floor: dict, path: Path, args) 
     plt.close(fig)
 
 
-COLUMNS = {"cola": "CoLA (MCC)", "mrpc": "MRPC (F1/acc)", "stsb": "STS-B (P/S)"}  # the records table's headings
 RECORD_DATA = ("Wikipedia of ../shared/data (200 articles held out; 640 held-out sequences, the same 15 % masks); GLUE: "
                "the dev sets of ../shared/data/glue")
 
@@ -613,9 +727,9 @@ def measuring_command(argv: list[str]) -> str:
     for arg in argv[1:]:
         if skip:
             skip = False
-        elif arg in ("--records", "--export", "--include"):
+        elif arg in ("--records", "--export", "--include", "--include-records"):
             skip = True
-        elif arg != "--report" and not arg.startswith(("--records=", "--export=", "--include=")):
+        elif arg != "--report" and not arg.startswith(("--records=", "--export=", "--include=", "--include-records=")):
             kept.append(arg)
     return "OMP_NUM_THREADS=1 " + shlex.join(kept)
 
@@ -626,12 +740,14 @@ def budget_records(rows: list[dict], group: str, tasks: list[str], args) -> tupl
     median over seeds; its spread the lowest and highest seed's average)."""
     from bertforge.evaluation.scores import DISPLAY, METRICS
     from bertforge.results_store import Record
+    from bertforge.tasks.glue_tasks import GLUE
     records, table_rows = [], []
     command = measuring_command(sys.argv)
     for row in rows:
         if row.get("from"):
             continue
-        name, glue_result, seeds = run_name(row), row["glue"], glue_seeds(row["glue"])
+        name, glue_result = run_name(row), row["glue"]
+        seeds = glue_seeds(glue_result) if glue_result else 1
         label = CONTENDERS[row["contender"]].label
         what = f"after {LABELS[row['budget']]} of {label.strip('`')} ({args.model})"
 
@@ -643,9 +759,15 @@ def budget_records(rows: list[dict], group: str, tasks: list[str], args) -> tupl
         cells = [label, LABELS[row["budget"]],
                  add("steps", row["steps"], "steps", f"optimizer steps of 32 sequences {what}", 0) .replace("}", "|bare}"),
                  add("cpu-s-per-step", row["seconds_per_step"], "s", f"CPU-seconds per step {what}", 2)
-                 .replace("}", "|bare}")]
+                 .replace("}", "|bare}") if row["steps"] else "—"]
         cells.append(add("mlm-loss", row["heldout"]["mlm_loss"], "", f"held-out MLM loss {what}", 2)
                      if row.get("heldout") else "—")
+        if row.get("own"):  # not a column: a number of two rows only, cited beside the table
+            key = OWN_SCORES[row["own"]["objective"]]
+            add(key.replace("_", "-"), row["own"][key], "", f"held-out {key.replace('_', ' ')} of its own objective "
+                f"({row['own']['objective']}, {args.eval_batches} batches of 32) {what}", 1)
+        if glue_result is None:
+            continue
         for task in tasks:
             entry = glue_result["tasks"].get(task)
             if not entry:
@@ -662,10 +784,34 @@ def budget_records(rows: list[dict], group: str, tasks: list[str], args) -> tupl
                                 seeds=seeds, spread=spread).replace("}", "|full}" if spread else "}") + "**")
         table_rows.append(cells)
     header = ["contender", "budget", "steps of 32", "CPU-s/step", "held-out MLM loss",
-              *[COLUMNS.get(t, DISPLAY[t]) for t in tasks],
-              "GLUE avg (median, seed range)"]
-    table = {"header": header, "align": ["---", "---"] + ["---:"] * (len(header) - 2), "rows": table_rows}
+              *[GLUE[t].heading for t in tasks], "GLUE avg (median, seed range)"]
+    table = {"header": header, "align": ["---", "---"] + ["---:"] * (len(header) - 2),
+             "rows": sorted(earlier_rows(group, header, {run_name(r) for r in rows if not r.get("from")}) + table_rows,
+                            key=table_order)}
     return records, {group: table}
+
+
+def row_run(cells: list[str]) -> str:
+    """The run a records-table row shows (the run part of its steps record's id)."""
+    found = re.search(r"\{[^/{}]+/([^/{}]+)/steps", cells[2])
+    return found.group(1) if found else ""
+
+
+def table_order(cells: list[str]) -> tuple:
+    """Rows by budget, the largest first, then in the contenders' order."""
+    contender, _, budget = row_run(cells).partition("-lr")[0].rpartition("-")
+    order = list(CONTENDERS)
+    return -BUDGETS.get(budget, 0), order.index(contender) if contender in order else len(order), row_run(cells)
+
+
+def earlier_rows(group: str, header: list[str], measured: set[str]) -> list[list[str]]:
+    """The published table's rows of runs this folder did not measure (a group gathers the runs of several
+    folders and days); a table with other columns is not merged into."""
+    from bertforge.results_store import read_store
+    published = read_store(REPO / "docs" / "results").tables.get(group)
+    if not published or published["header"] != header:
+        return []
+    return [row for row in published["rows"] if row_run(row) and row_run(row) not in measured]
 
 
 def main() -> None:
@@ -695,11 +841,14 @@ def main() -> None:
         rows.append({"contender": job.contender, "budget": job.budget, "steps": steps, "lr": job.lr,
                      "seconds_per_step": seconds_per_step,
                      "machine": json.loads(m.read_text()) if (m := machine_path(out, job.name)).is_file() else None,
-                     "heldout": heldout, "glue": glue(out, job.name, folder, args)})
-    rows = include_rows(rows, args.include, cal, args.protocol)
+                     "heldout": heldout, "own": own_scores(out, job.name, folder, args.eval_batches),
+                     "glue": glue(out, job.name, folder, args) if CONTENDERS[job.contender].glue else None})
+    unscored = [r for r in rows if r["glue"] is None]  # their records only
+    rows = include_rows([r for r in rows if r["glue"] is not None], args.include, cal, args.protocol)
+    rows = record_rows(rows, args.include_records)
     included = {run_name(r) for r in rows if r.get("from")}
     missing = [m for m in missing if m.split(" ")[0] not in included]
-    ceiling_path = out / "glue" / "all-MiniLM-L6-v2" / "glue.json"
+    ceiling_path = suite_path(out, "all-MiniLM-L6-v2")
     if args.report and not args.no_ceiling and not ceiling_path.is_file():
         raise SystemExit(f"--report: the ceiling's GLUE suite ({ceiling_path}) is not there yet; run without "
                          "--report first (or pass --no-ceiling)")
@@ -713,7 +862,7 @@ def main() -> None:
     from bertforge.atomic import atomic_write_text
     swept = {f"{job.lr:g}": json.loads((run_folder(out, job) / "pretrain_result.json").read_text())["heldout_mlm_loss"]
              for job in sweep if finished(out, job)}
-    record = {"rows": rows, "not_finished": missing,
+    record = {"rows": rows, "without_glue": unscored, "not_finished": missing,
               "sweep": {"budget": args.sweep_budget, "heldout_mlm_loss": swept}, "hf_lr": args.hf_lr, "ceiling": ceiling,
               "floor": floor, "calibration": cal, "protocol": args.protocol,
               "glue_args": args.glue_args, "max_steps_cap": args.max_steps_cap, "command": shlex.join(sys.argv),
@@ -725,7 +874,7 @@ def main() -> None:
     if args.records:
         from bertforge.results_store import write_records
         averaged = [t for t in tasks if reference["tasks"][t].get("in_average", True)]
-        records, table = budget_records(rows, args.records, averaged, args)
+        records, table = budget_records(rows + unscored, args.records, averaged, args)
         print(f"wrote {len(records)} records and table {args.records} to "
               f"{write_records(args.records, records, REPO / 'docs' / 'results', table)}")
     table = results_table(rows, ceiling, floor, tasks)
@@ -769,6 +918,10 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--report", action="store_true",
                         help="run nothing: the table, results.json and the plot of the runs whose GLUE suite is "
                              "finished, naming the others")
+    parser.add_argument("--include-records", action="append", default=[], metavar="GROUP",
+                        help="also draw the rows of this published records group (docs/results/GROUP.json) that this "
+                        "folder has no run of: their averages and seed ranges join the plot, their table lines the "
+                        "group's table")
     parser.add_argument("--include", action="append", default=[], metavar="RESULTS_JSON",
                         help="rows of an earlier results.json (another folder, another day) to add to the table and "
                              "the plot where this folder has no run of the same contender, budget and lr; repeatable")

@@ -104,3 +104,32 @@ def test_the_documented_runs_write_the_published_records(shared_data, minilm_dir
     assert written["generation-infill/time/gibbs-seconds"].spread == pytest.approx((min(gibbs), max(gibbs)))
     assert value("time/mh-seconds") == pytest.approx(run_100["methods"]["mh 3 sweeps temperature 1"]["seconds"] / 100)
     assert value("time/mp-t10-seconds") == pytest.approx(run_400["methods"]["mask-predict T=10"]["seconds"] / 400)
+
+
+def test_another_models_run_is_a_row_of_its_own_group(tmp_path):
+    """--group: a model's methods become records under GROUP/ROW and lines of the group's table; a second model
+    adds its lines, a re-run of the first replaces its own, and the table renders to the measured values."""
+    import importlib.util
+    from pathlib import Path
+
+    from bertforge.results_store import read_store, write_records
+    spec = importlib.util.spec_from_file_location("gen_results", Path(gi.__file__).parents[1] / "tools" / "gen_results.py")
+    gen_results = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(gen_results)
+
+    def run(row: str, accuracy: float) -> None:
+        results = {"sentences": 400, "masked_pieces": 982, "methods": {
+            "mask-predict T=1": {"token_accuracy": accuracy, "exact_span_match": accuracy / 2},
+            "mdlm 10 steps greedy": {"token_accuracy": accuracy + 0.1, "exact_span_match": accuracy}}}
+        records, table = gi.model_records(results, "infill-race", row, f"`{row}`", "data", "cmd", tmp_path)
+        write_records("infill-race", records, tmp_path, table)
+
+    run("mdlm-1h", 0.2)
+    run("fast-1h", 0.3)
+    run("mdlm-1h", 0.25)
+    store = read_store(tmp_path)
+    assert store.records["infill-race/mdlm-1h/mdlm-t10/token-acc"].value == pytest.approx(35.0)
+    lines = gen_results.render_table(store, "infill-race").splitlines()[2:]
+    assert len(lines) == 4
+    assert lines[0].startswith("| `fast-1h` | Mask-Predict T = 1 | 30.0 % | 15.0 % |"), lines
+    assert lines[3].startswith("| `mdlm-1h` | MDLM reverse process, 10 steps, greedy | 35.0 % | 25.0 % |"), lines

@@ -109,7 +109,9 @@ def _finish(out: Path, job, suite: dict | None = None, heldout: float | None = N
         (folder / "model.safetensors").write_bytes(b"")
     if suite is not None:
         (out / "glue" / job.name).mkdir(parents=True)
-        (out / "glue" / job.name / "glue.json").write_text(json.dumps(suite))
+        whole = {"model": {"path": "m"}, "protocol": {"name": "cpu"}, "average": None, "average_over": [],
+                 "skipped": {}, **suite}  # a glue.json as `bertforge glue` writes it, with the suite's entries
+        (out / "glue" / job.name / "glue.json").write_text(json.dumps(whole))
 
 
 def test_report_keeps_the_rows_whose_run_and_suite_are_finished_and_names_the_rest(tmp_path):
@@ -362,3 +364,70 @@ def test_the_recorded_command_is_the_one_that_measures():
             "--records", "glue-levers", "--include=published.json", "--glue-args", "--seeds 3"]
     assert glue_budget.measuring_command(argv) == ("OMP_NUM_THREADS=1 python experiments/glue_budget.py --out "
                                                    "../runs/levers --contenders tinybert --glue-args '--seeds 3'")
+
+
+def test_the_random_init_row_is_the_model_pretraining_starts_from(train_data, tmp_path, capsys):
+    """The random-init contender's folder holds the model `bertforge pretrain` with the same args builds (the
+    same config and tokenizer as a real run's folder, fresh weights), so the row measures GLUE without
+    pre-training; it runs on no budget, once, and reports no steps."""
+    from safetensors.torch import load_file
+
+    from bertforge.cli import main as cli_main
+    out = tmp_path / "race"
+    (out / "corpus").parent.mkdir(parents=True)
+    (out / "corpus").symlink_to(train_data, target_is_directory=True)
+    args = Namespace(model="tiny", teacher=None, contenders=["random-init"], budgets=["1h", "20m"], max_steps_cap=None,
+                     hf_lr=None, hf_lrs=[5e-4], sweep_budget="20m")
+    jobs, sweep = glue_budget.plan_jobs(CALIBRATION, args)
+    assert [(j.contender, j.budget, j.steps) for j in jobs] == [("random-init", "0", 0)] and not sweep
+    job = jobs[0]
+    assert not glue_budget.finished(out, job)
+    glue_budget.write_random_init(out, job, args)
+    folder = glue_budget.run_folder(out, job)
+    assert glue_budget.finished(out, job) and glue_budget.spent(CALIBRATION, job, folder) == (0, 0.0)
+    trained = tmp_path / "one-step"
+    assert cli_main(["pretrain", "--recipe", "fast", "--model", "tiny", "--data", str(train_data), "--output",
+                     str(trained), "--max-steps", "1", "--seed", "0", "--lr", "1e-30", "--no-progress"]) == 0
+    assert json.loads((folder / "config.json").read_text()) == json.loads((trained / "config.json").read_text())
+    assert (folder / "vocab.txt").read_bytes() == (trained / "vocab.txt").read_bytes()
+    fresh, after = load_file(folder / "model.safetensors"), load_file(trained / "model.safetensors")
+    assert set(fresh) == set(after)
+    # a step at lr 1e-30 moves a weight by about 1e-30 (only zeros and tiny values show it): the run's weights are
+    # its initial ones, and these are the same init from the same seed (another draw differs by about 0.02)
+    moved = {k: (fresh[k] - after[k]).abs().max().item() for k in fresh}
+    assert max(moved.values()) < 1e-20, moved
+
+
+def test_a_row_without_glue_gives_its_records_and_no_line_and_own_scores_are_recorded():
+    """`glue = false` (ltr): the run's steps, step cost and held-out perplexity are records, the table has no line
+    for it; an mdlm row records its perplexity bound beside its line."""
+    glue = {"tasks": {"rte": {"score": 50.0, "metrics": {"accuracy": 50.0}, "runs": [{"seed": 42, "score": 50.0}]}},
+            "average": 50.0}
+    ltr = {**_row("ltr", "20m", 500), "glue": None, "heldout": None, "seconds_per_step": 2.4,
+           "own": {"objective": "ltr", "perplexity": 210.4}}
+    mdlm = {**_row("mdlm", "20m", 400), "glue": glue, "heldout": {"mlm_loss": 6.1}, "seconds_per_step": 3.0,
+            "own": {"objective": "mdlm", "perplexity_bound": 900.2}}
+    records, table = glue_budget.budget_records([ltr, mdlm], "levers", ["rte"], Namespace(model="mini", protocol="cpu",
+                                                                                         eval_batches=20))
+    by_id = {r.id: r.value for r in records}
+    assert by_id["levers/ltr-20m/perplexity"] == 210.4 and by_id["levers/ltr-20m/steps"] == 500
+    assert by_id["levers/mdlm-20m/perplexity-bound"] == 900.2
+    assert not any(k.startswith("levers/ltr-20m/rte") or k == "levers/ltr-20m/glue" for k in by_id)
+    assert [glue_budget.row_run(cells) for cells in table["levers"]["rows"]] == ["mdlm-20m"]
+
+
+def test_published_record_rows_join_the_plot_where_the_folder_has_no_run():
+    """--include-records: each run of the published group becomes a row (its contender and budget read back from
+    a name such as causal-then-masked-1h, its average and seed range the records'), except a run the folder has."""
+    from bertforge.results_store import read_store
+    store = read_store(Path(glue_budget.REPO) / "docs" / "results")
+    runs = {rid.split("/")[1] for rid in store.records if rid.startswith("glue-levers/") and rid.endswith("/glue")}
+    own = {**_row("fast-cpu", "20m", 600), "glue": {"tasks": {}, "average": 40.0}}
+    rows = glue_budget.record_rows([own], ["glue-levers"])
+    assert {glue_budget.run_name(r) for r in rows} == runs | {"fast-cpu-20m"}
+    assert [r for r in rows if r["contender"] == "fast-cpu" and r["budget"] == "20m"] == [own]
+    for row in rows:
+        if row.get("from"):
+            record = store.records[f"glue-levers/{glue_budget.run_name(row)}/glue"]
+            assert row["glue"]["average"] == record.value and glue_budget.row_range(row) == tuple(record.spread)
+            assert row["steps"] == store.records[f"glue-levers/{glue_budget.run_name(row)}/steps"].value

@@ -434,6 +434,26 @@ def evaluate(model: torch.nn.Module, dataset: PretrainingDataset, batches: int, 
 
 
 
+def heldout_scores(folder: str | Path, data: str | Path, objective: str, batches: int = 20, *, seed: int = 0,
+                   batch_size: int = 32, max_seq_length: int = 128, mask_rate: float = 0.15) -> dict[str, float]:
+    """A saved pre-trained model's held-out numbers under `objective` on `data`'s held-out split: what
+    `--eval-batches` reports during a run (MLM loss and perplexity; LTR's; MDLM's NELBO and the perplexity bound
+    it gives), for a finished checkpoint. The same seed gives the same sequences to every objective that packs
+    them alike, so an MDLM bound and a left-to-right perplexity are over the same text."""
+    from bertforge.model.auto import model_class_for
+    if objective not in OBJECTIVE_TABLE or OBJECTIVE_TABLE[objective].permuted or OBJECTIVE_TABLE[objective].generator:
+        raise SettingError("{objective} must be one of mlm, mlm+nsp, mlm+sop, ltr, mdlm, causal-then-masked or "
+                           "hybrid here, got {got!r}", owner=PretrainConfig, got=objective)
+    table = OBJECTIVE_TABLE[objective]
+    model = model_class_for(folder, "pretraining").from_pretrained(folder).eval()
+    dataset = PretrainingDataset(data, load_tokenizer(folder), objective=table.batches, batch_size=batch_size,
+                                 max_seq_length=max_seq_length, masking=MaskingConfig(rate=mask_rate), seed=seed,
+                                 split="heldout")
+    step = CorruptingStep(table, 0.5, mask_rate) if table.diffusion or table.mix else None
+    device = next(model.parameters()).device
+    return evaluate(model, dataset, batches, device, objective, Precision("fp32", device).autocast, step=step)
+
+
 # ---- the stage ---------------------------------------------------------------------------------------------------
 class CorpusStage(Stage):
     """What every stage reading a prepared corpus shares: its batches and their position, and the held-out
