@@ -13,7 +13,9 @@ then `--sentences 400` with Mask-Predict and left to right. The sentences and th
 corpus, the tokenizer and the seed alone (not the model), so those runs have 100 sentences with 244 masked pieces and
 400 with 982, the counts the methods' record ids name. A record whose id names no count (span length, time, MH's
 acceptance) is that of the last run that had its method. The group's mlm-phase records are the continued
-pre-training's (`bertforge pretrain`), not this script's: they stay as they are.
+pre-training's (`bertforge pretrain`), not this script's: they stay as they are. Another model's run goes to a
+group of its own with `--group G [--row NAME --label TEXT]`: records G/NAME/<method>/token-acc and span-match, and
+table G with a line per model and method (the models of experiments/glue_budget.py's race, say).
 
     python experiments/generation_infill.py --model DIR [--corpus ../shared/data/corpus/wikipedia-en-2018/wiki_en.txt.xz]
         [--articles 300] [--sentences 100] [--methods NAME,...] [--pll] [--seed 0] [--out results.json] [--records DIR]
@@ -67,7 +69,8 @@ TIMES = {"mask-predict T=1": ("mp-t1-seconds", "Mask-Predict T = 1", 1),
 GIBBS = ("gibbs 10 sweeps temperature 1", "gibbs 10 sweeps temperature 0.1")  # one time record: their mean
 SPAN_LENGTH_METHODS = [name for name, (_, _, column) in LABELS.items() if column]
 #: the two published runs (docs/GENERATION.md): sentences, masked pieces, methods; the methods table's columns
-RUNS = ((100, 244, list(LABELS)), (400, 982, SPAN_LENGTH_METHODS))
+PUBLISHED = [name for name in LABELS if METHODS[name]["sampler"] != "mdlm"]  # the group's model is no mdlm model
+RUNS = ((100, 244, PUBLISHED), (400, 982, SPAN_LENGTH_METHODS))
 
 
 def accuracy_id(key: str, sentences: int, pieces: int) -> str:
@@ -85,7 +88,8 @@ def span_length_id(length: int, column: str) -> str:
 
 def methods_table() -> dict:
     rows = []
-    for name, (key, label, _) in LABELS.items():
+    for name in PUBLISHED:
+        key, label, _ = LABELS[name]
         row = [label + f" (acceptance {{{GROUP}/mh/acceptance}})" if key == "mh" else label]
         for sentences, pieces, methods in RUNS:
             ran = name in methods
@@ -207,7 +211,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--articles", type=int, default=300)
     parser.add_argument("--sentences", type=int, default=100)
     parser.add_argument("--pll", action="store_true", help="also score the filled sentences (slow: one copy per token)")
-    parser.add_argument("--methods", default=",".join(METHODS), help="comma-separated subset of the methods")
+    parser.add_argument("--methods", default=",".join(PUBLISHED), help="comma-separated methods (default: all but "
+                        "mdlm, which is for a model pre-trained with --objective mdlm)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", type=Path)
     parser.add_argument("--records", metavar="DIR", help="also write the run's numbers as results-store records (group "
