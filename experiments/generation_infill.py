@@ -167,8 +167,9 @@ def model_records(results: dict, group: str, row: str, label: str, data: str, co
         base = f"{group}/{row}/{key}"
         for part, value, what in (("token-acc", result["token_accuracy"], f"token acc. ({n} sent., {pieces} pieces)"),
                                   ("span-match", result["exact_span_match"], f"span match ({n} sent.)")):
-            records.append(Record.measured(f"{base}/{part}", 100 * value, "%", f"infilling held-out Wikipedia spans "
-                                           f"with {label}: {method}, {what}", data, command=command, digits=1))
+            records.append(Record.measured(f"{base}/{part}", 100 * value, "%", f"infilling Wikipedia spans (the "
+                                           f"corpus's last articles) with {label}: {method}, {what}", data,
+                                           command=command, digits=1))
         lines.append([label, method, f"{{{base}/token-acc}}", f"{{{base}/span-match}}"])
     header = ["model", "method", f"token acc. ({n} sent., {pieces} pieces)", f"span match ({n} sent.)"]
     published = read_store(folder).tables.get(group) if Path(folder).is_dir() else None

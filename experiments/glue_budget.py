@@ -749,7 +749,8 @@ def budget_records(rows: list[dict], group: str, tasks: list[str], args) -> tupl
         name, glue_result = run_name(row), row["glue"]
         seeds = glue_seeds(glue_result) if glue_result else 1
         label = CONTENDERS[row["contender"]].label
-        what = f"after {LABELS[row['budget']]} of {label.strip('`')} ({args.model})"
+        spent_on = f"after {LABELS[row['budget']]} of " if BUDGETS[row["budget"]] else "of "
+        what = f"{spent_on}{label.strip('`')} ({args.model})"
 
         def add(key: str, value: float, unit: str, text: str, digits: int, **extra):
             records.append(Record.measured(f"{group}/{name}/{key}", value, unit, text, RECORD_DATA, digits=digits,
