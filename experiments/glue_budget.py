@@ -549,6 +549,11 @@ def run_name(row: dict) -> str:
     return Job(row["contender"], row["budget"], row["steps"], row.get("lr")).name
 
 
+def row_order(row: dict) -> tuple:
+    """Rows by budget, the largest first, then in the contenders' order and by lr."""
+    return -BUDGETS[row["budget"]], list(CONTENDERS).index(row["contender"]), row.get("lr") or 0
+
+
 def include_rows(rows: list[dict], paths: list[str], cal: dict, protocol: str) -> list[dict]:
     """`rows` and the rows of earlier results.json files (`--include`) that `rows` does not have (same contender,
     budget and lr), so runs made in other folders or on other days join one table. An earlier row must have been
@@ -574,7 +579,7 @@ def include_rows(rows: list[dict], paths: list[str], cal: dict, protocol: str) -
                                  f"this calibration gives it {steps} (pass the calibration the earlier runs used)")
             merged.append({**row, "from": row.get("from", str(path))})
             have.add(key)
-    return sorted(merged, key=lambda r: (-BUDGETS[r["budget"]], list(CONTENDERS).index(r["contender"]), r.get("lr") or 0))
+    return sorted(merged, key=row_order)
 
 
 def record_rows(rows: list[dict], groups: list[str]) -> list[dict]:
@@ -599,7 +604,7 @@ def record_rows(rows: list[dict], groups: list[str]) -> list[dict]:
                            "glue": {"average": record.value, "tasks": {}, "average_over": over}, "spread": record.spread,
                            "seeds": record.seeds, "from": f"docs/results/{group}.json"})
             have.add((contender, budget, None))
-    return sorted(merged, key=lambda r: (-BUDGETS[r["budget"]], list(CONTENDERS).index(r["contender"]), r.get("lr") or 0))
+    return sorted(merged, key=row_order)
 
 
 def row_seeds(row: dict) -> int:

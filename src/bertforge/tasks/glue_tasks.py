@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["GLUE", "GlueFormat", "GlueTask", "METRIC_SHORT", "glue_task"]
+__all__ = ["GLUE", "GlueFormat", "GlueTask", "METRIC_SHORT", "glue_task", "normalize_task_name"]
 
 #: How a table heading abbreviates each official metric ("MRPC (F1/acc)").
 METRIC_SHORT = {"mcc": "MCC", "f1": "F1", "accuracy": "acc", "pearson": "P", "spearman": "S",
@@ -76,9 +76,14 @@ _ROWS = (
 GLUE: dict[str, GlueTask] = {row.name: row for row in _ROWS}
 
 
+def normalize_task_name(name: str) -> str:
+    """`SST-2`, `sts_b`, `MNLI` -> `sst2`, `stsb`, `mnli`: the spellings people actually use."""
+    return name.lower().replace("-", "").replace("_", "")
+
+
 def glue_task(name: str) -> GlueTask:
     """The row of `name` (`SST-2`, `sts_b` and `MNLI` spelt any usual way)."""
-    key = name.lower().replace("-", "").replace("_", "")
+    key = normalize_task_name(name)
     if key not in GLUE:
         raise KeyError(f"unknown GLUE task {name!r}; known: {', '.join(GLUE)}")
     return GLUE[key]

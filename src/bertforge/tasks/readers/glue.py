@@ -9,6 +9,7 @@ import math
 from pathlib import Path
 
 from bertforge.tasks.glue_tasks import GLUE, GlueFormat, glue_task
+from bertforge.tasks.glue_tasks import normalize_task_name as normalize_task_name  # re-exported: readers API
 from bertforge.tasks.readers.base import BadRows, ReadResult, finish, iter_lines, split_name
 from bertforge.tasks.readers.errors import DataError, show
 from bertforge.tasks.readers.examples import TextExample
@@ -17,11 +18,6 @@ from bertforge.tasks.readers.labels import check_header, clean_label, unknown_la
 
 #: Each task's columns and labels, from its row of the GLUE table.
 GLUE_FORMATS: dict[str, GlueFormat] = {name: row.format for name, row in GLUE.items()}
-
-
-def normalize_task_name(name: str) -> str:
-    """`SST-2`, `sts_b`, `MNLI` -> `sst2`, `stsb`, `mnli`: the spellings people actually use."""
-    return name.lower().replace("-", "").replace("_", "")
 
 
 def glue_labels(task: str) -> list[str] | None:
