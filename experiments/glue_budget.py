@@ -13,8 +13,9 @@ three:
   whose run ends with the lowest held-out MLM loss; when the sweep budget is one of `--budgets`, that run is its
   row).
 
-Others: `fast-cpu` (the fast recipe given the budget as CPU time), `causal-then-masked`, `mdlm`, `ltr` (other
-objectives of the fast recipe), `tinybert` (TinyBERT's layer-wise distillation from all-MiniLM-L6-v2, `--teacher`, its
+Others: `fast-cpu` (the fast recipe given the budget as CPU time), `causal-then-masked`, `hybrid` (causal or
+masked per batch), `mdlm`, `ltr` (other objectives of the fast recipe), `mask-schedule` (its MLM at a falling
+mask rate), `tinybert` (TinyBERT's layer-wise distillation from all-MiniLM-L6-v2, `--teacher`, its
 forward passes counted in the budget) and `random-init` (no pre-training: the fast recipe's initial model fine-tuned
 as it is, one row at budget "none" whatever `--budgets` says; the plot draws it as a line).
 
@@ -755,7 +756,7 @@ def budget_records(rows: list[dict], group: str, tasks: list[str], args) -> tupl
         seeds = glue_seeds(glue_result) if glue_result else 1
         label = CONTENDERS[row["contender"]].label
         spent_on = f"after {LABELS[row['budget']]} of " if BUDGETS[row["budget"]] else "of "
-        what = f"{spent_on}{label.strip('`')} ({args.model})"
+        what = f"{spent_on}{label.replace('`', '')} ({args.model})"
 
         def add(key: str, value: float, unit: str, text: str, digits: int, **extra):
             records.append(Record.measured(f"{group}/{name}/{key}", value, unit, text, RECORD_DATA, digits=digits,

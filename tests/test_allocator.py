@@ -74,3 +74,55 @@ def test_release_gives_the_free_heap_back_between_jobs():
     out = subprocess.run([sys.executable, "-c", TRIM_PROBE], capture_output=True, text=True, env=env, check=True)
     held, after = map(int, out.stdout.split())
     assert held > after + 300   # ~480 MB of freed blocks stay resident until released, then go back to the OS
+
+
+BOUND_PROBE = """
+import ctypes, random
+from bertforge.allocator import bound_kept_memory, keep_freed_memory, resident_bytes
+
+libc = ctypes.CDLL("libc.so.6")
+libc.malloc.restype, libc.malloc.argtypes = ctypes.c_void_p, [ctypes.c_size_t]
+libc.free.argtypes = [ctypes.c_void_p]
+libc.memset.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_size_t]
+rng = random.Random(0)
+
+def step(mib):                            # a step's temporaries: large blocks of varied sizes, touched, then freed
+    blocks = []
+    while mib > 0:
+        size = rng.randint(4, 12) << 20
+        blocks.append(libc.malloc(size))
+        libc.memset(blocks[-1], 1, size)
+        mib -= size >> 20
+    pins.append(libc.malloc(64))          # a small survivor on top keeps the heap from shrinking at its end
+    for block in blocks:
+        libc.free(block)
+
+pins = []
+kept = keep_freed_memory()
+step(100)
+released = [bound_kept_memory()]          # the first step sets the reference
+step(100)
+released.append(bound_kept_memory())      # the same step again: the heap reuses its holes
+step(600)                                 # a larger step: the heap grows past GROWTH x the reference
+held = resident_bytes() >> 20
+released.append(bound_kept_memory())
+after = resident_bytes() >> 20
+step(100)
+released.append(bound_kept_memory())      # the first step after a release: the new reference
+print(kept, *released, held - after)
+"""
+
+
+@only_on(sys.platform.startswith("linux"), "glibc's heap")
+def test_the_training_loop_gives_back_a_grown_heap_and_only_a_grown_one():
+    env = {k: v for k, v in os.environ.items() if k != "BERTFORGE_MALLOC"}
+
+    def probe(extra: dict) -> list[str]:
+        return subprocess.run([sys.executable, "-c", BOUND_PROBE], capture_output=True, text=True,
+                              env={**env, **extra}, check=True).stdout.split()
+
+    kept, *released, given_back = probe({})
+    assert kept == "True" and released == ["False", "False", "True", "False"]
+    assert int(given_back) > 300                   # the grown step's ~600 MB of free pages went back to the OS
+    kept, *released, given_back = probe({"BERTFORGE_MALLOC": "default"})
+    assert kept == "False" and released == ["False"] * 4   # glibc as it comes: nothing kept, nothing to bound

@@ -8,10 +8,16 @@ thresholds lets freed blocks be reused: the `mini` pre-training step on CPU take
 (`benchmarks/bench_allocator.py`, docs/BENCHMARKS.md). The same cure as jemalloc or tcmalloc, without a preload.
 
 The process keeps its peak heap instead of shrinking after it, which a training or serving process does
-anyway. A process that runs several jobs in turn (`bertforge ablate`: pre-training and fine-tuning runs, one
-after another) calls `release_freed_memory()` between them: otherwise the free holes each job leaves in the
-heap, never the right size for the next one, can add up to many times one job's peak. `BERTFORGE_MALLOC=default`
-leaves glibc as it is; other C libraries and other OSes are left alone.
+anyway. But freed blocks are not always the right size for the next request: a step whose temporaries change
+shape (left-to-right or hybrid batches: `[tokens, vocab]` logits beside the masked rows' smaller ones) leaves
+holes that only grow the heap, to several times glibc's own peak within a CPU-hour (`bench_allocator.py
+--memory ltr`). So the training loop calls `bound_kept_memory()` after each step: when the resident set has
+grown by `GROWTH` since the first step after the last release, the free pages go back to the OS
+(`release_freed_memory`, which the next steps pay for in page faults); a step of stable shapes never grows that
+much and never pays.
+A process that runs several jobs in turn (`bertforge ablate`: pre-training and fine-tuning runs, one after
+another) calls `release_freed_memory()` between them. `BERTFORGE_MALLOC=default` leaves glibc as it is; other
+C libraries and other OSes are left alone.
 """
 from __future__ import annotations
 
@@ -22,6 +28,10 @@ import sys
 _M_TRIM_THRESHOLD = -1
 _M_MMAP_THRESHOLD = -3
 THRESHOLD = 1 << 30  # 1 GiB: above any single temporary of the models this package trains
+GROWTH = 1.5  # resident growth over a step's own peak that `bound_kept_memory` gives back
+
+_kept = False                     # the thresholds are raised in this process
+_reference: int | None = None     # resident bytes after the first step since the last release
 
 
 def keep_freed_memory() -> bool:
@@ -34,7 +44,9 @@ def keep_freed_memory() -> bool:
     except (OSError, AttributeError):  # not glibc (e.g. musl)
         return False
     mallopt.argtypes, mallopt.restype = [ctypes.c_int, ctypes.c_int], ctypes.c_int
-    return bool(mallopt(_M_MMAP_THRESHOLD, THRESHOLD)) and bool(mallopt(_M_TRIM_THRESHOLD, THRESHOLD))
+    global _kept
+    _kept = bool(mallopt(_M_MMAP_THRESHOLD, THRESHOLD)) and bool(mallopt(_M_TRIM_THRESHOLD, THRESHOLD))
+    return _kept
 
 
 def release_freed_memory() -> bool:
@@ -48,4 +60,32 @@ def release_freed_memory() -> bool:
         return False
     trim.argtypes, trim.restype = [ctypes.c_size_t], ctypes.c_int
     trim(0)
+    global _reference
+    _reference = None  # the next step, refaulting what it needs, sets the new reference
     return True
+
+
+def resident_bytes() -> int | None:
+    """This process's resident set (Linux `/proc/self/statm`), or None where it cannot be read."""
+    try:
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def bound_kept_memory() -> bool:
+    """After a training step: release the kept free pages if the resident set outgrew the first step since the
+    last release by `GROWTH` (only where `keep_freed_memory` raised the thresholds); True if it released them."""
+    global _reference
+    if not _kept:
+        return False
+    resident = resident_bytes()
+    if resident is None:
+        return False
+    if _reference is None:
+        _reference = resident
+        return False
+    if resident <= GROWTH * _reference:
+        return False
+    return release_freed_memory()

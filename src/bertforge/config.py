@@ -10,7 +10,7 @@ import dataclasses
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypeVar
 
 from bertforge.folder_files import SETTINGS_MAX_BYTES, folder_has, read_folder_text
 
@@ -55,8 +55,58 @@ class ConfigError(ValueError):
     """A config that cannot describe a model; the message names the field."""
 
 
+_Config = TypeVar("_Config", bound="ConfigFile")
+
+
+class ConfigFile:
+    """A model config's config.json round trip, shared by every family's config dataclass: reading (the file's
+    `model_type` must be the class's; errors name the file), writing, and copying with changes."""
+
+    model_type: ClassVar[str]
+
+    @classmethod
+    def field_names(cls) -> set[str]:
+        return {f.name for f in dataclasses.fields(cls)} - {"extra"}
+
+    @classmethod
+    def from_json_file(cls: type[_Config], path: str | Path) -> _Config:
+        path = Path(path)
+        return cls.from_json_dict(read_config_json(path), path)
+
+    @classmethod
+    def from_json_dict(cls: type[_Config], data: dict[str, Any], path: str | Path) -> _Config:
+        """The config in `data`, the parsed content of the config.json at `path` (named in errors)."""
+        model_type = data.get("model_type", cls.model_type)
+        if model_type != cls.model_type:
+            raise ConfigError(f"{path}: model_type is {model_type!r}, but {cls.__name__} reads {cls.model_type!r}")
+        try:
+            return cls.from_dict(data)
+        except TypeError as err:  # a field of the wrong kind, e.g. a list where a number belongs
+            raise ConfigError(f"{path}: {err}") from None
+        except ConfigError as err:
+            raise ConfigError(f"{path}: {err}") from None
+
+    @classmethod
+    def from_pretrained(cls: type[_Config], path: str | Path) -> _Config:
+        path = Path(path)
+        return cls.from_json_file(config_file(path))
+
+    def save_pretrained(self, directory: str | Path, architectures: list[str] | None = None) -> Path:
+        directory = Path(directory)
+        directory.mkdir(parents=True, exist_ok=True)
+        data = self.to_dict()
+        if architectures:
+            data["architectures"] = architectures
+        target = directory / CONFIG_NAME
+        target.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+        return target
+
+    def replace(self: _Config, **changes: Any) -> _Config:
+        return dataclasses.replace(self, **changes)
+
+
 @dataclass
-class BertConfig:
+class BertConfig(ConfigFile):
     vocab_size: int = 30522
     hidden_size: int = 768
     num_hidden_layers: int = 12
@@ -104,91 +154,15 @@ class BertConfig:
     model_type: ClassVar[str] = "bert"
 
     def __post_init__(self) -> None:
-        for name in ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size",
-                     "max_position_embeddings"):
-            _check_int(name, getattr(self, name), minimum=1)
-        _check_int("type_vocab_size", self.type_vocab_size, minimum=0)
-        self._check_upper_bounds()
-        if self.hidden_size % self.num_attention_heads:
-            raise ConfigError(f"config field 'hidden_size' ({self.hidden_size}) must be divisible by "
-                              f"'num_attention_heads' ({self.num_attention_heads})")
-        _check_int("pad_token_id", self.pad_token_id, minimum=0)
-        if self.pad_token_id >= self.vocab_size:
-            raise ConfigError(f"config field 'pad_token_id' ({self.pad_token_id}) must be below 'vocab_size' "
-                              f"({self.vocab_size})")
-        if self.embedding_size is not None:
-            _check_int("embedding_size", self.embedding_size, minimum=1, allow_none=True)
-        if self.layer_sharing not in LAYER_SHARING:
-            raise ConfigError(f"config field 'layer_sharing' is {self.layer_sharing!r}; choose one of "
-                              f"{', '.join(LAYER_SHARING)}")
-        if not isinstance(self.hidden_act, str) or self.hidden_act not in SUPPORTED_ACTIVATIONS:
-            raise ConfigError(f"config field 'hidden_act' is {self.hidden_act!r}; supported: "
-                              f"{', '.join(SUPPORTED_ACTIVATIONS)}")
-        _check_number("layer_norm_eps", self.layer_norm_eps, "a small positive number such as 1e-12",
-                      lambda v: v > 0)
-        _check_number("initializer_range", self.initializer_range, "a number of at least 0", lambda v: v >= 0)
-        for name in ("hidden_dropout_prob", "attention_probs_dropout_prob", "classifier_dropout"):
-            value = getattr(self, name)
-            if value is not None or name != "classifier_dropout":
-                _check_number(name, value, "a probability in [0, 1)", lambda v: 0 <= v < 1)
-        self._check_modern_options()
-        if self.add_cross_attention and self.layer_sharing != "none":
-            raise ConfigError("config field 'add_cross_attention' cannot be combined with 'layer_sharing' "
-                              f"{self.layer_sharing!r}: a decoder's layers each have their own cross-attention")
-        kind = self.extra.get("position_embedding_type", "absolute")
-        if kind not in ("absolute", None):
-            raise ConfigError(f"config field 'position_embedding_type' is {kind!r}; only 'absolute' is supported")
+        check_config(self)
         if self.id2label is not None:
-            try:
-                self.id2label = {int(k): str(v) for k, v in self.id2label.items()}
-            except (AttributeError, TypeError, ValueError):
-                raise ConfigError("config field 'id2label' must map label ids (whole numbers) to names, got "
-                                  f"{self.id2label!r}") from None
-
-    def _check_upper_bounds(self) -> None:
-        for name, maximum in MAX_SIZES.items():
-            value = getattr(self, name)
-            if isinstance(value, int) and not isinstance(value, bool) and value > maximum:
-                raise ConfigError(f"config field '{self.json_name(name)}' is {value:,}; bertforge accepts at most "
-                                  f"{maximum:,} (is the config.json damaged?)")
+            self.id2label = {int(k): str(v) for k, v in self.id2label.items()}
 
     @classmethod
     def json_name(cls, name: str) -> str:
         """The config.json name of field `name` (a family may name a field its own way, e.g. DistilBERT's
         ``n_layers``), for messages about the file."""
         return name
-
-    def _check_modern_options(self) -> None:
-        for name in ("pre_norm", "feed_forward_glu", "attention_bias", "mlp_bias", "norm_bias", "head_bias",
-                     "decoder_bias", "is_decoder", "add_cross_attention"):
-            if not isinstance(getattr(self, name), bool):
-                raise ConfigError(f"config field '{name}' must be true or false, got {getattr(self, name)!r}")
-        for name in ("rope_theta", "local_rope_theta"):
-            value = getattr(self, name)
-            if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0):
-                raise ConfigError(f"config field '{name}' must be a positive number or null, got {value!r}")
-        if self.local_rope_theta is not None and self.rope_theta is None:
-            raise ConfigError("config field 'local_rope_theta' needs 'rope_theta' (rotary positions) to be set")
-        window, every = self.local_attention, self.global_attn_every_n_layers
-        if window is not None and (not isinstance(window, int) or isinstance(window, bool) or window < 2):
-            raise ConfigError(f"config field 'local_attention' must be an integer >= 2 (the window width) or null, "
-                              f"got {window!r}")
-        if not isinstance(every, int) or isinstance(every, bool) or every < 1:
-            raise ConfigError(f"config field 'global_attn_every_n_layers' must be a positive integer, got {every!r}")
-        if self.head_act is not None and self.head_act not in SUPPORTED_ACTIVATIONS:
-            raise ConfigError(f"config field 'head_act' is {self.head_act!r}; supported: "
-                              f"{', '.join(SUPPORTED_ACTIVATIONS)}")
-        buckets, distance = self.relative_attention_num_buckets, self.relative_attention_max_distance
-        if buckets is not None and (not isinstance(buckets, int) or isinstance(buckets, bool) or buckets < 4):
-            raise ConfigError(f"config field 'relative_attention_num_buckets' must be an integer >= 4 (T5: 32) or "
-                              f"null, got {buckets!r}")
-        exact = (buckets or 4) // 4
-        if not isinstance(distance, int) or isinstance(distance, bool) or distance <= exact:
-            raise ConfigError(f"config field 'relative_attention_max_distance' must be an integer above "
-                              f"{exact} (a quarter of the buckets; T5: 128), got {distance!r}")
-        if self.rope_theta is not None and self.head_dim % 2:
-            raise ConfigError(f"rotary positions need an even head size; hidden_size / num_attention_heads = "
-                              f"{self.head_dim}")
 
     # ---- presets -------------------------------------------------------------------------------------------
     @classmethod
@@ -210,10 +184,6 @@ class BertConfig:
     @property
     def label2id(self) -> dict[str, int] | None:
         return {v: k for k, v in self.id2label.items()} if self.id2label else None
-
-    @classmethod
-    def field_names(cls) -> set[str]:
-        return {f.name for f in dataclasses.fields(cls)} - {"extra"}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "BertConfig":
@@ -248,42 +218,6 @@ class BertConfig:
             out[BERTFORGE_ONLY_KEY] = (f"{'/'.join(used + modern)} are bertforge options: transformers' "
                                        f"{self.model_type} classes cannot load this checkpoint")
         return out
-
-    @classmethod
-    def from_json_file(cls, path: str | Path) -> "BertConfig":
-        path = Path(path)
-        return cls.from_json_dict(read_config_json(path), path)
-
-    @classmethod
-    def from_json_dict(cls, data: dict[str, Any], path: str | Path) -> "BertConfig":
-        """The config in `data`, the parsed content of the config.json at `path` (named in errors)."""
-        model_type = data.get("model_type", cls.model_type)
-        if model_type != cls.model_type:
-            raise ConfigError(f"{path}: model_type is {model_type!r}, but {cls.__name__} reads {cls.model_type!r}")
-        try:
-            return cls.from_dict(data)
-        except TypeError as err:  # a field of the wrong kind, e.g. a list where a number belongs
-            raise ConfigError(f"{path}: {err}") from None
-        except ConfigError as err:
-            raise ConfigError(f"{path}: {err}") from None
-
-    @classmethod
-    def from_pretrained(cls, path: str | Path) -> "BertConfig":
-        path = Path(path)
-        return cls.from_json_file(config_file(path))
-
-    def save_pretrained(self, directory: str | Path, architectures: list[str] | None = None) -> Path:
-        directory = Path(directory)
-        directory.mkdir(parents=True, exist_ok=True)
-        data = self.to_dict()
-        if architectures:
-            data["architectures"] = architectures
-        target = directory / CONFIG_NAME
-        target.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n", encoding="utf-8")
-        return target
-
-    def replace(self, **changes: Any) -> "BertConfig":
-        return dataclasses.replace(self, **changes)
 
     @property
     def head_dim(self) -> int:
@@ -354,6 +288,91 @@ class BertConfig:
     def embedding_projection(self) -> bool:
         """Whether embeddings are projected E -> H before the first layer (ALBERT always has the projection)."""
         return self.embedding_dim != self.hidden_size
+
+
+def check_config(config: BertConfig) -> None:
+    """Refuse a config that cannot describe a model, naming the field: sizes, ranges, kinds, option pairs."""
+    for name in ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size",
+                 "max_position_embeddings"):
+        _check_int(name, getattr(config, name), minimum=1)
+    _check_int("type_vocab_size", config.type_vocab_size, minimum=0)
+    _check_upper_bounds(config)
+    if config.hidden_size % config.num_attention_heads:
+        raise ConfigError(f"config field 'hidden_size' ({config.hidden_size}) must be divisible by "
+                          f"'num_attention_heads' ({config.num_attention_heads})")
+    _check_int("pad_token_id", config.pad_token_id, minimum=0)
+    if config.pad_token_id >= config.vocab_size:
+        raise ConfigError(f"config field 'pad_token_id' ({config.pad_token_id}) must be below 'vocab_size' "
+                          f"({config.vocab_size})")
+    if config.embedding_size is not None:
+        _check_int("embedding_size", config.embedding_size, minimum=1, allow_none=True)
+    if config.layer_sharing not in LAYER_SHARING:
+        raise ConfigError(f"config field 'layer_sharing' is {config.layer_sharing!r}; choose one of "
+                          f"{', '.join(LAYER_SHARING)}")
+    if not isinstance(config.hidden_act, str) or config.hidden_act not in SUPPORTED_ACTIVATIONS:
+        raise ConfigError(f"config field 'hidden_act' is {config.hidden_act!r}; supported: "
+                          f"{', '.join(SUPPORTED_ACTIVATIONS)}")
+    _check_number("layer_norm_eps", config.layer_norm_eps, "a small positive number such as 1e-12",
+                  lambda v: v > 0)
+    _check_number("initializer_range", config.initializer_range, "a number of at least 0", lambda v: v >= 0)
+    for name in ("hidden_dropout_prob", "attention_probs_dropout_prob", "classifier_dropout"):
+        value = getattr(config, name)
+        if value is not None or name != "classifier_dropout":
+            _check_number(name, value, "a probability in [0, 1)", lambda v: 0 <= v < 1)
+    _check_modern_options(config)
+    if config.add_cross_attention and config.layer_sharing != "none":
+        raise ConfigError("config field 'add_cross_attention' cannot be combined with 'layer_sharing' "
+                          f"{config.layer_sharing!r}: a decoder's layers each have their own cross-attention")
+    kind = config.extra.get("position_embedding_type", "absolute")
+    if kind not in ("absolute", None):
+        raise ConfigError(f"config field 'position_embedding_type' is {kind!r}; only 'absolute' is supported")
+    if config.id2label is not None:
+        try:
+            {int(k): str(v) for k, v in config.id2label.items()}
+        except (AttributeError, TypeError, ValueError):
+            raise ConfigError("config field 'id2label' must map label ids (whole numbers) to names, got "
+                              f"{config.id2label!r}") from None
+
+
+def _check_upper_bounds(config: BertConfig) -> None:
+    for name, maximum in MAX_SIZES.items():
+        value = getattr(config, name)
+        if isinstance(value, int) and not isinstance(value, bool) and value > maximum:
+            raise ConfigError(f"config field '{config.json_name(name)}' is {value:,}; bertforge accepts at most "
+                              f"{maximum:,} (is the config.json damaged?)")
+
+
+def _check_modern_options(config: BertConfig) -> None:
+    for name in ("pre_norm", "feed_forward_glu", "attention_bias", "mlp_bias", "norm_bias", "head_bias",
+                 "decoder_bias", "is_decoder", "add_cross_attention"):
+        if not isinstance(getattr(config, name), bool):
+            raise ConfigError(f"config field '{name}' must be true or false, got {getattr(config, name)!r}")
+    for name in ("rope_theta", "local_rope_theta"):
+        value = getattr(config, name)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0):
+            raise ConfigError(f"config field '{name}' must be a positive number or null, got {value!r}")
+    if config.local_rope_theta is not None and config.rope_theta is None:
+        raise ConfigError("config field 'local_rope_theta' needs 'rope_theta' (rotary positions) to be set")
+    window, every = config.local_attention, config.global_attn_every_n_layers
+    if window is not None and (not isinstance(window, int) or isinstance(window, bool) or window < 2):
+        raise ConfigError(f"config field 'local_attention' must be an integer >= 2 (the window width) or null, "
+                          f"got {window!r}")
+    if not isinstance(every, int) or isinstance(every, bool) or every < 1:
+        raise ConfigError(f"config field 'global_attn_every_n_layers' must be a positive integer, got {every!r}")
+    if config.head_act is not None and config.head_act not in SUPPORTED_ACTIVATIONS:
+        raise ConfigError(f"config field 'head_act' is {config.head_act!r}; supported: "
+                          f"{', '.join(SUPPORTED_ACTIVATIONS)}")
+    buckets, distance = config.relative_attention_num_buckets, config.relative_attention_max_distance
+    if buckets is not None and (not isinstance(buckets, int) or isinstance(buckets, bool) or buckets < 4):
+        raise ConfigError(f"config field 'relative_attention_num_buckets' must be an integer >= 4 (T5: 32) or "
+                          f"null, got {buckets!r}")
+    exact = (buckets or 4) // 4
+    if not isinstance(distance, int) or isinstance(distance, bool) or distance <= exact:
+        raise ConfigError(f"config field 'relative_attention_max_distance' must be an integer above "
+                          f"{exact} (a quarter of the buckets; T5: 128), got {distance!r}")
+    if config.rope_theta is not None and config.head_dim % 2:
+        raise ConfigError(f"rotary positions need an even head size; hidden_size / num_attention_heads = "
+                          f"{config.head_dim}")
 
 
 def config_file(path: str | Path) -> Path:

@@ -122,7 +122,7 @@ def test_a_long_request_is_tokenized_off_the_event_loop(encoder_model):
             order.append("tokenize")
         thread = threading.Thread(target=big)
         thread.start()
-        while not encoder_model.request_tokenizer._lock.locked() and thread.is_alive():
+        while not encoder_model.requests.tokenizer._engine.lock.locked() and thread.is_alive():
             time.sleep(0.001)  # until the tokenizer thread holds the request tokenizer
         assert httpx.get(url + "/health", timeout=60).status_code == 200
         order.append("health")

@@ -15,6 +15,7 @@ import torch
 from bertforge.settings import SettingError
 from bertforge.tasks.evaluation import InferenceSettings, predict_examples
 from bertforge.tasks.long_inputs import LongInputOptions
+from bertforge.tasks.prediction_inputs import label_result
 from bertforge.tasks.predictor import Predictor
 from bertforge.tasks.readers import TextExample
 from bertforge.tasks.registry import get_task
@@ -107,7 +108,7 @@ def test_evaluation_reads_chunks_as_prediction_does(short_classifier):
     examples = [TextExample(str(i), t, None, "1", 0) for i, t in enumerate(texts)]
     settings = InferenceSettings(max_seq_length=SHORT, long_inputs=LongInputOptions(long_inputs="chunk"))
     run = predict_examples(predictor.model, predictor.tokenizer, get_task("sst2"), examples, settings, ["0", "1"])
-    want = [predictor._label_result(o)["scores"]["1"] for o in run.outputs]
+    want = [label_result(predictor, o)["scores"]["1"] for o in run.outputs]
     assert [r["scores"]["1"] for r in predictor.predict(texts)] == pytest.approx(want, abs=1e-6)
     truncated = [r["scores"]["1"] for r in Predictor.load(short_classifier, "cpu", "fp32").predict(texts)]
     assert truncated != pytest.approx(want, abs=1e-4), "the texts' later windows change the answer"

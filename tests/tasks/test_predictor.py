@@ -9,7 +9,8 @@ import pytest
 
 from bertforge.cli import main
 from bertforge.tasks.finetune import FinetuneSettings, finetune
-from bertforge.tasks.predictor import Predictor, _entities, split_words
+from bertforge.tasks.prediction_inputs import iob2_spans, split_words
+from bertforge.tasks.predictor import Predictor
 
 
 def _train(task: str, model: Path, out: Path, **kw) -> Path:
@@ -80,7 +81,7 @@ def test_ner_and_qa_predictors(tiny_model, shared_data, tmp_path):
 
 
 def test_entity_spans_and_word_split():
-    assert _entities(["B-PER", "I-PER", "O", "I-LOC", "B-ORG", "B-ORG"]) == [
+    assert iob2_spans(["B-PER", "I-PER", "O", "I-LOC", "B-ORG", "B-ORG"]) == [
         ("PER", 0, 1), ("LOC", 3, 3), ("ORG", 4, 4), ("ORG", 5, 5)]
     assert [w for w, _, _ in split_words("Hello, world's end.")] == ["Hello", ",", "world", "'", "s", "end", "."]
 

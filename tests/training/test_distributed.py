@@ -94,7 +94,17 @@ def ddp_runs(train_data, vocab_dir, tmp_path_factory) -> Path:
 
 def replay(options: dict, train_data: Path, vocab_dir: Path, folder: Path) -> list[dict]:
     """One process, no DDP: each step backpropagates both ranks' batches at half weight, then clips and steps.
-    Saves the model to `folder`; returns per step the mean loss, the grad norm and both ranks' MLM loss."""
+    Saves the model to `folder`; returns per step the mean loss, the grad norm and both ranks' MLM loss. On the
+    ranks' one thread (`ENV`): another thread count sums inside the matmuls in another order."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(int(ENV["OMP_NUM_THREADS"]))
+    try:
+        return _replay(options, train_data, vocab_dir, folder)
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _replay(options: dict, train_data: Path, vocab_dir: Path, folder: Path) -> list[dict]:
     from bertforge.tokenization import load_tokenizer
     from bertforge.pretraining.pretrain import (PretrainConfig, add_pretraining_metrics, build_model, model_inputs,
                                              next_batch, summarize_pretraining)

@@ -84,14 +84,14 @@ class Service:
         longest = self.model.max_length
         if long == "chunk":  # read whole, in windows that each hold the second text of a pair whole
             if pairs is not None and any(p is not None for p in pairs):
-                taken = await self.off_loop(chars, self.model.pair_tokens, pairs)
+                taken = await self.off_loop(chars, self.model.requests.pair_tokens, pairs)
                 for field, n in zip(fields, taken):
                     if n >= longest:
                         raise RequestError(413, f"{field}: its second text takes {n} of the {longest} tokens of a "
                                                 "window (with the special tokens), leaving none for the first",
                                            "input_too_long")
-            return await self.off_loop(chars, self.model.token_counts, texts, pairs)
-        counts = await self.off_loop(chars, self.model.token_counts, texts, pairs, longest + 1)
+            return await self.off_loop(chars, self.model.requests.token_counts, texts, pairs)
+        counts = await self.off_loop(chars, self.model.requests.token_counts, texts, pairs, longest + 1)
         if long == "refuse" or not self.settings.auto_truncate:
             hint = "" if long == "refuse" else " (or start the server with --auto-truncate)"
             for field, n in zip(fields, counts):
@@ -181,10 +181,10 @@ async def predict(svc: Service, req: PredictRequest) -> list[dict[str, Any]]:
         flat = [_flatten(p) for p in parsed]
         chars = sum(map(len, flat))
         if long == "refuse":  # refused here, naming the input, not inside a batch shared with other requests
-            refused = await svc.off_loop(chars, svc.model.refused_input, parsed)
+            refused = await svc.off_loop(chars, svc.model.requests.refused_input, svc.model.predictor, parsed)
             if refused is not None:
                 raise RequestError(413, f"inputs[{refused[0]}]: {refused[1]}", "input_too_long")
-        counts = await svc.off_loop(chars, svc.model.token_counts, flat, None, svc.model.max_length)
+        counts = await svc.off_loop(chars, svc.model.requests.token_counts, flat, None, svc.model.max_length)
         tokens = [min(svc.model.max_length, n) for n in counts]
     return await svc.run("predict", parsed, tokens, "/predict")
 
@@ -220,7 +220,7 @@ async def tokenize(svc: Service, req: TokenizeRequest) -> list[list[dict[str, An
     """Tokens with their character offsets; inputs longer than the model are refused (or cut with
     --auto-truncate), so an answer is never larger than the model's length allows."""
     await svc.checked_lengths(req.texts, None, indexed("inputs", len(req.texts)))
-    return await svc.off_loop(sum(map(len, req.texts)), svc.model.tokenize, req.texts, svc.model.max_length)
+    return await svc.off_loop(sum(map(len, req.texts)), svc.model.requests.tokenize, req.texts, svc.model.max_length)
 
 
 def info(svc: Service) -> dict[str, Any]:

@@ -165,7 +165,7 @@ def _chosen_layers(s: FeaturesSettings, n_layers: int) -> list[int]:
 def _read_words(s: FeaturesSettings) -> tuple[list[list[str]], int]:
     """The words of each text (--text ones, then the input's non-blank lines) and how many lines were cut."""
     from bertforge.tasks.prediction_io import open_input
-    from bertforge.tasks.predictor import split_words
+    from bertforge.tasks.prediction_inputs import split_words
     lines = list(s.text or [])
     blank = next((i for i, text in enumerate(lines, 1) if not text.strip()), None)
     if blank is not None:

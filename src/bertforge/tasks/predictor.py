@@ -8,7 +8,6 @@ with one line saying what is wrong, instead of predicting nonsense.
 from __future__ import annotations
 
 import json
-import re
 import time
 from pathlib import Path
 from typing import Any, Sequence
@@ -21,12 +20,11 @@ from bertforge.config import CONFIG_NAME, ConfigError, read_model_config
 from bertforge.device import Precision, placement
 from bertforge.folder_files import FolderFileError, folder_has, read_folder_json
 from bertforge.settings import SettingError
-from bertforge.tasks.evaluation import EvalRun, InferenceSettings, decode_outputs, evaluate_examples, run_model
+from bertforge.tasks.evaluation import EvalRun, InferenceSettings, evaluate_examples, run_model
 from bertforge.tasks.inference_options import DEFAULT_MAX_BATCH_TOKENS, DEFAULT_MAX_CHARS
-from bertforge.tasks.features import encode_multiple_choice, encode_squad
-from bertforge.tasks.long_inputs import (LongInputOptions, check_chunkable, check_encoded, encode_sentences, encode_texts,
-                                         mean_by_owner)
-from bertforge.tasks.readers import GLUE_FORMATS, SquadExample, SwagExample, TextExample
+from bertforge.tasks.long_inputs import LongInputOptions, check_chunkable
+from bertforge.tasks.prediction_inputs import PREDICT_BY_INPUTS
+from bertforge.tasks.readers import GLUE_FORMATS
 from bertforge.tasks.registry import HEADS, TASKS, TaskSpec, get_task
 from bertforge.tasks.task_data import load_task_data
 
@@ -34,21 +32,9 @@ from bertforge.tasks.task_data import load_task_data
 TASK_FILE = "task.json"
 _POSITIVE_INTS = ("max_seq_length", "doc_stride", "max_query_length", "max_answer_length", "n_best")
 
-_WORD = re.compile(r"\w+|[^\w\s]", re.UNICODE)
-
 
 class PredictorError(ValueError):
     """A predictor folder (or task settings) that cannot be used; the message names the file and the field."""
-
-
-def split_words(text: str) -> list[tuple[str, int, int]]:
-    """(word, start, end) with punctuation as separate words, the way CoNLL text is tokenized."""
-    return [(m.group(), m.start(), m.end()) for m in _WORD.finditer(text)]
-
-
-def _softmax(x: np.ndarray) -> np.ndarray:
-    e = np.exp(x - x.max(-1, keepdims=True))
-    return e / e.sum(-1, keepdims=True)
 
 
 # ---- the predictor folder: a model folder + task.json ------------------------------------------------------------
@@ -293,144 +279,17 @@ class Predictor:
         start = time.perf_counter()
         inputs = list(inputs)
         self._progress = progress
-        handler = {"text": self._classify, "words": self._ner, "question": self._qa,
-                   "choices": self._choose}[HEADS[self.head].inputs]
-        results = handler(inputs, batch_size) if inputs else []
+        results = PREDICT_BY_INPUTS[HEADS[self.head].inputs](self, inputs, batch_size) if inputs else []
         seconds = time.perf_counter() - start
         self.timing = {"n": len(inputs), "seconds": round(seconds, 4),
                        "examples_per_second": round(len(inputs) / max(seconds, 1e-9), 2)}
         return results
 
-    def _run(self, features, batch_size: int) -> list[Any]:
+    def run_features(self, features, batch_size: int) -> list[Any]:
+        """The model's outputs on encoded features, in order (batched by length, on the predictor's device)."""
         return run_model(self.model, features, batch_size, self.tokenizer.pad_token_id, device=self.device,
                          precision=self.precision, max_batch_tokens=self.settings.max_batch_tokens,
                          progress=self._progress)
-
-    def _cap(self, text: Any, index: int, what: str, cut: set[int]) -> str:
-        if not isinstance(text, str):
-            raise ValueError(f"input {index}: {what} must be a string, got {type(text).__name__}")
-        if len(text) > self.max_chars:
-            cut.add(index)
-            return text[:self.max_chars]
-        return text
-
-    def _classify(self, inputs: list[Any], batch_size: int) -> list[dict[str, Any]]:
-        examples, cut = [], set()
-        for i, item in enumerate(inputs):
-            if isinstance(item, (tuple, list)):
-                if len(item) != 2:
-                    raise ValueError(f"input {i}: expected a text or a (text, text_pair) pair, got {len(item)} parts")
-                text = self._cap(item[0], i, "text", cut)
-                pair = None if item[1] is None else self._cap(item[1], i, "text_pair", cut)
-            else:
-                text, pair = self._cap(item, i, "text", cut), None
-            examples.append(TextExample(str(i), text, pair, None, 0))
-        out: dict[int, dict[str, Any]] = {}
-        # single texts and pairs cannot share one encode call
-        for want_pair in (False, True):
-            idx = [i for i, ex in enumerate(examples) if (ex.text_pair is not None) == want_pair]
-            if not idx:
-                continue
-            feats, owners, dropped = encode_texts(self.tokenizer, [examples[i] for i in idx],
-                                                  self.settings.seq_length(self.spec), self.long_inputs)
-            outputs = self._run(feats, batch_size)
-            if owners is not None:  # chunked: the mean of each input's windows' logits
-                outputs = mean_by_owner(outputs, owners, len(idx))
-            for j, (i, logits) in enumerate(zip(idx, outputs)):
-                out[i] = _dropped(self._label_result(logits), dropped.get(j))
-        return [_mark(out[i], i in cut) for i in range(len(examples))]
-
-    def _label_result(self, logits: np.ndarray) -> dict[str, Any]:
-        if HEADS[self.head].regression:
-            return {"score": float(logits.reshape(-1)[0])}
-        probs = _softmax(logits.astype(np.float64))
-        k = int(np.argmax(probs))
-        names = self.labels or [str(i) for i in range(len(probs))]
-        return {"label": names[k], "score": float(probs[k]),
-                "scores": {name: float(p) for name, p in zip(names, probs)}}
-
-    def _ner(self, inputs: list[Any], batch_size: int) -> list[dict[str, Any]]:
-        words_spans, cut = [], set()
-        for i, x in enumerate(inputs):
-            if isinstance(x, str):
-                words_spans.append(split_words(self._cap(x, i, "text", cut)))
-            elif isinstance(x, (list, tuple)):
-                words, total = [], 0
-                for w in x:
-                    total += len(self._cap(w, i, "each word", set()))
-                    if total > self.max_chars:
-                        cut.add(i)
-                        break
-                    words.append((w, None, None))
-                words_spans.append(words)
-            else:
-                raise ValueError(f"input {i}: expected a text or a list of words, got {type(x).__name__}")
-        sentences = [[w for w, _, _ in ws] for ws in words_spans]
-        feats, windows, dropped = encode_sentences(self.tokenizer, sentences, self.settings.seq_length(self.spec),
-                                                   self.long_inputs)
-        tags = decode_outputs(self.spec, [], feats, self._run(feats, batch_size), self.labels, self.settings)
-        if windows is not None:  # chunked: each word tagged in the window where it is most central
-            tags = windows.tags(tags)
-        results = []
-        for i, (item, ws, word_tags) in enumerate(zip(inputs, words_spans, tags)):
-            entities = []
-            for kind, first, last in _entities(word_tags):
-                entity: dict[str, Any] = {"entity": kind, "words": [w for w, _, _ in ws[first:last + 1]],
-                                          "first_word": first, "last_word": last}
-                if isinstance(item, str):
-                    entity.update(text=item[ws[first][1]:ws[last][2]], start=ws[first][1], end=ws[last][2])
-                entities.append(entity)
-            results.append(_mark(_dropped({"words": [w for w, _, _ in ws], "tags": word_tags, "entities": entities},
-                                          dropped.get(i)), i in cut))
-        return results
-
-    def _qa(self, inputs: list[Any], batch_size: int) -> list[dict[str, Any]]:
-        examples, cut = [], set()
-        for i, item in enumerate(inputs):
-            if not isinstance(item, (tuple, list)) or len(item) != 2:
-                raise ValueError(f"input {i}: question answering takes a (question, context) pair")
-            examples.append(SquadExample(str(i), self._cap(item[0], i, "question", cut),
-                                         self._cap(item[1], i, "context", cut), ()))
-        feats = encode_squad(self.tokenizer, examples, self.settings.seq_length(self.spec), self.settings.doc_stride,
-                             self.settings.max_query_length)
-        check_encoded(self.head, self.tokenizer, examples, feats, self.settings.seq_length(self.spec), self.long_inputs)
-        preds = decode_outputs(self.spec, examples, feats, self._run(feats, batch_size), None, self.settings)
-        threshold = self.task.get("null_threshold", 0.0) if self.spec.name == "squad2" else None
-        results = []
-        for i, ex in enumerate(examples):
-            p = preds[ex.qid]
-            r: dict[str, Any] = {"answer": p.answer(threshold)}
-            if p.best is not None:
-                r.update(score=p.best.score, start=p.best.start_char, end=p.best.end_char)
-            if threshold is not None:
-                r["null_diff"] = p.null_diff
-            results.append(_mark(r, i in cut))
-        return results
-
-    def _choose(self, inputs: list[Any], batch_size: int) -> list[dict[str, Any]]:
-        examples, cut = [], set()
-        for i, item in enumerate(inputs):
-            if not isinstance(item, (tuple, list)) or len(item) not in (2, 3):
-                raise ValueError(f"input {i}: multiple choice takes (context, [endings]) or "
-                                 "(context, start, [endings])")
-            context, start, endings = (item[0], "", item[1]) if len(item) == 2 else item
-            if not isinstance(endings, (list, tuple)) or not endings:
-                raise ValueError(f"input {i}: endings must be a non-empty list of strings")
-            examples.append(SwagExample(str(i), self._cap(context, i, "context", cut), self._cap(start, i, "start", cut),
-                                        tuple(self._cap(e, i, "each ending", cut) for e in endings), None, 0))
-        results: list[dict[str, Any]] = [{} for _ in examples]
-        # a batch needs one number of choices: run each count separately
-        for count in sorted({len(ex.endings) for ex in examples}):
-            idx = [i for i, ex in enumerate(examples) if len(ex.endings) == count]
-            feats = encode_multiple_choice(self.tokenizer, [examples[i] for i in idx],
-                                           self.settings.seq_length(self.spec))
-            check_encoded(self.head, self.tokenizer, [examples[i] for i in idx], feats,
-                          self.settings.seq_length(self.spec), self.long_inputs)
-            for i, logits in zip(idx, self._run(feats, batch_size)):
-                probs = _softmax(logits.astype(np.float64))
-                results[i] = _mark({"label": int(np.argmax(probs)), "score": float(probs.max()),
-                                    "scores": [float(p) for p in probs]}, i in cut)
-        return results
 
     # ---- evaluation --------------------------------------------------------------------------------------------
     def evaluate(self, data: str | None = None, eval_file: str | None = None, split: str = "dev",
@@ -493,31 +352,3 @@ def _input_kind(task: str) -> str | None:
     if fmt is None:
         return None
     return "single texts" if fmt.pair is None else "pairs"
-
-
-def _dropped(result: dict[str, Any], tokens: int | None) -> dict[str, Any]:
-    """A result whose input was cut at max_seq_length says how many tokens the model did not read."""
-    if tokens:
-        result["dropped_tokens"] = tokens
-    return result
-
-
-def _mark(result: dict[str, Any], truncated: bool) -> dict[str, Any]:
-    if truncated:
-        result["truncated"] = True
-    return result
-
-
-def _entities(tags: Sequence[str]) -> list[tuple[str, int, int]]:
-    """(type, first word, last word) of each IOB2 entity; a stray I- starts one, as conlleval counts it."""
-    spans: list[tuple[str, int, int]] = []
-    kind, first = None, 0
-    for i, tag in enumerate(list(tags) + ["O"]):
-        prefix, _, name = tag.partition("-")
-        continues = prefix == "I" and name == kind
-        if kind is not None and not continues:
-            spans.append((kind, first, i - 1))
-            kind = None
-        if prefix in ("B", "I") and not continues:
-            kind, first = name, i
-    return spans

@@ -13,10 +13,10 @@ from ..folder_files import folder_has
 from .base import CONFIG_FILE, SPECIAL_TOKENS_MAP_FILE
 from .bpe import MERGES_FILE
 from .bpe import VOCAB_FILE as BPE_VOCAB_FILE
-from .fast import read_tokenizer_config
+from .fast import read_tokenizer_options
 from .hf_json import TOKENIZER_JSON
 from .sentencepiece import MODEL_FILE
-from .wordpiece import VOCAB_FILE
+from .wordpiece_files import VOCAB_FILE
 
 # file that identifies the kind -> "module:Class"; checked in this order
 TOKENIZER_FILES = (
@@ -51,7 +51,7 @@ def tokenizer_class_for(directory: str | Path) -> type:
                 from .hf_json import model_type, read_tokenizer_json
                 target = JSON_MODEL_TYPES[model_type(read_tokenizer_json(folder), folder / name)]
             if target == JSON_MODEL_TYPES["Unigram"]:
-                declared = read_tokenizer_config(folder, ("tokenizer_class",)).get("tokenizer_class")
+                declared = read_tokenizer_options(folder, ("tokenizer_class",)).get("tokenizer_class")
                 target = SENTENCEPIECE_CLASSES.get(declared, target)
             module, cls = target.split(":")
             return getattr(importlib.import_module(module), cls)

@@ -81,3 +81,18 @@ def build_fast(
         ]
     )
     return tok
+
+
+def configure_call(engine: Tokenizer, truncate: tuple[int, str, int] | None, pad_length: int | str | None,
+                   pad_id: int, pad_token: str) -> None:
+    """Set a call engine's truncation (max length, strategy, stride; None: off) and right padding ("longest", a
+    length, or None: off) for one call (the caller holds the tokenizer's lock)."""
+    if truncate is None:
+        engine.no_truncation()
+    else:
+        engine.enable_truncation(truncate[0], stride=truncate[2], strategy=truncate[1], direction="right")
+    if pad_length is None:
+        engine.no_padding()
+    else:
+        engine.enable_padding(direction="right", pad_id=pad_id, pad_type_id=0, pad_token=pad_token,
+                              length=None if pad_length == "longest" else pad_length)

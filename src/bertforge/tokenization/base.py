@@ -3,21 +3,39 @@
 ``BertTokenizer`` (WordPiece, with its Python fallback) and ``FastTokenizer`` (byte BPE, SentencePiece) differ
 in how they encode and decode; around that they must behave alike, so that code written against one works
 with any. A subclass sets ``_vocab`` (token -> id), ``_ids_to_tokens``, ``model_max_length`` and an
-``unk_token`` property, and turns checked inputs into rows of encodings in ``_encode_rows``; ``__call__``
-checks the arguments and builds the :class:`BatchEncoding` from those rows.
+``unk_token`` property, turns checked inputs into rows of encodings in ``_encode_rows`` and ids into text in
+``_decode``; ``__call__`` checks the arguments and builds the :class:`BatchEncoding` from those rows.
 """
 
 from __future__ import annotations
 
+import json
 import numbers
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
+from ..folder_files import SETTINGS_MAX_BYTES, folder_has, read_folder_text
 from .arguments import as_int_list, padding_settings, prepare_inputs, tensor_ready, truncation_settings
 from .encoding import BatchEncoding, to_tensors
 
 CONFIG_FILE = "tokenizer_config.json"
 SPECIAL_TOKENS_MAP_FILE = "special_tokens_map.json"
+
+
+def read_tokenizer_config(folder: Path) -> dict[str, Any] | None:
+    """The JSON object of ``folder/tokenizer_config.json`` (a regular file inside it, of bounded size), None
+    without one; errors name the file."""
+    if not folder_has(folder, CONFIG_FILE):
+        return None
+    path = folder / CONFIG_FILE
+    try:
+        config = json.loads(read_folder_text(folder, CONFIG_FILE, SETTINGS_MAX_BYTES))
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"cannot read tokenizer settings from {path}: {exc}") from None
+    if not isinstance(config, dict):
+        raise ValueError(f"{path} must hold a JSON object, got {type(config).__name__}")
+    return config
 
 
 class TokenizerBase:
@@ -67,6 +85,21 @@ class TokenizerBase:
         ids = as_int_list(ids, "convert_ids_to_tokens")
         skip = set(self.all_special_ids) if skip_special_tokens else ()
         return [self._ids_to_tokens.get(i, self.unk_token) for i in ids if i not in skip]
+
+    def decode(self, ids: int | Sequence[int], skip_special_tokens: bool = False, **options: Any) -> str:
+        """Text of ids: a single id, a list, a 1-D tensor or array (each subclass decodes them its way)."""
+        if hasattr(ids, "tolist"):
+            ids = ids.tolist()
+        if isinstance(ids, numbers.Integral) and not isinstance(ids, bool):
+            ids = [int(ids)]
+        return self._decode(as_int_list(ids, "decode"), skip_special_tokens, **options)
+
+    def batch_decode(self, sequences: Sequence[Sequence[int]], skip_special_tokens: bool = False,
+                     **options: Any) -> list[str]:
+        """:meth:`decode` of each row (a list of lists, a 2-D tensor or array)."""
+        if hasattr(sequences, "tolist"):
+            sequences = sequences.tolist()
+        return [self.decode(s, skip_special_tokens, **options) for s in sequences]
 
     def encode(self, text: str | list[str], text_pair: str | list[str] | None = None,
                add_special_tokens: bool = True, **kwargs: Any) -> list[int]:

@@ -21,7 +21,7 @@ from tqdm.auto import tqdm
 
 from ..folder_files import VOCAB_MAX_BYTES, folder_has, read_folder_text
 from ..textio import total_bytes
-from .fast import SPECIAL_NAMES, FastTokenizer, check_overrides, read_tokenizer_config, write_json
+from .fast import SPECIAL_NAMES, FastTokenizer, check_overrides, read_tokenizer_options, write_json
 from .hf_json import TOKENIZER_JSON
 from .train import _batches
 
@@ -104,7 +104,7 @@ class RobertaTokenizer(FastTokenizer):
             if not folder_has(folder, name):
                 raise FileNotFoundError(f"{folder} has no {name}; a byte-level BPE tokenizer needs "
                                         f"{VOCAB_FILE} and {MERGES_FILE}")
-        options = {**read_tokenizer_config(folder, _OPTIONS), **overrides}
+        options = {**read_tokenizer_options(folder, _OPTIONS), **overrides}
         return cls(folder / VOCAB_FILE, folder / MERGES_FILE, **options)
 
     @classmethod
@@ -119,7 +119,7 @@ class RobertaTokenizer(FastTokenizer):
         if kind != "BPE":
             raise ValueError(f"{path} holds a {kind} tokenizer, not RoBERTa's byte-level BPE")
         vocab, merges = bpe_parts(data, path)
-        tok = cls(vocab, merges, **{**read_tokenizer_config(folder, _OPTIONS), **overrides})
+        tok = cls(vocab, merges, **{**read_tokenizer_options(folder, _OPTIONS), **overrides})
         if not {"add_prefix_space", "trim_offsets"} & set(overrides) and not same_pipeline(tok.backend, data):
             tok.adopt_pipeline(read_pipeline(data, path), str(path))
         return tok

@@ -10,7 +10,6 @@ builds its pipeline and reads and writes its files.
 from __future__ import annotations
 
 import json
-import numbers
 import threading
 from collections.abc import Sequence
 from pathlib import Path
@@ -18,9 +17,9 @@ from typing import Any, ClassVar
 
 from tokenizers import AddedToken, Tokenizer
 
-from ..folder_files import SETTINGS_MAX_BYTES, folder_has, read_folder_text
-from .arguments import as_int_list, check_text, check_texts
-from .base import CONFIG_FILE, SPECIAL_TOKENS_MAP_FILE, TokenizerBase
+from .arguments import check_text, check_texts
+from .backend import configure_call
+from .base import CONFIG_FILE, SPECIAL_TOKENS_MAP_FILE, TokenizerBase, read_tokenizer_config
 from .hf_json import GENERIC_CLASS
 
 __all__ = ["FastTokenizer", "SPECIAL_NAMES", "check_overrides", "read_tokenizer_config", "write_json"]
@@ -125,18 +124,9 @@ class FastTokenizer(TokenizerBase):
 
     # ------------------------------------------------------------------ decoding
 
-    def decode(self, ids: int | Sequence[int], skip_special_tokens: bool = False) -> str:
-        """Text of ids, through the pipeline's decoder (byte-level BPE gives the original text back)."""
-        if hasattr(ids, "tolist"):
-            ids = ids.tolist()
-        if isinstance(ids, numbers.Integral) and not isinstance(ids, bool):
-            ids = [int(ids)]
-        return self._backend.decode(as_int_list(ids, "decode"), skip_special_tokens=skip_special_tokens)
-
-    def batch_decode(self, sequences: Sequence[Sequence[int]], skip_special_tokens: bool = False) -> list[str]:
-        if hasattr(sequences, "tolist"):
-            sequences = sequences.tolist()
-        return [self.decode(s, skip_special_tokens) for s in sequences]
+    def _decode(self, ids: list[int], skip_special_tokens: bool) -> str:
+        """Through the pipeline's decoder (byte-level BPE gives the original text back)."""
+        return self._backend.decode(ids, skip_special_tokens=skip_special_tokens)
 
     # ------------------------------------------------------------------ encoding
 
@@ -193,15 +183,7 @@ class FastTokenizer(TokenizerBase):
     def _configure(self, engine: Tokenizer, truncate: tuple[int, str, int] | None,
                    pad_length: int | str | None) -> None:
         """Set truncation and padding of a call engine (caller holds the lock)."""
-        if truncate is None:
-            engine.no_truncation()
-        else:
-            engine.enable_truncation(truncate[0], stride=truncate[2], strategy=truncate[1], direction="right")
-        if pad_length is None:
-            engine.no_padding()
-        else:
-            engine.enable_padding(direction="right", pad_id=self.pad_token_id, pad_type_id=0,
-                                  pad_token=self.pad_token, length=None if pad_length == "longest" else pad_length)
+        configure_call(engine, truncate, pad_length, self.pad_token_id, self.pad_token)
 
     def _write_configs(self, out: Path, settings: dict[str, Any]) -> tuple[Path, Path]:
         """``tokenizer_config.json`` (settings + special tokens) and ``special_tokens_map.json``, HF's layout.
@@ -218,20 +200,14 @@ def write_json(path: Path, data: Any) -> Path:
     return path
 
 
-def read_tokenizer_config(folder: Path, allowed: Sequence[str]) -> dict[str, Any]:
+def read_tokenizer_options(folder: Path, allowed: Sequence[str]) -> dict[str, Any]:
     """The settings of ``folder/tokenizer_config.json`` that a constructor accepts (``allowed``); {} without one.
 
     Special tokens may be stored as HF's serialised ``AddedToken`` dicts; their content is used.
     """
-    path = folder / CONFIG_FILE
-    if not folder_has(folder, CONFIG_FILE):
+    config = read_tokenizer_config(folder)
+    if config is None:
         return {}
-    try:
-        config = json.loads(read_folder_text(folder, CONFIG_FILE, SETTINGS_MAX_BYTES))
-    except json.JSONDecodeError as exc:
-        raise ValueError(f"cannot read tokenizer settings from {path}: {exc}") from None
-    if not isinstance(config, dict):
-        raise ValueError(f"{path} must hold a JSON object, got {type(config).__name__}")
     options: dict[str, Any] = {}
     for key in allowed:
         value = config.get(key)

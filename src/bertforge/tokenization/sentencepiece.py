@@ -20,7 +20,7 @@ from tqdm.auto import tqdm
 
 from ..folder_files import SPIECE_MODEL_MAX_BYTES, folder_has, read_folder_bytes
 from ..textio import total_bytes
-from .fast import SPECIAL_NAMES, FastTokenizer, check_overrides, read_tokenizer_config
+from .fast import SPECIAL_NAMES, FastTokenizer, check_overrides, read_tokenizer_options
 from .hf_json import TOKENIZER_JSON
 
 __all__ = ["AlbertTokenizer", "UnigramModel", "train_sentencepiece"]
@@ -109,7 +109,7 @@ class AlbertTokenizer(FastTokenizer):
             return cls._from_tokenizer_json(p, overrides)
         if not folder_has(p, MODEL_FILE):
             raise FileNotFoundError(f"{p} has no {MODEL_FILE}; a SentencePiece tokenizer needs it")
-        return cls(p / MODEL_FILE, **{**read_tokenizer_config(p, _OPTIONS), **overrides})
+        return cls(p / MODEL_FILE, **{**read_tokenizer_options(p, _OPTIONS), **overrides})
 
     @classmethod
     def _from_tokenizer_json(cls, folder: Path, overrides: dict[str, Any]) -> AlbertTokenizer:
@@ -133,7 +133,7 @@ class AlbertTokenizer(FastTokenizer):
         if kind != "Unigram":
             raise ValueError(f"{path} holds a {kind} tokenizer, not ALBERT's SentencePiece unigram")
         pieces, unk_id, charsmap = unigram_parts(data, path)
-        options = {**read_tokenizer_config(folder, _OPTIONS), **unigram_options(data), **overrides}
+        options = {**read_tokenizer_options(folder, _OPTIONS), **unigram_options(data), **overrides}
         control = {t["content"] for t in data.get("added_tokens") or [] if t.get("special")}
         control.discard(pieces[unk_id][0])
         model = spiece_model_bytes(pieces, unk_id, charsmap, control, pad_token=options.get("pad_token", PAD))

@@ -30,6 +30,7 @@ from typing import Any, Callable, Iterator
 
 import torch
 
+from bertforge.allocator import bound_kept_memory
 from bertforge.atomic import atomic_directory, atomic_path
 from bertforge.device import Precision
 from bertforge.outputs import is_finished
@@ -200,6 +201,7 @@ def _step(run: "_Run") -> float:
     loss = run.accumulate_gradients()
     run.update(loss)
     run.log()
+    bound_kept_memory()  # steps whose temporaries change shape would otherwise grow the kept heap without end
     return loss
 
 
