@@ -105,7 +105,9 @@ def main(argv: list[str] | None = None) -> None:
     from transformers import AutoModel, AutoModelForSequenceClassification, BertTokenizerFast
 
     from bertforge.tasks.feature_extraction import word_features
-    from bertforge.tasks.predictor import DEFAULT_MAX_BATCH_TOKENS, Predictor, split_words
+    from bertforge.tasks.inference_options import DEFAULT_MAX_BATCH_TOKENS
+    from bertforge.tasks.prediction_inputs import split_words
+    from bertforge.tasks.predictor import Predictor
     from bertforge.tasks.readers import read_glue
 
     model_dir = args.model or minilm_folder()
