@@ -11,10 +11,10 @@ The process keeps its peak heap instead of shrinking after it, which a training 
 anyway. But freed blocks are not always the right size for the next request: a step whose temporaries change
 shape (left-to-right or hybrid batches: `[tokens, vocab]` logits beside the masked rows' smaller ones) leaves
 holes that only grow the heap, to several times glibc's own peak within a CPU-hour (`bench_allocator.py
---memory ltr`). So the training loop calls `bound_kept_memory()` after each step: when the resident set has
-grown by `GROWTH` since the first step after the last release, the free pages go back to the OS
-(`release_freed_memory`, which the next steps pay for in page faults); a step of stable shapes never grows that
-much and never pays.
+--memory ltr`). So the training loop calls `bound_kept_memory()` after each step: it learns the working set as the largest
+resident set of the first `SETTLE` steps (after the start, or after the last release), and once the resident set
+outgrows that by `GROWTH` the free pages go back to the OS (`release_freed_memory`, which the next steps pay for
+in page faults). A run whose heap settles (MLM, even through a sequence-length schedule) releases rarely or never.
 A process that runs several jobs in turn (`bertforge ablate`: pre-training and fine-tuning runs, one after
 another) calls `release_freed_memory()` between them. `BERTFORGE_MALLOC=default` leaves glibc as it is; other
 C libraries and other OSes are left alone.
@@ -28,10 +28,12 @@ import sys
 _M_TRIM_THRESHOLD = -1
 _M_MMAP_THRESHOLD = -3
 THRESHOLD = 1 << 30  # 1 GiB: above any single temporary of the models this package trains
-GROWTH = 1.5  # resident growth over a step's own peak that `bound_kept_memory` gives back
+GROWTH = 1.5  # growth over the learned working set at which `bound_kept_memory` gives the free pages back
+SETTLE = 10   # steps whose largest resident set is the working set
 
 _kept = False                     # the thresholds are raised in this process
-_reference: int | None = None     # resident bytes after the first step since the last release
+_reference = 0                    # the largest resident set of the settling steps, in bytes
+_settling = SETTLE                # settling steps still to see
 
 
 def keep_freed_memory() -> bool:
@@ -60,8 +62,8 @@ def release_freed_memory() -> bool:
         return False
     trim.argtypes, trim.restype = [ctypes.c_size_t], ctypes.c_int
     trim(0)
-    global _reference
-    _reference = None  # the next step, refaulting what it needs, sets the new reference
+    global _reference, _settling
+    _reference, _settling = 0, SETTLE  # the next steps, refaulting what they need, set the new working set
     return True
 
 
@@ -75,16 +77,17 @@ def resident_bytes() -> int | None:
 
 
 def bound_kept_memory() -> bool:
-    """After a training step: release the kept free pages if the resident set outgrew the first step since the
-    last release by `GROWTH` (only where `keep_freed_memory` raised the thresholds); True if it released them."""
-    global _reference
+    """After a training step: release the kept free pages once the resident set outgrows the working set (the
+    largest of the `SETTLE` steps after the start or the last release) by `GROWTH`; only where
+    `keep_freed_memory` raised the thresholds. True if it released them."""
+    global _reference, _settling
     if not _kept:
         return False
     resident = resident_bytes()
     if resident is None:
         return False
-    if _reference is None:
-        _reference = resident
+    if _settling > 0:
+        _reference, _settling = max(_reference, resident), _settling - 1
         return False
     if resident <= GROWTH * _reference:
         return False
