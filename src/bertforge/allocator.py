@@ -11,10 +11,12 @@ The process keeps its peak heap instead of shrinking after it, which a training 
 anyway. But freed blocks are not always the right size for the next request: a step whose temporaries change
 shape (left-to-right or hybrid batches: `[tokens, vocab]` logits beside the masked rows' smaller ones) leaves
 holes that only grow the heap, to several times glibc's own peak within a CPU-hour (`bench_allocator.py
---memory ltr`). So the training loop calls `bound_kept_memory()` after each step: it learns the working set as the largest
-resident set of the first `SETTLE` steps (after the start, or after the last release), and once the resident set
-outgrows that by `GROWTH` the free pages go back to the OS (`release_freed_memory`, which the next steps pay for
-in page faults). A run whose heap settles (MLM, even through a sequence-length schedule) releases rarely or never.
+--memory ltr`). The training loop calls `bound_kept_memory()` after each step: it learns the working set as the
+largest resident set of the first `SETTLE` steps (after the start, or after the last release), and once the
+resident set outgrows that by `GROWTH` the free pages go back to the OS (`release_freed_memory`, which the next
+steps pay for in page faults). A heap that settles (MLM, even through a sequence-length schedule) is never
+released; one that keeps growing is released now and then, which trims its pages but not its holes, so its
+resident set still climbs: the bound is a guard, not yet a cure for left-to-right steps.
 A process that runs several jobs in turn (`bertforge ablate`: pre-training and fine-tuning runs, one after
 another) calls `release_freed_memory()` between them. `BERTFORGE_MALLOC=default` leaves glibc as it is; other
 C libraries and other OSes are left alone.
