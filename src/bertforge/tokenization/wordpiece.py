@@ -28,7 +28,6 @@ from .wordpiece_files import SPECIAL_NAMES, read_wordpiece_folder, write_wordpie
 __all__ = ["BertTokenizer"]
 
 
-
 class _Special:
     """A special token of the tokenizer (read-only), or with `as_id` its id in the vocabulary."""
 
